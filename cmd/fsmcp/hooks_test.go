@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/fsmcp/fsmcp/frontend"
+	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/worker"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc"
+)
+
+// Test hooks, compiled only into the test binary. A fs_stat whose path
+// starts with hookPrefix runs the named action inside the real process
+// (front-end or confined worker) and reports the outcome in the reply, so
+// a test can show which layer refuses what.
+const hookPrefix = "fsmcp-test-hook:"
+
+// hookResult runs action, which may bypass os.Root on purpose, and returns
+// "ok" or the error's text.
+func hookResult(action, arg string) string {
+	var err error
+	switch action {
+	case "panic":
+		panic("test hook panic")
+	case "open":
+		var f *os.File
+		if f, err = os.Open(arg); err == nil {
+			f.Close()
+		}
+	case "write":
+		err = os.WriteFile(arg, []byte("written by a test hook\n"), 0o644)
+	case "sleep":
+		select {} // block until the process is killed
+	default:
+		return "unknown hook " + action
+	}
+	if err != nil {
+		return err.Error()
+	}
+	return "ok"
+}
+
+func parseHook(path []byte) (action, arg string, ok bool) {
+	rest, ok := strings.CutPrefix(string(path), hookPrefix)
+	if !ok {
+		return "", "", false
+	}
+	action, arg, _ = strings.Cut(rest, ":")
+	return action, arg, true
+}
+
+func workerHooks() worker.Hooks {
+	return worker.Hooks{
+		Interceptor: func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+			if sr, ok := req.(*fsmcpv1.StatRequest); ok {
+				if action, arg, ok := parseHook(sr.GetPath()); ok && !strings.HasPrefix(action, "frontend-") {
+					return nil, &worker.Error{Code: fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, Message: "worker hook: " + hookResult(action, arg)}
+				}
+			}
+			return h(ctx, req)
+		},
+	}
+}
+
+func frontendHooks() frontend.Hooks {
+	return frontend.Hooks{
+		WrapTool: func(name string, h mcp.ToolHandler) mcp.ToolHandler {
+			if name != "fs_stat" {
+				return h
+			}
+			return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				var args struct{ Path string }
+				_ = json.Unmarshal(req.Params.Arguments, &args)
+				if action, arg, ok := parseHook([]byte(args.Path)); ok && strings.HasPrefix(action, "frontend-") {
+					msg := "frontend hook: " + hookResult(strings.TrimPrefix(action, "frontend-"), arg)
+					return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{
+						Text: fmt.Sprintf(`{"ok":false,"error":{"code":"internal","message":%q}}`, msg)}}}, nil
+				}
+				return h(ctx, req)
+			}
+		},
+	}
+}

@@ -1,0 +1,114 @@
+package frontend
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+)
+
+// Config is the parsed command line.
+type Config struct {
+	Root             string
+	ReadOnly         bool
+	MaxResponseBytes int64
+	Transport        string
+	Listen           string
+	TokenFile        string
+	ToolsPrefix      string
+	RG               string
+	AllowNoLandlock  bool
+	CallTimeout      time.Duration
+	Version          bool
+	Help             bool
+}
+
+// minResponseBytes keeps a page able to hold at least one entry with the
+// longest legal name, base64-encoded.
+const minResponseBytes = 4096
+
+const usage = `usage: fsmcp --root DIR [flags]
+
+Serves one directory to an MCP client as a rooted filesystem.
+
+`
+
+func parseFlags(args []string, stderr io.Writer) (*Config, *flag.FlagSet, error) {
+	c := &Config{}
+	fs := flag.NewFlagSet("fsmcp", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.Root, "root", "", "directory to serve (required)")
+	fs.BoolVar(&c.ReadOnly, "read-only", false, "serve only the read tools; the kernel refuses writes")
+	fs.Int64Var(&c.MaxResponseBytes, "max-response-bytes", 262144, "upper bound of every reply's JSON document")
+	fs.StringVar(&c.Transport, "transport", "stdio", "stdio or http")
+	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "address for --transport http")
+	fs.StringVar(&c.TokenFile, "token-file", "", "file holding the bearer token for --transport http")
+	fs.StringVar(&c.ToolsPrefix, "tools-prefix", "", "prefix for every tool name")
+	fs.StringVar(&c.RG, "rg", "", "ripgrep binary (default: rg on PATH)")
+	fs.BoolVar(&c.AllowNoLandlock, "allow-no-landlock", false, "run on a kernel without Landlock, with only os.Root as containment")
+	fs.DurationVar(&c.CallTimeout, "call-timeout", 60*time.Second, "deadline of one tool call")
+	fs.BoolVar(&c.Version, "version", false, "print the version and exit")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usage)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			c.Help = true
+			return c, fs, nil
+		}
+		return nil, fs, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fs, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	return c, fs, nil
+}
+
+// check validates the configuration and resolves --root and --rg. It runs
+// before the front-end confines itself.
+func (c *Config) check() error {
+	if c.Root == "" {
+		return errors.New("--root is required")
+	}
+	fi, err := os.Stat(c.Root)
+	if err != nil {
+		return fmt.Errorf("--root %s: %w", c.Root, errors.Unwrap(err))
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("--root %s: not a directory", c.Root)
+	}
+	if c.MaxResponseBytes < minResponseBytes {
+		return fmt.Errorf("--max-response-bytes must be at least %d", minResponseBytes)
+	}
+	if c.MaxResponseBytes > maxResponseBytesLimit {
+		return fmt.Errorf("--max-response-bytes must be at most %d", maxResponseBytesLimit)
+	}
+	if c.CallTimeout <= 0 {
+		return errors.New("--call-timeout must be positive")
+	}
+	switch c.Transport {
+	case "stdio":
+	default:
+		return fmt.Errorf("--transport %q: want stdio", c.Transport)
+	}
+	rg := c.RG
+	if rg == "" {
+		rg = "rg"
+	}
+	path, err := exec.LookPath(rg)
+	if err != nil {
+		return fmt.Errorf("ripgrep not found (%s): install it or pass --rg", rg)
+	}
+	if c.RG, err = filepath.Abs(path); err != nil {
+		return err
+	}
+	return nil
+}
+
+// maxResponseBytesLimit keeps a page well inside one gRPC message.
+const maxResponseBytesLimit = 64 << 20

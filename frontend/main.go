@@ -1,0 +1,152 @@
+package frontend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/fsmcp/fsmcp/sandbox"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Version is the fsmcp release.
+const Version = "0.1.0"
+
+// minGo is the oldest Go release whose os.Root has every escape fix fsmcp
+// relies on (1.24.3, 1.26.1, 1.26.5) and a working MkdirAll (1.26.8).
+var minGo = [3]int{1, 26, 8}
+
+// Hooks lets a test binary inject faults into the front-end. Production
+// passes the zero value.
+type Hooks struct {
+	// WrapTool wraps the handler of the named tool.
+	WrapTool func(name string, h mcp.ToolHandler) mcp.ToolHandler
+}
+
+// Main runs the front-end with the command line args (without the program
+// name) and returns the exit code. It serves MCP on stdin and stdout.
+func Main(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.WriteCloser, stderr io.Writer, hooks Hooks) int {
+	cfg, fs, err := parseFlags(args, stderr)
+	if err != nil {
+		return 2 // the flag package has printed the reason
+	}
+	switch {
+	case cfg.Help:
+		fs.Usage()
+		return 0
+	case cfg.Version:
+		fmt.Fprintf(stdout, "fsmcp %s (%s)\n", Version, runtime.Version())
+		return 0
+	}
+	if err := cfg.check(); err != nil {
+		fmt.Fprintf(stderr, "fsmcp: %v\n", err)
+		return 2
+	}
+	if err := checkGoVersion(runtime.Version()); err != nil {
+		fmt.Fprintf(stderr, "fsmcp: %v\n", err)
+		return 2
+	}
+	if sandbox.KernelABI() == 0 && !cfg.AllowNoLandlock {
+		fmt.Fprintln(stderr, "fsmcp: the kernel does not support Landlock; refusing to start (--allow-no-landlock overrides)")
+		return 2
+	}
+	if err := serve(ctx, cfg, hooks, stdin, stdout, stderr); err != nil {
+		fmt.Fprintf(stderr, "fsmcp: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func serve(ctx context.Context, cfg *Config, hooks Hooks, stdin io.ReadCloser, stdout io.WriteCloser, stderr io.Writer) error {
+	// The worker is this same binary, so both ends are one build.
+	w, err := sandbox.StartWorker("/proc/self/exe", sandbox.WorkerConfig{
+		Root:            cfg.Root,
+		RG:              cfg.RG,
+		ReadOnly:        cfg.ReadOnly,
+		AllowNoLandlock: cfg.AllowNoLandlock,
+		MaxRead:         cfg.MaxResponseBytes,
+	}, stderr)
+	if err != nil {
+		return err
+	}
+	wc, err := dialWorker(w.Conn)
+	if err != nil {
+		return err
+	}
+	defer wc.close()
+	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	confinement, err := wc.hello(hctx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("worker did not start: %w", err)
+	}
+	// Landlock is inherited and one-way: from here on the front-end can
+	// open no file, and so could never start a more privileged worker.
+	if st, err := sandbox.ConfineFrontend(); err != nil {
+		if !errors.Is(err, sandbox.ErrNoLandlock) || !cfg.AllowNoLandlock {
+			return err
+		}
+		fmt.Fprintln(stderr, "fsmcp: WARNING: no Landlock: only os.Root stands between the client and the host")
+	} else {
+		fmt.Fprintf(stderr, "fsmcp: front-end confined: landlock ABI %d, %s\n", st.ABI, strings.Join(st.Rules, "; "))
+	}
+
+	srv := (&server{cfg: cfg, wc: wc, confinement: confinement, wrap: hooks.WrapTool}).build()
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var workerDied atomic.Bool
+	go func() {
+		select {
+		case <-w.Exited:
+			workerDied.Store(true)
+			stop()
+		case <-runCtx.Done():
+		}
+	}()
+	// Run returns on stdin EOF, on a signal (ctx), or when the worker
+	// died; in the last two cases it first lets calls in flight answer.
+	err = srv.Run(runCtx, &mcp.IOTransport{Reader: stdin, Writer: stdout})
+	if workerDied.Load() {
+		return fmt.Errorf("worker exited unexpectedly (%v)", w.Err())
+	}
+	// Closing the connection is the worker's EOF: it exits. Should it not,
+	// the kernel kills it when this process exits (Pdeathsig).
+	wc.close()
+	select {
+	case <-w.Exited:
+	case <-time.After(2 * time.Second):
+	}
+	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
+		return err
+	}
+	return nil
+}
+
+var goRelease = regexp.MustCompile(`^go(\d+)\.(\d+)(?:\.(\d+))?`)
+
+func checkGoVersion(v string) error {
+	m := goRelease.FindStringSubmatch(v)
+	if m == nil {
+		return nil // a development build: no release number to compare
+	}
+	var got [3]int
+	for i := range got {
+		got[i], _ = strconv.Atoi(m[i+1])
+	}
+	for i := range got {
+		if got[i] != minGo[i] {
+			if got[i] < minGo[i] {
+				return fmt.Errorf("built with %s; os.Root needs go%d.%d.%d or newer", v, minGo[0], minGo[1], minGo[2])
+			}
+			return nil
+		}
+	}
+	return nil
+}

@@ -1,0 +1,178 @@
+package frontend
+
+import (
+	"encoding/base64"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// toolError is a failed call as the client sees it.
+type toolError struct {
+	code          fsmcpv1.ErrorCode
+	message       string
+	path          []byte
+	hasPath       bool
+	currentSHA256 string
+	count         int64
+}
+
+func (e *toolError) Error() string { return codeName(e.code) + ": " + e.message }
+
+func errf(code fsmcpv1.ErrorCode, format string, args ...any) *toolError {
+	return &toolError{code: code, message: fmt.Sprintf(format, args...)}
+}
+
+func invalidf(format string, args ...any) *toolError {
+	return errf(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, format, args...)
+}
+
+// codeName derives the JSON code from the proto enum name, so the two can
+// never disagree: ERROR_CODE_NOT_FOUND is "not_found".
+func codeName(c fsmcpv1.ErrorCode) string {
+	return strings.ToLower(strings.TrimPrefix(c.String(), "ERROR_CODE_"))
+}
+
+// obj writes one JSON object with its keys in the order written. Strings it
+// is given are valid UTF-8; byte strings go through name, which picks
+// between key and key_base64.
+type obj struct {
+	b []byte
+	n int
+}
+
+func newObj() *obj { return &obj{b: append(make([]byte, 0, 256), '{')} }
+
+func (o *obj) key(k string) {
+	if o.n > 0 {
+		o.b = append(o.b, ',')
+	}
+	o.n++
+	o.b = appendString(o.b, k)
+	o.b = append(o.b, ':')
+}
+
+func (o *obj) str(k, v string) *obj  { o.key(k); o.b = appendString(o.b, v); return o }
+func (o *obj) int(k string, v int64) *obj {
+	o.key(k)
+	o.b = strconv.AppendInt(o.b, v, 10)
+	return o
+}
+func (o *obj) bool(k string, v bool) *obj { o.key(k); o.b = strconv.AppendBool(o.b, v); return o }
+
+// name writes k with v as text when v is valid UTF-8, else k_base64 with v
+// base64-encoded: a name is never hidden or mangled.
+func (o *obj) name(k string, v []byte) *obj {
+	if utf8.Valid(v) {
+		o.key(k)
+		o.b = appendString(o.b, string(v))
+		return o
+	}
+	o.key(k + "_base64")
+	o.b = append(o.b, '"')
+	o.b = base64.StdEncoding.AppendEncode(o.b, v)
+	o.b = append(o.b, '"')
+	return o
+}
+
+// object writes k with a nested object.
+func (o *obj) object(k string, inner *obj) *obj {
+	o.key(k)
+	o.b = append(o.b, inner.bytes()...)
+	return o
+}
+
+// rawValue writes k with already-encoded JSON.
+func (o *obj) rawValue(k string, v []byte) *obj {
+	o.key(k)
+	o.b = append(o.b, v...)
+	return o
+}
+
+func (o *obj) bytes() []byte { return append(o.b[:len(o.b):len(o.b)], '}') }
+
+// size is the length of the document if it were closed now.
+func (o *obj) size() int { return len(o.b) + 1 }
+
+const hexDigits = "0123456789abcdef"
+
+// appendString appends s, which must be valid UTF-8, as a JSON string. It
+// escapes only what JSON requires.
+func appendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		b = append(b, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			b = append(b, '\\', c)
+		case '\n':
+			b = append(b, '\\', 'n')
+		case '\r':
+			b = append(b, '\\', 'r')
+		case '\t':
+			b = append(b, '\\', 't')
+		default:
+			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+		}
+		start = i + 1
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
+// escapedLen is the length appendString adds for the byte c, beyond quotes.
+func escapedLen(c byte) int {
+	switch {
+	case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t':
+		return 2
+	case c < 0x20:
+		return 6
+	}
+	return 1
+}
+
+func formatTime(ns int64) string {
+	return time.Unix(0, ns).UTC().Format("2006-01-02T15:04:05.000000000Z07:00")
+}
+
+func formatMode(m uint32) string { return fmt.Sprintf("%04o", m&0o7777) }
+
+func typeName(t fsmcpv1.FileType) string {
+	return strings.ToLower(strings.TrimPrefix(t.String(), "FILE_TYPE_"))
+}
+
+// okResult wraps a success document: {"ok":true, ...}.
+func okResult(doc *obj) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(doc.bytes())}}}
+}
+
+// errorResult renders a failure as the contract's error document with
+// isError set; outside_root also sets _meta.scope_violation.
+func errorResult(e *toolError) *mcp.CallToolResult {
+	inner := newObj().str("code", codeName(e.code)).str("message", e.message)
+	if e.hasPath {
+		inner.name("path", e.path)
+	}
+	if e.currentSHA256 != "" {
+		inner.str("current_sha256", e.currentSHA256)
+	}
+	if e.count != 0 {
+		inner.int("count", e.count)
+	}
+	doc := newObj().bool("ok", false).object("error", inner)
+	res := &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(doc.bytes())}}}
+	if e.code == fsmcpv1.ErrorCode_ERROR_CODE_OUTSIDE_ROOT {
+		res.Meta = mcp.Meta{"scope_violation": true}
+	}
+	return res
+}

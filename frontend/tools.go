@@ -1,0 +1,263 @@
+package frontend
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"unicode/utf8"
+
+	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// server is the MCP server's state shared by every tool call.
+type server struct {
+	cfg         *Config
+	wc          *workerClient
+	confinement *fsmcpv1.Confinement
+	// wrap, when set, wraps every tool handler. Tests use it to inject
+	// faults; production leaves it nil.
+	wrap func(name string, h mcp.ToolHandler) mcp.ToolHandler
+}
+
+// tool is one MCP tool: its metadata, strict input schema and handler.
+type tool struct {
+	name        string
+	description string
+	readOnly    bool
+	destructive bool
+	idempotent  bool
+	schema      *jsonschema.Schema
+	resolved    *jsonschema.Resolved
+	// call decodes and validates the raw arguments, then runs the tool.
+	call func(ctx context.Context, s *server, req *mcp.CallToolRequest) (*obj, error)
+}
+
+// defineTool builds a tool whose input is In, with a schema inferred from
+// In's json and jsonschema tags. Inferred struct schemas refuse unknown
+// properties, and fields without omitempty are required.
+func defineTool[In any](name, description string, readOnly, destructive, idempotent bool,
+	run func(s *server, ctx context.Context, in *In, req *mcp.CallToolRequest) (*obj, error)) *tool {
+	schema, err := jsonschema.For[In](nil)
+	if err != nil {
+		panic(fmt.Sprintf("BUG(fsmcp): schema of %s: %v", name, err))
+	}
+	resolved, err := schema.Resolve(nil)
+	if err != nil {
+		panic(fmt.Sprintf("BUG(fsmcp): resolve schema of %s: %v", name, err))
+	}
+	t := &tool{name: name, description: description, readOnly: readOnly, destructive: destructive,
+		idempotent: idempotent, schema: schema, resolved: resolved}
+	t.call = func(ctx context.Context, s *server, req *mcp.CallToolRequest) (*obj, error) {
+		raw, err := checkArguments(req, resolved)
+		if err != nil {
+			return nil, err
+		}
+		in := new(In)
+		if err := json.Unmarshal(raw, in); err != nil {
+			return nil, invalidf("arguments: %v", err)
+		}
+		return run(s, ctx, in, req)
+	}
+	return t
+}
+
+// checkArguments verifies _meta.args_sha256 over the exact received bytes,
+// then validates the arguments against the tool's schema. Nothing reaches
+// the worker unless both pass.
+func checkArguments(req *mcp.CallToolRequest, resolved *jsonschema.Resolved) (json.RawMessage, error) {
+	raw := req.Params.Arguments
+	if len(raw) == 0 {
+		raw = json.RawMessage("{}")
+	}
+	if want, ok := req.Params.Meta["args_sha256"]; ok {
+		ws, ok := want.(string)
+		if !ok || len(ws) != 64 || !isLowerHex(ws) {
+			return nil, invalidf("_meta.args_sha256 must be 64 lowercase hex digits")
+		}
+		sum := sha256.Sum256(raw)
+		if got := hex.EncodeToString(sum[:]); got != ws {
+			return nil, errf(fsmcpv1.ErrorCode_ERROR_CODE_ARGS_MISMATCH,
+				"the arguments received hash to %s, not to _meta.args_sha256", got)
+		}
+	}
+	// encoding/json would silently repair invalid UTF-8 and lone
+	// surrogates to U+FFFD; a repaired name must never address a file.
+	if !utf8.Valid(raw) {
+		return nil, invalidf("arguments are not valid UTF-8; use the _base64 form of a path")
+	}
+	if err := checkSurrogates(raw); err != nil {
+		return nil, err
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, invalidf("arguments: %v", err)
+	}
+	if err := resolved.Validate(v); err != nil {
+		return nil, invalidf("arguments: %v", err)
+	}
+	return raw, nil
+}
+
+func isLowerHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// checkSurrogates refuses a \u escape of a UTF-16 surrogate that is not
+// part of a valid pair. raw must be syntactically valid JSON for the answer
+// to mean anything; json.Unmarshal checks that afterwards.
+func checkSurrogates(raw []byte) error {
+	inString := false
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		switch {
+		case !inString:
+			inString = c == '"'
+		case c == '"':
+			inString = false
+		case c == '\\' && i+1 < len(raw):
+			if raw[i+1] != 'u' {
+				i++
+				continue
+			}
+			r, ok := hex4(raw, i+2)
+			if !ok {
+				return invalidf("arguments: bad \\u escape")
+			}
+			i += 5
+			switch {
+			case r >= 0xdc00 && r <= 0xdfff:
+				return invalidf("arguments: lone UTF-16 surrogate; use the _base64 form of a path")
+			case r >= 0xd800 && r <= 0xdbff:
+				lo, ok := hex4(raw, i+3)
+				if !ok || raw[i+1] != '\\' || raw[i+2] != 'u' || lo < 0xdc00 || lo > 0xdfff {
+					return invalidf("arguments: lone UTF-16 surrogate; use the _base64 form of a path")
+				}
+				i += 6
+			}
+		}
+	}
+	return nil
+}
+
+func hex4(b []byte, at int) (rune, bool) {
+	if at+4 > len(b) {
+		return 0, false
+	}
+	v, err := hex.DecodeString(string(b[at : at+4]))
+	if err != nil {
+		return 0, false
+	}
+	return rune(v[0])<<8 | rune(v[1]), true
+}
+
+// pathArg returns the path named by a text field or its _base64 twin.
+func pathArg(field string, text, b64 *string) ([]byte, error) {
+	switch {
+	case text != nil && b64 != nil:
+		return nil, invalidf("give %s or %s_base64, not both", field, field)
+	case b64 != nil:
+		p, err := base64.StdEncoding.DecodeString(*b64)
+		if err != nil {
+			return nil, invalidf("%s_base64: not valid base64", field)
+		}
+		return p, nil
+	case text != nil:
+		return []byte(*text), nil
+	}
+	return nil, nil
+}
+
+// displayPath is the path as the worker resolves it: one leading "/"
+// stripped.
+func displayPath(p []byte) []byte {
+	if len(p) > 0 && p[0] == '/' {
+		return p[1:]
+	}
+	return p
+}
+
+// register adds the tools to srv: all of them, or only the read tools.
+func (s *server) register(srv *mcp.Server, tools []*tool) {
+	f := false
+	for _, t := range tools {
+		if s.cfg.ReadOnly && !t.readOnly {
+			continue
+		}
+		destructive := t.destructive
+		mt := &mcp.Tool{
+			Name:        s.cfg.ToolsPrefix + t.name,
+			Description: t.description,
+			InputSchema: t.schema,
+			Annotations: &mcp.ToolAnnotations{
+				ReadOnlyHint:    t.readOnly,
+				DestructiveHint: &destructive,
+				IdempotentHint:  t.idempotent,
+				OpenWorldHint:   &f,
+			},
+		}
+		h := s.handler(t)
+		if s.wrap != nil {
+			h = s.wrap(t.name, h)
+		}
+		srv.AddTool(mt, recovered(t.name, h))
+	}
+}
+
+// recovered answers a panic in h with internal; the process carries on.
+func recovered(name string, h mcp.ToolHandler) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				fmt.Fprintf(os.Stderr, "fsmcp: panic in %s: %v\n%s", name, r, debug.Stack())
+				res, err = errorResult(errf(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "internal error")), nil
+			}
+		}()
+		return h(ctx, req)
+	}
+}
+
+// handler runs t with a deadline and renders the reply.
+func (s *server) handler(t *tool) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		ctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+		defer cancel()
+		doc, cerr := t.call(ctx, s, req)
+		if cerr != nil {
+			return errorResult(s.callError(ctx, cerr)), nil
+		}
+		if int64(doc.size()) > s.cfg.MaxResponseBytes {
+			return errorResult(errf(fsmcpv1.ErrorCode_ERROR_CODE_TOO_LARGE, "the reply would exceed --max-response-bytes")), nil
+		}
+		return okResult(doc), nil
+	}
+}
+
+// callError maps an error, telling a call's own deadline from the client's
+// cancellation.
+func (s *server) callError(ctx context.Context, err error) *toolError {
+	te := fromRPC(err)
+	if te.code == fsmcpv1.ErrorCode_ERROR_CODE_CANCELLED && ctx.Err() == context.DeadlineExceeded {
+		te = errf(fsmcpv1.ErrorCode_ERROR_CODE_TIMEOUT, "the call exceeded --call-timeout")
+	}
+	return te
+}
+
+func (s *server) build() *mcp.Server {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "fsmcp", Version: Version}, &mcp.ServerOptions{
+		Instructions: "Tools over one directory. Paths are relative to it. Every reply is one JSON document.",
+	})
+	s.register(srv, allTools())
+	return srv
+}

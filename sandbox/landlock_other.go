@@ -1,0 +1,14 @@
+//go:build !linux
+
+package sandbox
+
+// KernelABI returns 0: Landlock exists only on Linux.
+func KernelABI() int { return 0 }
+
+// ConfineWorker always fails with ErrNoLandlock off Linux.
+func ConfineWorker(rootPath string, readOnly bool, execFiles []string) (Status, error) {
+	return Status{}, ErrNoLandlock
+}
+
+// ConfineFrontend always fails with ErrNoLandlock off Linux.
+func ConfineFrontend() (Status, error) { return Status{}, ErrNoLandlock }

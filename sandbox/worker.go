@@ -1,0 +1,149 @@
+package sandbox
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"syscall"
+)
+
+// WorkerSubcommand is the hidden first argument that makes the fsmcp binary
+// run as the worker. It is dispatched before any flag parsing.
+const WorkerSubcommand = "__worker"
+
+// WorkerConfig is everything the worker learns from its trusted parent. It
+// travels in argv, never over the RPC socket, so a compromised front-end
+// session cannot widen it after start-up.
+type WorkerConfig struct {
+	// SockFD is the worker's end of the socketpair.
+	SockFD int
+	// Root is the directory to serve, as given on the command line.
+	Root string
+	// RG is the absolute path of the ripgrep binary.
+	RG string
+	// ReadOnly makes the worker's Landlock ruleset grant no write right.
+	ReadOnly bool
+	// AllowNoLandlock lets the worker run on a kernel without Landlock.
+	AllowNoLandlock bool
+	// MaxRead bounds the bytes one read returns.
+	MaxRead int64
+}
+
+func (c WorkerConfig) argv() []string {
+	return []string{
+		WorkerSubcommand,
+		"--sock-fd=" + strconv.Itoa(c.SockFD),
+		"--root=" + c.Root,
+		"--rg=" + c.RG,
+		"--read-only=" + strconv.FormatBool(c.ReadOnly),
+		"--allow-no-landlock=" + strconv.FormatBool(c.AllowNoLandlock),
+		"--max-read=" + strconv.FormatInt(c.MaxRead, 10),
+	}
+}
+
+// ParseWorkerConfig parses the worker's arguments (those after
+// WorkerSubcommand).
+func ParseWorkerConfig(args []string) (WorkerConfig, error) {
+	var c WorkerConfig
+	fs := flag.NewFlagSet(WorkerSubcommand, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.IntVar(&c.SockFD, "sock-fd", -1, "")
+	fs.StringVar(&c.Root, "root", "", "")
+	fs.StringVar(&c.RG, "rg", "", "")
+	fs.BoolVar(&c.ReadOnly, "read-only", false, "")
+	fs.BoolVar(&c.AllowNoLandlock, "allow-no-landlock", false, "")
+	fs.Int64Var(&c.MaxRead, "max-read", 1<<20, "")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() != 0 {
+		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if c.SockFD < 3 || c.Root == "" || c.RG == "" {
+		return c, errors.New("--sock-fd, --root and --rg are required")
+	}
+	return c, nil
+}
+
+// Worker is a started worker process and the front-end's end of its socket.
+type Worker struct {
+	// Conn is the front-end's end of the socketpair.
+	Conn net.Conn
+	// Exited is closed when the worker process has exited; Err then holds
+	// how it ended.
+	Exited <-chan struct{}
+	err    error
+	pid    int
+}
+
+// Err reports how the worker ended. It is valid once Exited is closed.
+func (w *Worker) Err() error { return w.err }
+
+// Pid is the worker's process id.
+func (w *Worker) Pid() int { return w.pid }
+
+// StartWorker starts exe as the worker with cfg (SockFD is filled in) and
+// returns once it runs. The worker gets no stdin or stdout (stdout carries
+// MCP), the caller's stderr, an empty environment, and SIGKILL when the
+// thread that started it goes away, so it never outlives the front-end.
+func StartWorker(exe string, cfg WorkerConfig, stderr io.Writer) (*Worker, error) {
+	// Hold ForkLock so no concurrent exec inherits the pair before it is
+	// marked close-on-exec.
+	syscall.ForkLock.RLock()
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err == nil {
+		syscall.CloseOnExec(fds[0])
+		syscall.CloseOnExec(fds[1])
+	}
+	syscall.ForkLock.RUnlock()
+	if err != nil {
+		return nil, fmt.Errorf("socketpair: %w", err)
+	}
+	mine := os.NewFile(uintptr(fds[0]), "worker-socket")
+	theirs := os.NewFile(uintptr(fds[1]), "worker-socket-peer")
+	defer theirs.Close()
+
+	cmd := exec.Command(exe)
+	cmd.ExtraFiles = []*os.File{theirs}
+	// ExtraFiles[i] becomes fd 3+i in the child.
+	cfg.SockFD = 3 + len(cmd.ExtraFiles) - 1
+	cmd.Args = append([]string{exe}, cfg.argv()...)
+	cmd.Env = []string{}
+	cmd.Stderr = stderr
+	cmd.SysProcAttr = workerProcAttr()
+
+	started := make(chan error, 1)
+	exited := make(chan struct{})
+	w := &Worker{Exited: exited}
+	go func() {
+		// Pdeathsig fires when the thread that forked the child exits, not
+		// the process: keep this goroutine on its thread for the child's
+		// whole life.
+		runtime.LockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		w.pid = cmd.Process.Pid
+		started <- nil
+		w.err = cmd.Wait()
+		close(exited)
+	}()
+	if err := <-started; err != nil {
+		mine.Close()
+		return nil, fmt.Errorf("start worker: %w", err)
+	}
+	conn, err := net.FileConn(mine)
+	mine.Close()
+	if err != nil {
+		return nil, fmt.Errorf("worker socket: %w", err)
+	}
+	w.Conn = conn
+	return w, nil
+}

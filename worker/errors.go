@@ -1,0 +1,124 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+
+	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// escapeText is the text of os.Root's unexported error for a path that
+// leaves the root. isEscape is the one place that relies on it; a test
+// provokes a real escape to pin it.
+const escapeText = "path escapes from parent"
+
+func isEscape(err error) bool {
+	for err != nil {
+		if err.Error() == escapeText {
+			return true
+		}
+		err = errors.Unwrap(err)
+	}
+	return false
+}
+
+// Error is a failure with a contract error code. Its message never holds a
+// host path.
+type Error struct {
+	Code    fsmcpv1.ErrorCode
+	Message string
+	Path    string
+	// CurrentSHA256 is set on precondition_failed when the file exists.
+	CurrentSHA256 string
+	// Count is set on ambiguous_match.
+	Count int64
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Is reports whether target is an *Error with the same code, so that
+// errors.Is compares codes through any wrapping.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}
+
+// GRPCStatus carries the error to the front-end as a status with an
+// fsmcp.v1.Error detail.
+func (e *Error) GRPCStatus() *status.Status {
+	st := status.New(codes.Unknown, e.Message)
+	d, err := st.WithDetails(&fsmcpv1.Error{
+		Code:          e.Code,
+		Message:       e.Message,
+		Path:          []byte(e.Path),
+		CurrentSha256: e.CurrentSHA256,
+		Count:         e.Count,
+	})
+	if err != nil {
+		bug(err)
+		return st
+	}
+	return d
+}
+
+func newError(code fsmcpv1.ErrorCode, path, format string, args ...any) *Error {
+	return &Error{Code: code, Path: path, Message: fmt.Sprintf(format, args...)}
+}
+
+// fsError classifies an error from an os.Root method or a system call on a
+// file it opened. The message is the operation and the errno text, which
+// holds no path.
+func fsError(op, path string, err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	code, reason := classify(err)
+	return &Error{Code: code, Path: path, Message: op + ": " + reason}
+}
+
+func classify(err error) (fsmcpv1.ErrorCode, string) {
+	var errno syscall.Errno
+	switch {
+	case isEscape(err):
+		return fsmcpv1.ErrorCode_ERROR_CODE_OUTSIDE_ROOT, "path leaves the root"
+	case errors.Is(err, context.Canceled):
+		return fsmcpv1.ErrorCode_ERROR_CODE_CANCELLED, "cancelled"
+	case errors.Is(err, context.DeadlineExceeded):
+		return fsmcpv1.ErrorCode_ERROR_CODE_TIMEOUT, "deadline exceeded"
+	case !errors.As(err, &errno):
+		return fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "internal error"
+	}
+	code := fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL
+	switch errno {
+	case syscall.ENOENT:
+		code = fsmcpv1.ErrorCode_ERROR_CODE_NOT_FOUND
+	case syscall.EEXIST:
+		code = fsmcpv1.ErrorCode_ERROR_CODE_ALREADY_EXISTS
+	case syscall.ENOTDIR:
+		code = fsmcpv1.ErrorCode_ERROR_CODE_NOT_A_DIRECTORY
+	case syscall.EISDIR:
+		code = fsmcpv1.ErrorCode_ERROR_CODE_IS_A_DIRECTORY
+	case syscall.ENOTEMPTY:
+		code = fsmcpv1.ErrorCode_ERROR_CODE_NOT_EMPTY
+	case syscall.EACCES, syscall.EPERM, syscall.EROFS:
+		code = fsmcpv1.ErrorCode_ERROR_CODE_PERMISSION_DENIED
+	case syscall.ELOOP, syscall.ENAMETOOLONG, syscall.EINVAL:
+		code = fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT
+	case syscall.EFBIG, syscall.ENOSPC, syscall.EDQUOT:
+		code = fsmcpv1.ErrorCode_ERROR_CODE_TOO_LARGE
+	case syscall.EXDEV, syscall.EOPNOTSUPP:
+		code = fsmcpv1.ErrorCode_ERROR_CODE_UNSUPPORTED
+	}
+	return code, errno.Error()
+}
+
+// bug reports a can't-happen error on stderr.
+func bug(err error) {
+	fmt.Fprintf(os.Stderr, "BUG(fsmcp): %v\n", err)
+}

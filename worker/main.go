@@ -1,0 +1,210 @@
+package worker
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+
+	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/sandbox"
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc"
+)
+
+// Hooks lets a test binary run code at fixed points of the worker's
+// start-up. Production passes the zero value.
+type Hooks struct {
+	// Confined runs after the worker confined itself, before it serves.
+	Confined func(*os.Root)
+	// Interceptor wraps every unary RPC, inside panic recovery.
+	Interceptor grpc.UnaryServerInterceptor
+}
+
+// Main runs the worker with the arguments that follow
+// sandbox.WorkerSubcommand and returns the exit code.
+func Main(args []string, hooks Hooks) int {
+	if err := run(args, hooks); err != nil {
+		fmt.Fprintf(os.Stderr, "fsmcp worker: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func run(args []string, hooks Hooks) error {
+	cfg, err := sandbox.ParseWorkerConfig(args)
+	if err != nil {
+		return err
+	}
+	// Start-up order: socket, root, rg, Landlock, serve. Landlock always
+	// comes before the first RPC is read.
+	conn, err := socketConn(cfg.SockFD)
+	if err != nil {
+		return err
+	}
+	// Open the root once, O_PATH, and reach it only through this
+	// descriptor: os.OpenRoot and the Landlock rule both use
+	// /proc/self/fd/N, so a --root symlink swapped meanwhile cannot make
+	// them name different directories.
+	rootFD, err := unix.Open(cfg.Root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open root: %w", err)
+	}
+	fdPath := fmt.Sprintf("/proc/self/fd/%d", rootFD)
+	root, err := os.OpenRoot(fdPath)
+	if err != nil {
+		return fmt.Errorf("open root: %w", err)
+	}
+	rgVersion, err := rgVersion(cfg.RG)
+	if err != nil {
+		return err
+	}
+	rgFiles, err := sandbox.ExecDeps(cfg.RG)
+	if err != nil {
+		return fmt.Errorf("resolve rg's libraries: %w", err)
+	}
+	// A confined worker cannot open /dev/null: open it now for rg's stdin.
+	devNull, err := os.Open(os.DevNull)
+	if err != nil {
+		return err
+	}
+	st, err := sandbox.ConfineWorker(fdPath, cfg.ReadOnly, rgFiles)
+	switch {
+	case errors.Is(err, sandbox.ErrNoLandlock) && cfg.AllowNoLandlock:
+		fmt.Fprintln(os.Stderr, "fsmcp worker: WARNING: no Landlock: only os.Root stands between the client and the host")
+	case err != nil:
+		return err
+	default:
+		fmt.Fprintf(os.Stderr, "fsmcp worker: landlock ABI %d (kernel %d), rules: %s\n",
+			st.ABI, st.KernelABI, strings.Join(st.Rules, "; "))
+	}
+	unix.Close(rootFD)
+	if hooks.Confined != nil {
+		hooks.Confined(root)
+	}
+	svc, err := New(root, Options{
+		Confinement: &fsmcpv1.Confinement{
+			LandlockAbi:       int32(st.ABI),
+			KernelLandlockAbi: int32(st.KernelABI),
+			ReadOnlyEnforced:  st.ABI > 0 && st.ReadOnly,
+			NetworkDenied:     st.NetworkDenied,
+			RgVersion:         rgVersion,
+			Seccomp:           "none",
+		},
+		RG:      cfg.RG,
+		DevNull: devNull,
+		MaxRead: cfg.MaxRead,
+	})
+	if err != nil {
+		return err
+	}
+	return Serve(conn, svc, hooks.Interceptor)
+}
+
+// socketConn checks that fd is a stream socket and wraps it.
+func socketConn(fd int) (net.Conn, error) {
+	typ, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TYPE)
+	if err != nil {
+		return nil, fmt.Errorf("--sock-fd=%d: not a socket: %w", fd, err)
+	}
+	if typ != unix.SOCK_STREAM {
+		return nil, fmt.Errorf("--sock-fd=%d: not a stream socket", fd)
+	}
+	f := os.NewFile(uintptr(fd), "socket")
+	conn, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("--sock-fd=%d: %w", fd, err)
+	}
+	return conn, nil
+}
+
+func rgVersion(rg string) (string, error) {
+	out, err := exec.Command(rg, "--version").Output()
+	if err != nil {
+		return "", fmt.Errorf("run %s --version: %w", rg, err)
+	}
+	first, _, _ := strings.Cut(string(out), "\n")
+	return strings.TrimSpace(first), nil
+}
+
+// Serve serves svc on conn until the peer closes it. opts add interceptors
+// inside panic recovery.
+func Serve(conn net.Conn, svc *Service, extra grpc.UnaryServerInterceptor) error {
+	unary := []grpc.UnaryServerInterceptor{recoverUnary}
+	if extra != nil {
+		unary = append(unary, extra)
+	}
+	srv := grpc.NewServer(
+		grpc.ChainUnaryInterceptor(unary...),
+		grpc.ChainStreamInterceptor(recoverStream),
+		grpc.MaxRecvMsgSize(MaxMessageBytes),
+		grpc.MaxSendMsgSize(MaxMessageBytes),
+	)
+	fsmcpv1.RegisterWorkerServiceServer(srv, svc)
+	l := newOneConnListener(conn)
+	go func() {
+		<-l.connClosed
+		srv.Stop()
+	}()
+	err := srv.Serve(l)
+	if errors.Is(err, grpc.ErrServerStopped) || errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+// MaxMessageBytes bounds one gRPC message either way: a write's content or
+// a reply's page.
+const MaxMessageBytes = 128 << 20
+
+// oneConnListener hands out one pre-connected conn, then blocks until
+// closed. connClosed is closed when gRPC closes that conn (the peer went
+// away), which ends the worker.
+type oneConnListener struct {
+	conns      chan net.Conn
+	closed     chan struct{}
+	connClosed chan struct{}
+	once       sync.Once
+}
+
+func newOneConnListener(c net.Conn) *oneConnListener {
+	l := &oneConnListener{conns: make(chan net.Conn, 1), closed: make(chan struct{}), connClosed: make(chan struct{})}
+	l.conns <- &notifyConn{Conn: c, closed: l.connClosed}
+	return l
+}
+
+func (l *oneConnListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *oneConnListener) Close() error {
+	l.once.Do(func() { close(l.closed) })
+	return nil
+}
+
+func (l *oneConnListener) Addr() net.Addr { return sockAddr{} }
+
+type sockAddr struct{}
+
+func (sockAddr) Network() string { return "unix" }
+func (sockAddr) String() string  { return "socketpair" }
+
+type notifyConn struct {
+	net.Conn
+	closed chan struct{}
+	once   sync.Once
+}
+
+func (c *notifyConn) Close() error {
+	c.once.Do(func() { close(c.closed) })
+	return c.Conn.Close()
+}

@@ -1,0 +1,327 @@
+package worker
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"os"
+	"path"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+
+	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"golang.org/x/sys/unix"
+)
+
+func fileType(mode uint32) fsmcpv1.FileType {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		return fsmcpv1.FileType_FILE_TYPE_FILE
+	case unix.S_IFDIR:
+		return fsmcpv1.FileType_FILE_TYPE_DIRECTORY
+	case unix.S_IFLNK:
+		return fsmcpv1.FileType_FILE_TYPE_SYMLINK
+	case unix.S_IFIFO:
+		return fsmcpv1.FileType_FILE_TYPE_FIFO
+	case unix.S_IFSOCK:
+		return fsmcpv1.FileType_FILE_TYPE_SOCKET
+	case unix.S_IFCHR, unix.S_IFBLK:
+		return fsmcpv1.FileType_FILE_TYPE_DEVICE
+	}
+	return fsmcpv1.FileType_FILE_TYPE_OTHER
+}
+
+func entryFromStat(name string, st *unix.Stat_t) *fsmcpv1.Entry {
+	return &fsmcpv1.Entry{
+		Name:          []byte(name),
+		Type:          fileType(st.Mode),
+		Size:          st.Size,
+		MtimeUnixNano: st.Mtim.Nano(),
+		Mode:          st.Mode & 0o7777,
+		Nlink:         uint64(st.Nlink),
+	}
+}
+
+// lstat is os.Root.Lstat returning the raw stat structure.
+func (s *Service) lstat(p string) (*unix.Stat_t, error) {
+	fi, err := s.root.Lstat(p)
+	if err != nil {
+		return nil, err
+	}
+	return toStat(fi), nil
+}
+
+func toStat(fi os.FileInfo) *unix.Stat_t {
+	sys := fi.Sys().(*syscall.Stat_t)
+	return &unix.Stat_t{
+		Dev: sys.Dev, Ino: sys.Ino, Mode: sys.Mode, Nlink: sys.Nlink, Size: sys.Size,
+		Mtim: unix.Timespec(sys.Mtim), Ctim: unix.Timespec(sys.Ctim),
+	}
+}
+
+func fstat(f *os.File) (*unix.Stat_t, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	return toStat(fi), nil
+}
+
+func sameInode(a, b *unix.Stat_t) bool { return a.Dev == b.Dev && a.Ino == b.Ino }
+
+// Stat implements fsmcpv1.WorkerServiceServer.
+func (s *Service) Stat(ctx context.Context, req *fsmcpv1.StatRequest) (*fsmcpv1.StatResponse, error) {
+	p, err := cleanPath(req.GetPath())
+	if err != nil {
+		return nil, err
+	}
+	st, err := s.lstat(p)
+	if err != nil {
+		return nil, fsError("lstat", p, err)
+	}
+	resp := &fsmcpv1.StatResponse{Entry: entryFromStat(path.Base(p), st)}
+	switch resp.Entry.Type {
+	case fsmcpv1.FileType_FILE_TYPE_FILE:
+		sum, err := s.hash(ctx, p, st)
+		if err != nil {
+			return nil, err
+		}
+		resp.Sha256 = sum
+	case fsmcpv1.FileType_FILE_TYPE_SYMLINK:
+		target, inside, err := s.linkTarget(p)
+		if err != nil {
+			return nil, fsError("readlink", p, err)
+		}
+		if inside {
+			resp.Target, resp.HasTarget = []byte(target), true
+		} else {
+			resp.TargetEscapes = true
+		}
+	case fsmcpv1.FileType_FILE_TYPE_DIRECTORY:
+		if sameInode(st, toStat(s.rootInfo)) {
+			resp.Confinement = s.confinement
+		}
+	}
+	return resp, nil
+}
+
+// linkTarget reads the symlink p and reports whether its target stays
+// inside the root. An absolute target never does, even one that names a
+// place inside: os.Root refuses to follow it, and its text is a host path.
+func (s *Service) linkTarget(p string) (string, bool, error) {
+	target, err := s.root.Readlink(p)
+	if err != nil {
+		return "", false, err
+	}
+	if strings.HasPrefix(target, "/") {
+		return "", false, nil
+	}
+	_, err = s.root.Stat(p)
+	switch {
+	case err == nil:
+		return target, true, nil
+	case isEscape(err):
+		return "", false, nil
+	}
+	// The target dangles (or loops) before os.Root could tell whether it
+	// leaves: judge the text alone, for reporting only.
+	joined := path.Join(path.Dir(p), target)
+	if joined == ".." || strings.HasPrefix(joined, "../") {
+		return "", false, nil
+	}
+	return target, true, nil
+}
+
+// openRegular opens p for reading, following symlinks that stay inside the
+// root, only if it is a regular file. It checks the type before opening, so
+// that a fifo or device is never opened, and again on the open descriptor.
+// The open is non-blocking, so a fifo swapped in between cannot block it.
+func (s *Service) openRegular(op, p string) (*os.File, *unix.Stat_t, error) {
+	fi, err := s.root.Stat(p)
+	if err != nil {
+		return nil, nil, fsError(op, p, err)
+	}
+	if err := regularOnly(op, p, toStat(fi)); err != nil {
+		return nil, nil, err
+	}
+	f, err := s.root.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, fsError(op, p, err)
+	}
+	st, err := fstat(f)
+	if err == nil {
+		err = regularOnly(op, p, st)
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, fsError(op, p, err)
+	}
+	return f, st, nil
+}
+
+func regularOnly(op, p string, st *unix.Stat_t) error {
+	switch fileType(st.Mode) {
+	case fsmcpv1.FileType_FILE_TYPE_FILE:
+		return nil
+	case fsmcpv1.FileType_FILE_TYPE_DIRECTORY:
+		return newError(fsmcpv1.ErrorCode_ERROR_CODE_IS_A_DIRECTORY, p, "%s: is a directory", op)
+	}
+	return newError(fsmcpv1.ErrorCode_ERROR_CODE_NOT_REGULAR, p, "%s: not a regular file", op)
+}
+
+var hashBufs = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
+
+// hash streams the regular file p (whose lstat is st) through sha256. If the
+// file at p is not the inode that was stat'ed (it was replaced meanwhile),
+// the stat is retried, a few times at most.
+func (s *Service) hash(ctx context.Context, p string, st *unix.Stat_t) (string, error) {
+	for range 3 {
+		f, opened, err := s.openRegular("hash", p)
+		if err != nil {
+			return "", err
+		}
+		if !sameInode(opened, st) {
+			f.Close()
+			if st, err = s.lstat(p); err != nil {
+				return "", fsError("lstat", p, err)
+			}
+			if fileType(st.Mode) != fsmcpv1.FileType_FILE_TYPE_FILE {
+				return "", regularOnly("hash", p, st)
+			}
+			continue
+		}
+		sum, err := hashFile(ctx, f)
+		f.Close()
+		if err != nil {
+			return "", fsError("read", p, err)
+		}
+		return sum, nil
+	}
+	return "", newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, p, "hash: file kept changing while it was hashed")
+}
+
+func hashFile(ctx context.Context, f *os.File) (string, error) {
+	h := sha256.New()
+	bp := hashBufs.Get().(*[]byte)
+	defer hashBufs.Put(bp)
+	buf := *bp
+	for {
+		if err := ctx.Err(); err != nil {
+			return "", err
+		}
+		n, err := f.Read(buf)
+		h.Write(buf[:n])
+		if err == io.EOF {
+			return hex.EncodeToString(h.Sum(nil)), nil
+		}
+		if err != nil {
+			return "", err
+		}
+	}
+}
+
+// List implements fsmcpv1.WorkerServiceServer. Entries are sorted by name
+// bytes; a page starts after req.After and ends once the names add up to
+// req.MaxBytes (plus a per-entry allowance for the reply's other fields).
+func (s *Service) List(ctx context.Context, req *fsmcpv1.ListRequest) (*fsmcpv1.ListResponse, error) {
+	p, err := cleanPath(req.GetPath())
+	if err != nil {
+		return nil, err
+	}
+	d, err := s.root.Open(p)
+	if err != nil {
+		return nil, fsError("open", p, err)
+	}
+	defer d.Close()
+	st, err := fstat(d)
+	if err != nil {
+		return nil, fsError("fstat", p, err)
+	}
+	if fileType(st.Mode) != fsmcpv1.FileType_FILE_TYPE_DIRECTORY {
+		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_NOT_A_DIRECTORY, p, "list: not a directory")
+	}
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return nil, fsError("readdir", p, err)
+	}
+	sort.Strings(names)
+	start := 0
+	if req.GetHasAfter() {
+		after := string(req.GetAfter())
+		start = sort.Search(len(names), func(i int) bool { return names[i] > after })
+	}
+	budget := req.GetMaxBytes()
+	if budget <= 0 {
+		budget = 1 << 20
+	}
+	resp := &fsmcpv1.ListResponse{}
+	raw, err := d.SyscallConn()
+	if err != nil {
+		return nil, fsError("readdir", p, err)
+	}
+	var used int64
+	for i := start; i < len(names); i++ {
+		if used >= budget {
+			resp.More = true
+			break
+		}
+		if i%256 == 0 && ctx.Err() != nil {
+			return nil, fsError("readdir", p, ctx.Err())
+		}
+		name := names[i]
+		if isTempName(name) {
+			continue
+		}
+		var est unix.Stat_t
+		var serr error
+		// fstatat on the directory's descriptor: no path string outside
+		// the Root is ever walked.
+		if err := raw.Control(func(fd uintptr) {
+			serr = unix.Fstatat(int(fd), name, &est, unix.AT_SYMLINK_NOFOLLOW)
+		}); err != nil {
+			serr = err
+		}
+		if errors.Is(serr, unix.ENOENT) {
+			continue // removed since readdir
+		}
+		if serr != nil {
+			return nil, fsError("lstat", p, serr)
+		}
+		resp.Entries = append(resp.Entries, entryFromStat(name, &est))
+		used += int64(len(name)) + entryAllowance
+	}
+	return resp, nil
+}
+
+// entryAllowance is a generous estimate of the JSON an entry costs beyond
+// its name; the front-end cuts the page exactly.
+const entryAllowance = 128
+
+// Read implements fsmcpv1.WorkerServiceServer. It returns at most
+// MaxRead bytes from offset; a short result with offset+len < size means the
+// caller should continue.
+func (s *Service) Read(ctx context.Context, req *fsmcpv1.ReadRequest) (*fsmcpv1.ReadResponse, error) {
+	p, err := cleanPath(req.GetPath())
+	if err != nil {
+		return nil, err
+	}
+	if req.GetOffset() < 0 || req.GetLength() < 0 {
+		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, p, "read: negative offset or length")
+	}
+	f, st, err := s.openRegular("read", p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	n := min(req.GetLength(), s.maxRead, max(st.Size-req.GetOffset(), 0))
+	buf := make([]byte, n)
+	got, err := f.ReadAt(buf, req.GetOffset())
+	if err != nil && err != io.EOF {
+		return nil, fsError("read", p, err)
+	}
+	return &fsmcpv1.ReadResponse{Data: buf[:got], Size: st.Size}, nil
+}

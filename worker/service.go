@@ -1,0 +1,90 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime/debug"
+
+	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"google.golang.org/grpc"
+)
+
+// Service implements fsmcpv1.WorkerServiceServer over one *os.Root.
+type Service struct {
+	fsmcpv1.UnimplementedWorkerServiceServer
+	root        *os.Root
+	rootInfo    os.FileInfo
+	confinement *fsmcpv1.Confinement
+	rg          string
+	devNull     *os.File
+	maxRead     int64
+}
+
+var _ fsmcpv1.WorkerServiceServer = (*Service)(nil)
+
+// Options configures a Service.
+type Options struct {
+	// Confinement is reported by Hello and by Stat of the root.
+	Confinement *fsmcpv1.Confinement
+	// RG is the absolute path of ripgrep.
+	RG string
+	// DevNull is an open /dev/null, the stdin of rg children (a confined
+	// worker cannot open it itself).
+	DevNull *os.File
+	// MaxRead bounds the bytes one Read returns.
+	MaxRead int64
+}
+
+// New returns a Service over root.
+func New(root *os.Root, opts Options) (*Service, error) {
+	fi, err := root.Lstat(".")
+	if err != nil {
+		return nil, fmt.Errorf("lstat root: %w", err)
+	}
+	if opts.MaxRead <= 0 {
+		opts.MaxRead = 1 << 20
+	}
+	if opts.Confinement == nil {
+		opts.Confinement = &fsmcpv1.Confinement{Seccomp: "none"}
+	}
+	return &Service{
+		root:        root,
+		rootInfo:    fi,
+		confinement: opts.Confinement,
+		rg:          opts.RG,
+		devNull:     opts.DevNull,
+		maxRead:     opts.MaxRead,
+	}, nil
+}
+
+// Hello implements fsmcpv1.WorkerServiceServer.
+func (s *Service) Hello(ctx context.Context, req *fsmcpv1.HelloRequest) (*fsmcpv1.HelloResponse, error) {
+	if req.GetVersion() != fsmcpv1.ProtocolVersion_PROTOCOL_VERSION_1 {
+		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "",
+			"protocol version %v, want %v", req.GetVersion(), fsmcpv1.ProtocolVersion_PROTOCOL_VERSION_1)
+	}
+	return &fsmcpv1.HelloResponse{Version: fsmcpv1.ProtocolVersion_PROTOCOL_VERSION_1, Confinement: s.confinement}, nil
+}
+
+// recoverUnary answers a panicking handler with internal and keeps serving.
+func recoverUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			fmt.Fprintf(os.Stderr, "fsmcp worker: panic in %s: %v\n%s", info.FullMethod, r, debug.Stack())
+			resp, err = nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "", "internal error")
+		}
+	}()
+	return h(ctx, req)
+}
+
+// recoverStream is recoverUnary for streaming RPCs.
+func recoverStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			fmt.Fprintf(os.Stderr, "fsmcp worker: panic in %s: %v\n%s", info.FullMethod, r, debug.Stack())
+			err = newError(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "", "internal error")
+		}
+	}()
+	return h(srv, ss)
+}
