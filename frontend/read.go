@@ -248,6 +248,3 @@ func trimPartialRune(data []byte) []byte {
 	return data
 }
 
-func allTools() []*tool {
-	return readTools()
-}

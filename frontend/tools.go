@@ -254,6 +254,13 @@ func (s *server) callError(ctx context.Context, err error) *toolError {
 	return te
 }
 
+// allTools lists every tool in the order tools/list shows them.
+func allTools() []*tool {
+	var ts []*tool
+	ts = append(ts, readTools()...)
+	return ts
+}
+
 func (s *server) build() *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "fsmcp", Version: Version}, &mcp.ServerOptions{
 		Instructions: "Tools over one directory. Paths are relative to it. Every reply is one JSON document.",
