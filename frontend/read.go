@@ -247,4 +247,3 @@ func trimPartialRune(data []byte) []byte {
 	}
 	return data
 }
-

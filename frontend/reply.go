@@ -57,7 +57,7 @@ func (o *obj) key(k string) {
 	o.b = append(o.b, ':')
 }
 
-func (o *obj) str(k, v string) *obj  { o.key(k); o.b = appendString(o.b, v); return o }
+func (o *obj) str(k, v string) *obj { o.key(k); o.b = appendString(o.b, v); return o }
 func (o *obj) int(k string, v int64) *obj {
 	o.key(k)
 	o.b = strconv.AppendInt(o.b, v, 10)
