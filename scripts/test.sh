@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The project's test command: installs what the tests need (as root, with
+# apt-get), checks formatting and vet, then runs every test with -race.
+# Extra arguments are passed to `go test` (e.g. -run TestRead).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+missing=()
+command -v rg >/dev/null || missing+=(ripgrep)
+command -v setfacl >/dev/null || missing+=(acl)
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "scripts/test.sh: install ${missing[*]} first" >&2
+    exit 1
+  fi
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+unformatted=$(gofmt -l $(git ls-files '*.go'))
+if [ -n "$unformatted" ]; then
+  echo "gofmt would change:" >&2
+  echo "$unformatted" >&2
+  exit 1
+fi
+go vet ./...
+go test -race -count=1 "$@" ./...
