@@ -52,11 +52,16 @@ func parseFlags(args []string, stderr io.Writer) (*Config, *flag.FlagSet, error)
 	fs.BoolVar(&c.AllowNoLandlock, "allow-no-landlock", false, "run on a kernel without Landlock, with only os.Root as containment")
 	fs.DurationVar(&c.CallTimeout, "call-timeout", 60*time.Second, "deadline of one tool call")
 	fs.BoolVar(&c.Version, "version", false, "print the version and exit")
+	fs.Usage = func() {}
+	// One line for a bad command line; the full usage only for --help.
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), usage)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			c.Help = true
 			return c, fs, nil

@@ -35,7 +35,8 @@ type Hooks struct {
 func Main(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.WriteCloser, stderr io.Writer, hooks Hooks) int {
 	cfg, fs, err := parseFlags(args, stderr)
 	if err != nil {
-		return 2 // the flag package has printed the reason
+		fmt.Fprintf(stderr, "fsmcp: %v (see --help)\n", err)
+		return 2
 	}
 	switch {
 	case cfg.Help:

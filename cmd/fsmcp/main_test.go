@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -61,30 +65,132 @@ func fsmcpCommand(root string, flags ...string) *exec.Cmd {
 	return cmd
 }
 
-// server is a running fsmcp with a connected MCP client.
+// server is a running fsmcp with a connected MCP client. The test owns
+// the process, so it can see its pid, its worker and its exit status.
 type server struct {
 	t       *testing.T
 	cmd     *exec.Cmd
 	session *mcp.ClientSession
 	stderr  *syncBuffer
+	stdin   io.WriteCloser
+	exited  chan struct{}
+	waitErr error
 }
 
-// start runs fsmcp on root and connects a go-sdk client over stdio.
+// start runs fsmcp on root and connects a go-sdk client over its stdio.
 func start(t *testing.T, root string, flags ...string) *server {
 	t.Helper()
-	cmd := fsmcpCommand(root, flags...)
-	stderr := &syncBuffer{}
-	cmd.Stderr = stderr
+	s := spawn(t, root, flags...)
 	client := mcp.NewClient(&mcp.Implementation{Name: "fsmcp-test", Version: "1"}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	session, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second}, nil)
+	stdout, err := s.cmd.StdoutPipe()
 	if err != nil {
-		t.Fatalf("connect: %v\nstderr:\n%s", err, stderr.String())
+		t.Fatal(err)
 	}
-	s := &server{t: t, cmd: cmd, session: session, stderr: stderr}
+	if err := s.run(); err != nil {
+		t.Fatal(err)
+	}
+	session, err := client.Connect(ctx, &mcp.IOTransport{Reader: stdout, Writer: s.stdin}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v\nstderr:\n%s", err, s.stderr.String())
+	}
+	s.session = session
 	t.Cleanup(func() { session.Close() })
 	return s
+}
+
+// spawn prepares fsmcp on root; run starts it. Cleanup ends it.
+func spawn(t *testing.T, root string, flags ...string) *server {
+	t.Helper()
+	cmd := fsmcpCommand(root, flags...)
+	s := &server{t: t, cmd: cmd, stderr: &syncBuffer{}, exited: make(chan struct{})}
+	cmd.Stderr = s.stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.stdin = stdin
+	t.Cleanup(func() {
+		stdin.Close()
+		select {
+		case <-s.exited:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-s.exited
+		}
+	})
+	return s
+}
+
+func (s *server) run() error {
+	if err := s.cmd.Start(); err != nil {
+		return err
+	}
+	go func() {
+		s.waitErr = s.cmd.Wait()
+		close(s.exited)
+	}()
+	return nil
+}
+
+// wait waits up to d for fsmcp to exit and returns its exit code.
+func (s *server) wait(d time.Duration) int {
+	s.t.Helper()
+	select {
+	case <-s.exited:
+		return s.cmd.ProcessState.ExitCode()
+	case <-time.After(d):
+		s.t.Fatalf("fsmcp did not exit within %v\nstderr:\n%s", d, s.stderr.String())
+		return -1
+	}
+}
+
+// workerPid returns the pid of fsmcp's worker process.
+func (s *server) workerPid() int {
+	s.t.Helper()
+	kids := childPids(s.cmd.Process.Pid)
+	if len(kids) != 1 {
+		s.t.Fatalf("fsmcp has children %v, want one worker", kids)
+	}
+	return kids[0]
+}
+
+// childPids lists the children of pid, across all its threads (the worker
+// is forked from a locked thread, not always the main one).
+func childPids(pid int) []int {
+	var kids []int
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	for _, f := range tasks {
+		b, _ := os.ReadFile(f)
+		for _, field := range strings.Fields(string(b)) {
+			n, _ := strconv.Atoi(field)
+			kids = append(kids, n)
+		}
+	}
+	return kids
+}
+
+// gone reports whether pid no longer runs (absent, or a zombie).
+func gone(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	_, rest, _ := strings.Cut(string(b), ") ")
+	return strings.HasPrefix(rest, "Z") || strings.HasPrefix(rest, "X")
+}
+
+// waitGone fails unless pid is gone within d.
+func waitGone(t *testing.T, pid int, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !gone(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d still runs after %v", pid, d)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // reply is one tool call's outcome as the client sees it.
