@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"slices"
 	"unicode/utf8"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
@@ -47,6 +48,14 @@ func defineTool[In any](name, description string, readOnly, destructive, idempot
 	schema, err := jsonschema.For[In](nil)
 	if err != nil {
 		panic(fmt.Sprintf("BUG(fsmcp): schema of %s: %v", name, err))
+	}
+	// An optional field is a *T so that absence is visible; absence is
+	// how a client omits it, so null is refused. Only required fields
+	// (if_sha256) keep the null the pointer type implies.
+	for name, prop := range schema.Properties {
+		if !slices.Contains(schema.Required, name) && len(prop.Types) == 2 && prop.Types[0] == "null" {
+			prop.Type, prop.Types = prop.Types[1], nil
+		}
 	}
 	resolved, err := schema.Resolve(nil)
 	if err != nil {
