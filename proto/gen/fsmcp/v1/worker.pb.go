@@ -1120,10 +1120,14 @@ func (x *GlobRequest) GetMaxBytes() int64 {
 type GlobResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Set on progress messages; the last message carries the page.
-	Progress      *Progress `protobuf:"bytes,1,opt,name=progress,proto3" json:"progress,omitempty"`
-	Paths         [][]byte  `protobuf:"bytes,2,rep,name=paths,proto3" json:"paths,omitempty"`
-	More          bool      `protobuf:"varint,3,opt,name=more,proto3" json:"more,omitempty"`
-	Done          bool      `protobuf:"varint,4,opt,name=done,proto3" json:"done,omitempty"`
+	Progress *Progress `protobuf:"bytes,1,opt,name=progress,proto3" json:"progress,omitempty"`
+	Paths    [][]byte  `protobuf:"bytes,2,rep,name=paths,proto3" json:"paths,omitempty"`
+	More     bool      `protobuf:"varint,3,opt,name=more,proto3" json:"more,omitempty"`
+	Done     bool      `protobuf:"varint,4,opt,name=done,proto3" json:"done,omitempty"`
+	// How many paths the whole listing holds, across all pages.
+	Total int64 `protobuf:"varint,5,opt,name=total,proto3" json:"total,omitempty"`
+	// How many files or directories rg could not read.
+	Errors        int64 `protobuf:"varint,6,opt,name=errors,proto3" json:"errors,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1184,6 +1188,20 @@ func (x *GlobResponse) GetDone() bool {
 		return x.Done
 	}
 	return false
+}
+
+func (x *GlobResponse) GetTotal() int64 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+func (x *GlobResponse) GetErrors() int64 {
+	if x != nil {
+		return x.Errors
+	}
+	return 0
 }
 
 type GrepRequest struct {
@@ -1388,9 +1406,14 @@ type GrepLine struct {
 	Text       []byte      `protobuf:"bytes,4,opt,name=text,proto3" json:"text,omitempty"`
 	Submatches []*Submatch `protobuf:"bytes,5,rep,name=submatches,proto3" json:"submatches,omitempty"`
 	// A context line rather than a match.
-	Context       bool `protobuf:"varint,6,opt,name=context,proto3" json:"context,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Context bool `protobuf:"varint,6,opt,name=context,proto3" json:"context,omitempty"`
+	// The length of the whole line in bytes; text holds only its first
+	// bytes when line_length is larger.
+	LineLength int64 `protobuf:"varint,7,opt,name=line_length,json=lineLength,proto3" json:"line_length,omitempty"`
+	// Submatches after the first few were left out.
+	SubmatchesTruncated bool `protobuf:"varint,8,opt,name=submatches_truncated,json=submatchesTruncated,proto3" json:"submatches_truncated,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *GrepLine) Reset() {
@@ -1465,6 +1488,20 @@ func (x *GrepLine) GetContext() bool {
 	return false
 }
 
+func (x *GrepLine) GetLineLength() int64 {
+	if x != nil {
+		return x.LineLength
+	}
+	return 0
+}
+
+func (x *GrepLine) GetSubmatchesTruncated() bool {
+	if x != nil {
+		return x.SubmatchesTruncated
+	}
+	return false
+}
+
 type GrepResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Progress      *Progress              `protobuf:"bytes,1,opt,name=progress,proto3" json:"progress,omitempty"`
@@ -1473,6 +1510,8 @@ type GrepResponse struct {
 	Done          bool                   `protobuf:"varint,4,opt,name=done,proto3" json:"done,omitempty"`
 	FilesSearched int64                  `protobuf:"varint,5,opt,name=files_searched,json=filesSearched,proto3" json:"files_searched,omitempty"`
 	Matches       int64                  `protobuf:"varint,6,opt,name=matches,proto3" json:"matches,omitempty"`
+	// How many files or directories rg could not read.
+	Errors        int64 `protobuf:"varint,7,opt,name=errors,proto3" json:"errors,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1545,6 +1584,13 @@ func (x *GrepResponse) GetFilesSearched() int64 {
 func (x *GrepResponse) GetMatches() int64 {
 	if x != nil {
 		return x.Matches
+	}
+	return 0
+}
+
+func (x *GrepResponse) GetErrors() int64 {
+	if x != nil {
+		return x.Errors
 	}
 	return 0
 }
@@ -2215,12 +2261,14 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\tno_ignore\x18\x04 \x01(\bR\bnoIgnore\x12\x14\n" +
 	"\x05after\x18\x05 \x01(\fR\x05after\x12\x1b\n" +
 	"\thas_after\x18\x06 \x01(\bR\bhasAfter\x12\x1b\n" +
-	"\tmax_bytes\x18\a \x01(\x03R\bmaxBytes\"|\n" +
+	"\tmax_bytes\x18\a \x01(\x03R\bmaxBytes\"\xaa\x01\n" +
 	"\fGlobResponse\x12.\n" +
 	"\bprogress\x18\x01 \x01(\v2\x12.fsmcp.v1.ProgressR\bprogress\x12\x14\n" +
 	"\x05paths\x18\x02 \x03(\fR\x05paths\x12\x12\n" +
 	"\x04more\x18\x03 \x01(\bR\x04more\x12\x12\n" +
-	"\x04done\x18\x04 \x01(\bR\x04done\"\xf4\x02\n" +
+	"\x04done\x18\x04 \x01(\bR\x04done\x12\x14\n" +
+	"\x05total\x18\x05 \x01(\x03R\x05total\x12\x16\n" +
+	"\x06errors\x18\x06 \x01(\x03R\x06errors\"\xf4\x02\n" +
 	"\vGrepRequest\x12\x18\n" +
 	"\apattern\x18\x01 \x01(\tR\apattern\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\fR\x04path\x12\x14\n" +
@@ -2240,7 +2288,7 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\tmax_bytes\x18\r \x01(\x03R\bmaxBytes\"2\n" +
 	"\bSubmatch\x12\x14\n" +
 	"\x05start\x18\x01 \x01(\x03R\x05start\x12\x10\n" +
-	"\x03end\x18\x02 \x01(\x03R\x03end\"\xb9\x01\n" +
+	"\x03end\x18\x02 \x01(\x03R\x03end\"\x8d\x02\n" +
 	"\bGrepLine\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\fR\x04path\x12\x1f\n" +
 	"\vline_number\x18\x02 \x01(\x03R\n" +
@@ -2250,14 +2298,18 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\n" +
 	"submatches\x18\x05 \x03(\v2\x12.fsmcp.v1.SubmatchR\n" +
 	"submatches\x12\x18\n" +
-	"\acontext\x18\x06 \x01(\bR\acontext\"\xd1\x01\n" +
+	"\acontext\x18\x06 \x01(\bR\acontext\x12\x1f\n" +
+	"\vline_length\x18\a \x01(\x03R\n" +
+	"lineLength\x121\n" +
+	"\x14submatches_truncated\x18\b \x01(\bR\x13submatchesTruncated\"\xe9\x01\n" +
 	"\fGrepResponse\x12.\n" +
 	"\bprogress\x18\x01 \x01(\v2\x12.fsmcp.v1.ProgressR\bprogress\x12(\n" +
 	"\x05lines\x18\x02 \x03(\v2\x12.fsmcp.v1.GrepLineR\x05lines\x12\x12\n" +
 	"\x04more\x18\x03 \x01(\bR\x04more\x12\x12\n" +
 	"\x04done\x18\x04 \x01(\bR\x04done\x12%\n" +
 	"\x0efiles_searched\x18\x05 \x01(\x03R\rfilesSearched\x12\x18\n" +
-	"\amatches\x18\x06 \x01(\x03R\amatches\"\x7f\n" +
+	"\amatches\x18\x06 \x01(\x03R\amatches\x12\x16\n" +
+	"\x06errors\x18\a \x01(\x03R\x06errors\"\x7f\n" +
 	"\fWriteRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\fR\x04path\x12\x18\n" +
 	"\acontent\x18\x02 \x01(\fR\acontent\x12\x1b\n" +
