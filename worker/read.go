@@ -175,9 +175,10 @@ func regularOnly(op, p string, st *unix.Stat_t) error {
 
 var hashBufs = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
 
-// hash streams the regular file p (whose lstat is st) through sha256. If the
-// file at p is not the inode that was stat'ed (it was replaced meanwhile),
-// the stat is retried, a few times at most.
+// hash returns the sha256 of the regular file p (whose lstat is st),
+// from the cache when the file is unchanged, else streamed. If the file at
+// p is not the inode that was stat'ed (it was replaced meanwhile), the stat
+// is retried, a few times at most.
 func (s *Service) hash(ctx context.Context, p string, st *unix.Stat_t) (string, error) {
 	for range 3 {
 		f, opened, err := s.openRegular("hash", p)
@@ -194,7 +195,7 @@ func (s *Service) hash(ctx context.Context, p string, st *unix.Stat_t) (string, 
 			}
 			continue
 		}
-		sum, err := hashFile(ctx, f)
+		sum, err := s.hashOpen(ctx, f, opened)
 		f.Close()
 		if err != nil {
 			return "", fsError("read", p, err)
@@ -202,6 +203,24 @@ func (s *Service) hash(ctx context.Context, p string, st *unix.Stat_t) (string, 
 		return sum, nil
 	}
 	return "", newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, p, "hash: file kept changing while it was hashed")
+}
+
+// hashOpen hashes the open regular file f, whose fstat is st, through the
+// cache. The file is re-stat'ed after hashing, so a write during the hash
+// is never cached.
+func (s *Service) hashOpen(ctx context.Context, f *os.File, st *unix.Stat_t) (string, error) {
+	if sum, ok := s.hashes.get(keyOf(st)); ok {
+		return sum, nil
+	}
+	sum, err := hashFile(ctx, f)
+	if err != nil {
+		return "", err
+	}
+	s.hashes.hashed.Add(st.Size)
+	if after, err := fstat(f); err == nil {
+		s.hashes.put(st, after, sum)
+	}
+	return sum, nil
 }
 
 func hashFile(ctx context.Context, f *os.File) (string, error) {

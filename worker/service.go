@@ -19,6 +19,12 @@ type Service struct {
 	rg          string
 	devNull     *os.File
 	maxRead     int64
+	// locks serialises writes and replaces of one directory entry.
+	locks pathLocks
+	// beforeCommit, when set, runs between a write's checks and its
+	// rename. Tests use it to change the file behind the worker's back.
+	beforeCommit func(path string)
+	hashes      *hashCache
 }
 
 var _ fsmcpv1.WorkerServiceServer = (*Service)(nil)
@@ -55,6 +61,7 @@ func New(root *os.Root, opts Options) (*Service, error) {
 		rg:          opts.RG,
 		devNull:     opts.DevNull,
 		maxRead:     opts.MaxRead,
+		hashes:      newHashCache(),
 	}, nil
 }
 

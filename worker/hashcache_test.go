@@ -1,0 +1,97 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+)
+
+func newTestService(t *testing.T, dir string) *Service {
+	t.Helper()
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	s, err := New(root, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func statSum(t *testing.T, s *Service, p string) string {
+	t.Helper()
+	resp, err := s.Stat(context.Background(), &fsmcpv1.StatRequest{Path: []byte(p)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.GetSha256()
+}
+
+// A repeated stat of an unchanged file is answered from the cache without
+// reading it; a rewrite that keeps size and mtime is still detected,
+// through ctime.
+func TestHashCache(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "f")
+	old := bytes.Repeat([]byte("a"), 1<<20)
+	if err := os.WriteFile(p, old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := newTestService(t, dir)
+	s.hashes.settle = 0
+	want := sha256.Sum256(old)
+	if got := statSum(t, s, "f"); got != hex.EncodeToString(want[:]) {
+		t.Fatalf("sha256 = %s", got)
+	}
+	read := s.hashes.hashed.Load()
+	if read != int64(len(old)) {
+		t.Fatalf("hashed %d bytes, want %d", read, len(old))
+	}
+	if got := statSum(t, s, "f"); got != hex.EncodeToString(want[:]) || s.hashes.hashed.Load() != read {
+		t.Fatalf("second stat read the file again (%d bytes hashed)", s.hashes.hashed.Load())
+	}
+
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	updated := bytes.Repeat([]byte("b"), len(old))
+	if err := os.WriteFile(p, updated, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(p, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	if fi2, _ := os.Stat(p); fi2.Size() != fi.Size() || !fi2.ModTime().Equal(fi.ModTime()) {
+		t.Fatal("could not keep size and mtime")
+	}
+	want = sha256.Sum256(updated)
+	if got := statSum(t, s, "f"); got != hex.EncodeToString(want[:]) {
+		t.Fatalf("same-size, same-mtime rewrite not detected: sha256 %s", got)
+	}
+}
+
+// A file changed too recently is not cached: its next change could land in
+// the same timestamp tick.
+func TestHashCacheSettles(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := newTestService(t, dir)
+	s.hashes.settle = time.Hour
+	statSum(t, s, "f")
+	statSum(t, s, "f")
+	if got := s.hashes.hashed.Load(); got != 2 {
+		t.Fatalf("hashed %d bytes, want 2 (no caching of a fresh file)", got)
+	}
+}
