@@ -21,13 +21,15 @@ func KernelABI() int {
 }
 
 // Rights on the root. Neither grants execute, device ioctls, connecting to
-// sockets, or creating devices, fifos, sockets or symlinks: the worker never
-// needs those, so a bug cannot use them either.
+// sockets, or creating devices, fifos or sockets: the worker never needs
+// those, so a bug cannot use them either. Landlock counts renaming a name
+// as making one of its type, so fs_move of a symlink needs MakeSym; the
+// worker never creates a symlink otherwise.
 const (
 	rootReadRights  = ll.AccessFSReadFile | ll.AccessFSReadDir
 	rootWriteRights = rootReadRights | ll.AccessFSWriteFile | ll.AccessFSTruncate |
 		ll.AccessFSRemoveFile | ll.AccessFSRemoveDir | ll.AccessFSMakeDir |
-		ll.AccessFSMakeReg | ll.AccessFSRefer
+		ll.AccessFSMakeReg | ll.AccessFSMakeSym | ll.AccessFSRefer
 )
 
 // ConfineWorker restricts every thread of the calling process, and every

@@ -101,6 +101,9 @@ func run(args []string, hooks Hooks) error {
 	if err != nil {
 		return err
 	}
+	if !cfg.ReadOnly {
+		sweepTemp(svc)
+	}
 	return Serve(conn, svc, hooks.Interceptor)
 }
 

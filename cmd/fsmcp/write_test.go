@@ -1,0 +1,804 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/sys/unix"
+)
+
+const tempPrefix = ".fsmcp-tmp-"
+
+func readFile(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func writeFile(t *testing.T, p string, b []byte, mode os.FileMode) {
+	t.Helper()
+	if err := os.WriteFile(p, b, mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// noTempFiles fails if a temp file of the worker is left anywhere under dir,
+// as the disk (not fs_list, which hides them) shows it.
+func noTempFiles(t *testing.T, dir string) {
+	t.Helper()
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && strings.HasPrefix(d.Name(), tempPrefix) {
+			t.Errorf("temp file left behind: %s", p)
+		}
+		return nil
+	})
+}
+
+// snapshot hashes every file under dir and records every symlink and
+// directory, so a test can show a tree was not touched.
+func snapshot(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	m := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		switch {
+		case d.Type()&fs.ModeSymlink != 0:
+			target, _ := os.Readlink(p)
+			m[rel] = "link:" + target
+		case d.IsDir():
+			m[rel] = fmt.Sprintf("dir:%o", info.Mode().Perm())
+		case d.Type().IsRegular():
+			m[rel] = fmt.Sprintf("file:%o:%s", info.Mode().Perm(), sha(readFile(t, p)))
+		default:
+			m[rel] = "other:" + info.Mode().String()
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func sameSnapshot(t *testing.T, what string, before, after map[string]string) {
+	t.Helper()
+	if fmt.Sprint(before) != fmt.Sprint(after) {
+		t.Fatalf("%s changed:\nbefore %v\nafter  %v", what, before, after)
+	}
+}
+
+func TestWriteCreateAndReplace(t *testing.T) {
+	root, _ := tree(t)
+	s := start(t, root)
+	p := filepath.Join(root, "new.txt")
+
+	r := s.wantOK("fs_write", map[string]any{"path": "new.txt", "content": "one\n", "if_sha256": nil})
+	if r.str("sha256") != sha([]byte("one\n")) || r.num("size") != 4 || r.doc["created"] != true || r.doc["broke_hard_link"] != false {
+		t.Errorf("fs_write(create) = %s", r.text)
+	}
+	if got := readFile(t, p); string(got) != "one\n" {
+		t.Errorf("new.txt = %q", got)
+	}
+	r = s.wantOK("fs_write", map[string]any{"path": "new.txt", "content": "two\n", "if_sha256": sha([]byte("one\n"))})
+	if r.str("sha256") != sha([]byte("two\n")) || r.doc["created"] != false {
+		t.Errorf("fs_write(replace) = %s", r.text)
+	}
+	// The reported sha256 is what fs_stat reports.
+	if st := s.wantOK("fs_stat", map[string]any{"path": "new.txt"}); st.str("sha256") != r.str("sha256") {
+		t.Errorf("fs_stat sha256 %s, fs_write said %s", st.str("sha256"), r.str("sha256"))
+	}
+	raw := []byte("\x00\xff\xfe binary\r\n")
+	s.wantOK("fs_write", map[string]any{"path": "new.txt", "content": base64.StdEncoding.EncodeToString(raw),
+		"encoding": "base64", "if_sha256": sha([]byte("two\n"))})
+	if got := readFile(t, p); !bytes.Equal(got, raw) {
+		t.Errorf("after base64 write: %q", got)
+	}
+	// A leading slash is stripped, like everywhere else.
+	s.wantOK("fs_write", map[string]any{"path": "/new.txt", "content": "three", "if_sha256": sha(raw)})
+	// Empty content is a file too.
+	s.wantOK("fs_write", map[string]any{"path": "empty", "content": "", "if_sha256": nil})
+	if fi, err := os.Stat(filepath.Join(root, "empty")); err != nil || fi.Size() != 0 {
+		t.Errorf("empty: %v %v", fi, err)
+	}
+
+	// Preconditions.
+	r = s.wantErr("fs_write", map[string]any{"path": "new.txt", "content": "x", "if_sha256": sha([]byte("stale"))}, "precondition_failed")
+	if e := r.doc["error"].(map[string]any); e["current_sha256"] != sha([]byte("three")) {
+		t.Errorf("precondition_failed without the current sha256: %s", r.text)
+	}
+	r = s.wantErr("fs_write", map[string]any{"path": "new.txt", "content": "x", "if_sha256": nil}, "precondition_failed")
+	if e := r.doc["error"].(map[string]any); e["current_sha256"] != sha([]byte("three")) || !strings.Contains(e["message"].(string), "exists") {
+		t.Errorf("create over an existing file: %s", r.text)
+	}
+	r = s.wantErr("fs_write", map[string]any{"path": "missing.txt", "content": "x", "if_sha256": sha([]byte("x"))}, "precondition_failed")
+	if !strings.Contains(r.text, "does not exist") {
+		t.Errorf("write to a missing file with a sha256: %s", r.text)
+	}
+	if _, err := os.Lstat(filepath.Join(root, "missing.txt")); !os.IsNotExist(err) {
+		t.Errorf("missing.txt was created: %v", err)
+	}
+	if got := readFile(t, p); string(got) != "three" {
+		t.Errorf("a refused write changed the file: %q", got)
+	}
+
+	// Arguments refused before anything reaches the worker.
+	for _, args := range []map[string]any{
+		{"path": "new.txt", "content": "x"}, // if_sha256 absent
+		{"path": "new.txt", "content": "x", "if_sha256": strings.ToUpper(sha([]byte("three")))},
+		{"path": "new.txt", "content": "x", "if_sha256": "abc"},
+		{"path": "new.txt", "content": "x", "if_sha256": 5},
+		{"content": "x", "if_sha256": nil},
+		{"path": "new.txt", "if_sha256": nil},
+		{"path": "new.txt", "content": "x", "if_sha256": nil, "encoding": "latin1"},
+		{"path": "new.txt", "content": "%%%", "if_sha256": nil, "encoding": "base64"},
+		{"path": "new.txt", "content": "x", "if_sha256": nil, "mode": "0777"},
+	} {
+		s.wantErr("fs_write", args, "invalid_argument")
+	}
+	if got := readFile(t, p); string(got) != "three" {
+		t.Errorf("a refused write changed the file: %q", got)
+	}
+	noTempFiles(t, root)
+}
+
+// Every path a write must refuse, for fs_write and fs_replace: nothing is
+// written through or over a link, nothing outside the root, and the
+// refused target is unchanged.
+func TestWriteRefusals(t *testing.T) {
+	root, outside := tree(t)
+	if err := os.Symlink("sub", filepath.Join(root, "dirlink_in")); err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, root)
+	beforeOut := snapshot(t, outside)
+	beforeRoot := snapshot(t, root)
+	cases := []struct{ path, code string }{
+		{"link_in", "not_regular"},
+		{"link_out", "not_regular"},
+		{"abs_in", "not_regular"},
+		{"dangling", "not_regular"},
+		{"dirlink_out", "not_regular"},
+		{"dirlink_in", "not_regular"},
+		{"fifo", "not_regular"},
+		{"sub", "is_a_directory"},
+		{"", "invalid_argument"},
+		{".", "invalid_argument"},
+		{"sub/..", "invalid_argument"},
+		{"a.txt/", "invalid_argument"},
+		{tempPrefix + "x", "invalid_argument"},
+		{"sub/" + tempPrefix + "x", "invalid_argument"},
+		{"dirlink_out/secret.txt", "outside_root"},
+		{"dirlink_out/new.txt", "outside_root"},
+		{"../outside/secret.txt", "outside_root"},
+		{"sub/../../outside/new.txt", "outside_root"},
+		{"nope/x", "not_found"},
+		{"a.txt/x", "not_a_directory"},
+	}
+	for _, c := range cases {
+		for _, hash := range []any{nil, sha([]byte("hello\n")), sha([]byte("outside secret\n"))} {
+			done := make(chan reply, 1)
+			go func() {
+				done <- s.call("fs_write", map[string]any{"path": c.path, "content": "x", "if_sha256": hash})
+			}()
+			var r reply
+			select {
+			case r = <-done:
+			case <-time.After(20 * time.Second):
+				t.Fatalf("fs_write(%q) blocked", c.path)
+			}
+			if r.code() != c.code {
+				t.Errorf("fs_write(%q, %v) = %s, want %s", c.path, hash, r.text, c.code)
+			}
+			noHostPath(t, r.text, root)
+		}
+		if hash := sha([]byte("hello\n")); true {
+			r := s.call("fs_replace", map[string]any{"path": c.path, "if_sha256": hash,
+				"edits": []any{map[string]any{"old": "hello", "new": "bye"}}})
+			if r.code() != c.code {
+				t.Errorf("fs_replace(%q) = %s, want %s", c.path, r.text, c.code)
+			}
+		}
+	}
+	sameSnapshot(t, "the outside tree", beforeOut, snapshot(t, outside))
+	sameSnapshot(t, "the root", beforeRoot, snapshot(t, root))
+	noTempFiles(t, root)
+}
+
+// The umask never eats bits: a new file is 0644, and an existing file keeps
+// every mode bit, setuid, setgid and sticky included.
+func TestWriteModes(t *testing.T) {
+	root, _ := tree(t)
+	old := syscall.Umask(0o077)
+	s := start(t, root)
+	syscall.Umask(old)
+
+	s.wantOK("fs_write", map[string]any{"path": "fresh", "content": "x", "if_sha256": nil})
+	if fi, err := os.Stat(filepath.Join(root, "fresh")); err != nil || fi.Mode() != 0o644 {
+		t.Errorf("new file mode = %v, %v; want 0644 despite umask 077", fi.Mode(), err)
+	}
+	for _, mode := range []uint32{0o666, 0o600, 0o2755, 0o4755, 0o1644, 0o7777, 0o000} {
+		name := fmt.Sprintf("m%04o", mode)
+		p := filepath.Join(root, name)
+		writeFile(t, p, []byte("old"), 0)
+		if err := syscall.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		s.wantOK("fs_write", map[string]any{"path": name, "content": "new", "if_sha256": sha([]byte("old"))})
+		s.wantOK("fs_replace", map[string]any{"path": name, "if_sha256": sha([]byte("new")),
+			"edits": []any{map[string]any{"old": "ne", "new": "NE"}}})
+		var st syscall.Stat_t
+		if err := syscall.Stat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Mode&0o7777 != mode || string(readFile(t, p)) != "NEw" {
+			t.Errorf("%s: mode %04o content %q after write", name, st.Mode&0o7777, readFile(t, p))
+		}
+	}
+}
+
+func xattrList(t *testing.T, p string) map[string]string {
+	t.Helper()
+	buf := make([]byte, 64<<10)
+	n, err := unix.Llistxattr(p, buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]string{}
+	for _, name := range strings.Split(string(buf[:n]), "\x00") {
+		if name == "" {
+			continue
+		}
+		v := make([]byte, 64<<10)
+		vn, err := unix.Lgetxattr(p, name, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m[name] = string(v[:vn])
+	}
+	return m
+}
+
+func getfacl(t *testing.T, p string) string {
+	t.Helper()
+	out, err := exec.Command("getfacl", "-cp", p).CombinedOutput()
+	if err != nil {
+		t.Fatalf("getfacl: %v\n%s", err, out)
+	}
+	return string(out)
+}
+
+// Owner, group, user.*, trusted.* and security.* attributes and a POSIX ACL
+// survive fs_write and fs_replace exactly (the tests run as root).
+func TestWritePreservesMetadata(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to set trusted.* and security.* attributes and foreign owners")
+	}
+	if _, err := exec.LookPath("setfacl"); err != nil {
+		t.Fatal("setfacl not found: install Debian's acl package")
+	}
+	root, _ := tree(t)
+	p := filepath.Join(root, "meta.txt")
+	writeFile(t, p, []byte("alpha\n"), 0o640)
+	if err := os.Chown(p, 1234, 5678); err != nil {
+		t.Fatal(err)
+	}
+	for name, v := range map[string]string{"user.origin": "test", "trusted.fsmcp": "\x00\x01bin", "security.fsmcptest": "label"} {
+		if err := unix.Setxattr(p, name, []byte(v), 0); err != nil {
+			t.Fatalf("setxattr %s: %v", name, err)
+		}
+	}
+	if out, err := exec.Command("setfacl", "-m", "u:4321:rw-,g:8765:r--", p).CombinedOutput(); err != nil {
+		t.Fatalf("setfacl: %v\n%s", err, out)
+	}
+	if err := syscall.Chmod(p, 0o2660); err != nil { // setgid, and the ACL mask follows the group bits
+		t.Fatal(err)
+	}
+	// A default ACL on the directory must not leak into the replaced file.
+	if out, err := exec.Command("setfacl", "-d", "-m", "u:999:rwx", root).CombinedOutput(); err != nil {
+		t.Fatalf("setfacl -d: %v\n%s", err, out)
+	}
+	wantX := xattrList(t, p)
+	wantACL := getfacl(t, p)
+	var want syscall.Stat_t
+	syscall.Stat(p, &want)
+	if !strings.Contains(wantACL, "user:4321:rw-") || wantX["system.posix_acl_access"] == "" {
+		t.Fatalf("test setup: ACL not set: %s %q", wantACL, wantX)
+	}
+	s := start(t, root)
+	// Hold the old inode open, so its number cannot be reused.
+	held, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	r := s.wantOK("fs_write", map[string]any{"path": "meta.txt", "content": "beta\n", "if_sha256": sha([]byte("alpha\n"))})
+	check := func(op string) {
+		t.Helper()
+		var got syscall.Stat_t
+		syscall.Stat(p, &got)
+		if got.Mode != want.Mode || got.Uid != want.Uid || got.Gid != want.Gid {
+			t.Errorf("%s: mode %o uid %d gid %d, want %o %d %d", op, got.Mode, got.Uid, got.Gid, want.Mode, want.Uid, want.Gid)
+		}
+		if got.Ino == want.Ino {
+			t.Errorf("%s: the file was written in place, not replaced", op)
+		}
+		want.Ino = got.Ino
+		if gotX := xattrList(t, p); fmt.Sprint(gotX) != fmt.Sprint(wantX) {
+			t.Errorf("%s: xattrs %q, want %q", op, gotX, wantX)
+		}
+		if got := getfacl(t, p); got != wantACL {
+			t.Errorf("%s: ACL\n%s\nwant\n%s", op, got, wantACL)
+		}
+	}
+	check("fs_write")
+	s.wantOK("fs_replace", map[string]any{"path": "meta.txt", "if_sha256": r.str("sha256"),
+		"edits": []any{map[string]any{"old": "beta", "new": "gamma"}}})
+	check("fs_replace")
+	if got := readFile(t, p); string(got) != "gamma\n" {
+		t.Errorf("content %q", got)
+	}
+	// A new file in the directory gets the inherited default ACL, and
+	// mode 0644 as documented.
+	s.wantOK("fs_write", map[string]any{"path": "inherit.txt", "content": "x", "if_sha256": nil})
+	if acl := getfacl(t, filepath.Join(root, "inherit.txt")); !strings.Contains(acl, "user:999:rwx") {
+		t.Errorf("new file did not inherit the default ACL:\n%s", acl)
+	}
+	noTempFiles(t, root)
+}
+
+// Replacing a file with several links breaks the link, and the reply says
+// so; the other name keeps the old content.
+func TestWriteBreaksHardLink(t *testing.T) {
+	root, _ := tree(t)
+	if err := os.Link(filepath.Join(root, "a.txt"), filepath.Join(root, "sub", "a-link")); err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, root)
+	r := s.wantOK("fs_write", map[string]any{"path": "a.txt", "content": "new\n", "if_sha256": sha([]byte("hello\n"))})
+	if r.doc["broke_hard_link"] != true {
+		t.Errorf("fs_write over a linked file = %s, want broke_hard_link", r.text)
+	}
+	if got := readFile(t, filepath.Join(root, "sub", "a-link")); string(got) != "hello\n" {
+		t.Errorf("the other link = %q, want the old content", got)
+	}
+	r = s.wantOK("fs_write", map[string]any{"path": "a.txt", "content": "newer\n", "if_sha256": sha([]byte("new\n"))})
+	if r.doc["broke_hard_link"] != false {
+		t.Errorf("fs_write over a single-link file = %s", r.text)
+	}
+}
+
+// Of many concurrent writes with the same if_sha256, exactly one wins.
+func TestWriteConcurrentSamePrecondition(t *testing.T) {
+	root, _ := tree(t)
+	s := start(t, root)
+	for round := range 5 {
+		cur := readFile(t, filepath.Join(root, "a.txt"))
+		const n = 16
+		var wg sync.WaitGroup
+		results := make([]reply, n)
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				// Two spellings of one entry must share its lock.
+				path := "a.txt"
+				if i%2 == 1 {
+					path = "sub/../a.txt"
+				}
+				results[i] = s.call("fs_write", map[string]any{"path": path,
+					"content": fmt.Sprintf("round %d writer %d\n", round, i), "if_sha256": sha(cur)})
+			}()
+		}
+		wg.Wait()
+		winners := 0
+		var won string
+		for i, r := range results {
+			switch {
+			case !r.isError:
+				winners++
+				won = fmt.Sprintf("round %d writer %d\n", round, i)
+			case r.code() != "precondition_failed":
+				t.Errorf("writer %d: %s", i, r.text)
+			}
+		}
+		if winners != 1 {
+			t.Fatalf("round %d: %d writers succeeded, want exactly 1", round, winners)
+		}
+		if got := readFile(t, filepath.Join(root, "a.txt")); string(got) != won {
+			t.Fatalf("round %d: file holds %q, the winner wrote %q", round, got, won)
+		}
+	}
+	noTempFiles(t, root)
+}
+
+// fs_replace works on bytes: whatever it does not touch survives exactly.
+func TestReplaceBytesSurvive(t *testing.T) {
+	root, _ := tree(t)
+	s := start(t, root)
+	cases := map[string]string{
+		"bom.txt":     "\xef\xbb\xbfhead\nTARGET\ntail\n",
+		"crlf.txt":    "one\r\nTARGET\r\nthree\r\n",
+		"nonl.txt":    "no final newline TARGET",
+		"invalid.txt": "\xff\xfe\x80 TARGET \xc3(",
+		"nul.txt":     "a\x00b\x00TARGET\x00\x00",
+		"mixed.txt":   "\xef\xbb\xbfx\r\ny\nTARGET\r\n\x00\xff",
+	}
+	for name, content := range cases {
+		writeFile(t, filepath.Join(root, name), []byte(content), 0o644)
+		r := s.wantOK("fs_replace", map[string]any{"path": name, "if_sha256": sha([]byte(content)),
+			"edits": []any{map[string]any{"old": "TARGET", "new": "done"}}})
+		want := strings.Replace(content, "TARGET", "done", 1)
+		got := readFile(t, filepath.Join(root, name))
+		if string(got) != want {
+			t.Errorf("%s: %q, want %q", name, got, want)
+		}
+		if r.num("replacements") != 1 || r.str("sha256") != sha([]byte(want)) || r.num("size") != int64(len(want)) {
+			t.Errorf("%s: reply %s", name, r.text)
+		}
+	}
+	// base64 edits can address bytes that are not UTF-8.
+	p := filepath.Join(root, "invalid.txt")
+	cur := readFile(t, p)
+	b64 := base64.StdEncoding.EncodeToString
+	s.wantOK("fs_replace", map[string]any{"path": "invalid.txt", "if_sha256": sha(cur), "encoding": "base64",
+		"edits": []any{map[string]any{"old": b64([]byte("\xff\xfe\x80")), "new": b64([]byte("\x00\x01"))}}})
+	if got := readFile(t, p); string(got) != "\x00\x01 done \xc3(" {
+		t.Errorf("after base64 edit: %q", got)
+	}
+	// fs_write keeps bytes too.
+	raw := []byte("\xef\xbb\xbfA\r\nB\x00\xff")
+	s.wantOK("fs_write", map[string]any{"path": "w.bin", "content": b64(raw), "encoding": "base64", "if_sha256": nil})
+	if got := readFile(t, filepath.Join(root, "w.bin")); !bytes.Equal(got, raw) {
+		t.Errorf("fs_write base64: %q", got)
+	}
+	s.wantOK("fs_write", map[string]any{"path": "crlf2.txt", "content": "x\r\ny\r\n", "if_sha256": nil})
+	if got := readFile(t, filepath.Join(root, "crlf2.txt")); string(got) != "x\r\ny\r\n" {
+		t.Errorf("fs_write utf8 CRLF: %q", got)
+	}
+}
+
+func TestReplaceEdits(t *testing.T) {
+	root, _ := tree(t)
+	s := start(t, root)
+	p := filepath.Join(root, "e.txt")
+	content := "foo bar foo baz foo\n"
+	writeFile(t, p, []byte(content), 0o644)
+	edit := func(old, nw string, all ...bool) map[string]any {
+		m := map[string]any{"old": old, "new": nw}
+		if len(all) > 0 {
+			m["all"] = all[0]
+		}
+		return m
+	}
+	unchanged := func() {
+		t.Helper()
+		if got := readFile(t, p); string(got) != content {
+			t.Fatalf("a refused replace changed the file: %q", got)
+		}
+	}
+	h := sha([]byte(content))
+	r := s.wantErr("fs_replace", map[string]any{"path": "e.txt", "if_sha256": h, "edits": []any{edit("foo", "x")}}, "ambiguous_match")
+	if e := r.doc["error"].(map[string]any); e["count"] != float64(3) {
+		t.Errorf("ambiguous_match without count 3: %s", r.text)
+	}
+	unchanged()
+	s.wantErr("fs_replace", map[string]any{"path": "e.txt", "if_sha256": h, "edits": []any{edit("nope", "x")}}, "no_match")
+	unchanged()
+	// All or nothing: the first edit would apply, the second fails.
+	s.wantErr("fs_replace", map[string]any{"path": "e.txt", "if_sha256": h,
+		"edits": []any{edit("bar", "BAR"), edit("missing", "x")}}, "no_match")
+	unchanged()
+	s.wantErr("fs_replace", map[string]any{"path": "e.txt", "if_sha256": h,
+		"edits": []any{edit("bar", "BAR"), edit("foo", "x")}}, "ambiguous_match")
+	unchanged()
+	s.wantErr("fs_replace", map[string]any{"path": "e.txt", "if_sha256": h, "edits": []any{edit("", "x")}}, "invalid_argument")
+	s.wantErr("fs_replace", map[string]any{"path": "e.txt", "if_sha256": h, "edits": []any{}}, "invalid_argument")
+	s.wantErr("fs_replace", map[string]any{"path": "e.txt", "if_sha256": h, "edits": nil}, "invalid_argument")
+	s.wantErr("fs_replace", map[string]any{"path": "e.txt", "edits": []any{edit("bar", "x")}}, "invalid_argument")
+	s.wantErr("fs_replace", map[string]any{"path": "e.txt", "if_sha256": h, "edits": []any{map[string]any{"old": "bar"}}}, "invalid_argument")
+	s.wantErr("fs_replace", map[string]any{"path": "e.txt", "if_sha256": h, "edits": []any{edit("bar", "x")}, "encoding": "hex"}, "invalid_argument")
+	r = s.wantErr("fs_replace", map[string]any{"path": "e.txt", "if_sha256": sha([]byte("stale")), "edits": []any{edit("bar", "x")}}, "precondition_failed")
+	if e := r.doc["error"].(map[string]any); e["current_sha256"] != h {
+		t.Errorf("precondition_failed without current_sha256: %s", r.text)
+	}
+	r = s.wantErr("fs_replace", map[string]any{"path": "e.txt", "if_sha256": nil, "edits": []any{edit("bar", "x")}}, "precondition_failed")
+	if e := r.doc["error"].(map[string]any); e["current_sha256"] != h {
+		t.Errorf("precondition_failed without current_sha256: %s", r.text)
+	}
+	s.wantErr("fs_replace", map[string]any{"path": "gone.txt", "if_sha256": nil, "edits": []any{edit("bar", "x")}}, "not_found")
+	s.wantErr("fs_replace", map[string]any{"path": "gone.txt", "if_sha256": h, "edits": []any{edit("bar", "x")}}, "precondition_failed")
+	unchanged()
+
+	// Edits apply in order: the second sees the first's result.
+	r = s.wantOK("fs_replace", map[string]any{"path": "e.txt", "if_sha256": h,
+		"edits": []any{edit("foo", "qux", true), edit("bar qux", "BQ"), edit("qux\n", "end\n")}})
+	want := "qux BQ baz end\n"
+	if got := readFile(t, p); string(got) != want {
+		t.Errorf("after ordered edits: %q, want %q", got, want)
+	}
+	if r.num("replacements") != 5 || r.str("sha256") != sha([]byte(want)) || r.num("size") != int64(len(want)) {
+		t.Errorf("reply %s", r.text)
+	}
+	noTempFiles(t, root)
+}
+
+func TestMkdir(t *testing.T) {
+	root, outside := tree(t)
+	s := start(t, root)
+	before := snapshot(t, outside)
+	r := s.wantOK("fs_mkdir", map[string]any{"path": "x/y/z"})
+	if r.doc["created"] != true {
+		t.Errorf("fs_mkdir(x/y/z) = %s", r.text)
+	}
+	if fi, err := os.Stat(filepath.Join(root, "x/y/z")); err != nil || !fi.IsDir() {
+		t.Fatalf("x/y/z: %v %v", fi, err)
+	}
+	r = s.wantOK("fs_mkdir", map[string]any{"path": "x/y/z"})
+	if r.doc["created"] != false {
+		t.Errorf("fs_mkdir of an existing directory = %s", r.text)
+	}
+	s.wantOK("fs_mkdir", map[string]any{"path": "sub"})
+	s.wantOK("fs_mkdir", map[string]any{"path": ""})
+	s.wantOK("fs_mkdir", map[string]any{"path": "x/y/z/"})
+	s.wantErr("fs_mkdir", map[string]any{"path": "a.txt"}, "already_exists")
+	s.wantErr("fs_mkdir", map[string]any{"path": "link_in"}, "already_exists")
+	s.wantErr("fs_mkdir", map[string]any{"path": "fifo"}, "already_exists")
+	s.wantErr("fs_mkdir", map[string]any{"path": "a.txt/b"}, "not_a_directory")
+	s.wantErr("fs_mkdir", map[string]any{"path": "dirlink_out/new"}, "outside_root")
+	s.wantErr("fs_mkdir", map[string]any{"path": "../escape"}, "outside_root")
+	s.wantErr("fs_mkdir", map[string]any{"path": tempPrefix + "d"}, "invalid_argument")
+	s.wantErr("fs_mkdir", map[string]any{}, "invalid_argument")
+	if _, err := os.Lstat(filepath.Join(root, "../escape")); !os.IsNotExist(err) {
+		t.Errorf("../escape was created: %v", err)
+	}
+	sameSnapshot(t, "the outside tree", before, snapshot(t, outside))
+}
+
+func TestMove(t *testing.T) {
+	root, outside := tree(t)
+	s := start(t, root)
+	before := snapshot(t, outside)
+	s.wantOK("fs_move", map[string]any{"from": "a.txt", "to": "sub/moved.txt"})
+	if got := readFile(t, filepath.Join(root, "sub/moved.txt")); string(got) != "hello\n" {
+		t.Errorf("moved file = %q", got)
+	}
+	if _, err := os.Lstat(filepath.Join(root, "a.txt")); !os.IsNotExist(err) {
+		t.Errorf("a.txt still exists: %v", err)
+	}
+	// Never replaces.
+	s.wantErr("fs_move", map[string]any{"from": "sub/moved.txt", "to": "sub/b.txt"}, "already_exists")
+	if got := readFile(t, filepath.Join(root, "sub/b.txt")); string(got) != "bee\n" {
+		t.Errorf("b.txt replaced: %q", got)
+	}
+	s.wantErr("fs_move", map[string]any{"from": "sub/moved.txt", "to": "sub/moved.txt"}, "already_exists")
+	os.Mkdir(filepath.Join(root, "emptydir"), 0o755)
+	s.wantErr("fs_move", map[string]any{"from": "sub", "to": "emptydir"}, "already_exists")
+	// A symlink moves as itself, whatever it points to.
+	s.wantOK("fs_move", map[string]any{"from": "link_out", "to": "sub/link_moved"})
+	if target, err := os.Readlink(filepath.Join(root, "sub/link_moved")); err != nil || target != "../outside/secret.txt" {
+		t.Errorf("moved link: %q %v", target, err)
+	}
+	s.wantOK("fs_move", map[string]any{"from": "dirlink_out", "to": "dl"})
+	s.wantErr("fs_move", map[string]any{"from": "fifo", "to": "sub/fifo"}, "unsupported")
+	// Directories, but never into themselves.
+	s.wantOK("fs_mkdir", map[string]any{"path": "d1/d2"})
+	s.wantErr("fs_move", map[string]any{"from": "d1", "to": "d1/d2/d1"}, "invalid_argument")
+	s.wantErr("fs_move", map[string]any{"from": "d1", "to": "d1/x"}, "invalid_argument")
+	s.wantOK("fs_move", map[string]any{"from": "d1", "to": "sub/d1"})
+	if fi, err := os.Stat(filepath.Join(root, "sub/d1/d2")); err != nil || !fi.IsDir() {
+		t.Errorf("moved directory: %v", err)
+	}
+	for _, c := range []struct {
+		from, to, code string
+	}{
+		{"", "x", "invalid_argument"},
+		{".", "x", "invalid_argument"},
+		{"/", "x", "invalid_argument"},
+		{"sub/..", "x", "invalid_argument"},
+		{"sub/b.txt", "", "already_exists"},
+		{"nope", "x", "not_found"},
+		{"sub/b.txt", "nope/x", "not_found"},
+		{"sub/b.txt", "sub/b.txt/x", "not_a_directory"},
+		{"sub/b.txt", "../outside/stolen", "outside_root"},
+		{"sub/b.txt", "dl/stolen", "outside_root"},
+		{"dl/secret.txt", "here.txt", "outside_root"},
+		{"../outside/secret.txt", "here.txt", "outside_root"},
+		{"sub/b.txt", tempPrefix + "x", "invalid_argument"},
+	} {
+		s.wantErr("fs_move", map[string]any{"from": c.from, "to": c.to}, c.code)
+	}
+	s.wantErr("fs_move", map[string]any{"from": "sub/b.txt"}, "invalid_argument")
+	sameSnapshot(t, "the outside tree", before, snapshot(t, outside))
+	if got := readFile(t, filepath.Join(root, "sub/b.txt")); string(got) != "bee\n" {
+		t.Errorf("b.txt = %q", got)
+	}
+}
+
+// A rename to another filesystem is refused as unsupported, never copied.
+func TestMoveCrossDevice(t *testing.T) {
+	root, _ := tree(t)
+	mnt := filepath.Join(root, "mnt")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("tmpfs", mnt, "tmpfs", 0, "size=1m"); err != nil {
+		t.Skipf("cannot mount a tmpfs to test a cross-device rename: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
+	s := start(t, root)
+	r := s.wantErr("fs_move", map[string]any{"from": "a.txt", "to": "mnt/a.txt"}, "unsupported")
+	if !strings.Contains(r.text, "different filesystems") {
+		t.Errorf("cross-device move: %s", r.text)
+	}
+	if got := readFile(t, filepath.Join(root, "a.txt")); string(got) != "hello\n" {
+		t.Errorf("a.txt = %q", got)
+	}
+	if _, err := os.Lstat(filepath.Join(mnt, "a.txt")); !os.IsNotExist(err) {
+		t.Errorf("a copy was made: %v", err)
+	}
+	// Writes inside the other filesystem work like anywhere else.
+	s.wantOK("fs_write", map[string]any{"path": "mnt/f", "content": "on tmpfs", "if_sha256": nil})
+	s.wantOK("fs_write", map[string]any{"path": "mnt/f", "content": "again", "if_sha256": sha([]byte("on tmpfs"))})
+	noTempFiles(t, root)
+}
+
+func TestDelete(t *testing.T) {
+	root, outside := tree(t)
+	s := start(t, root)
+	before := snapshot(t, outside)
+	gone := func(rel string) {
+		t.Helper()
+		if _, err := os.Lstat(filepath.Join(root, rel)); !os.IsNotExist(err) {
+			t.Errorf("%s still exists: %v", rel, err)
+		}
+	}
+	r := s.wantOK("fs_delete", map[string]any{"path": "a.txt"})
+	if r.num("removed") != 1 {
+		t.Errorf("fs_delete(a.txt) = %s", r.text)
+	}
+	gone("a.txt")
+	// Symlinks go, their targets stay.
+	for _, l := range []string{"link_out", "dirlink_out", "abs_in", "dangling", "link_in", "fifo"} {
+		s.wantOK("fs_delete", map[string]any{"path": l})
+		gone(l)
+	}
+	os.Mkdir(filepath.Join(root, "empty"), 0o755)
+	s.wantOK("fs_delete", map[string]any{"path": "empty"})
+	gone("empty")
+	s.wantErr("fs_delete", map[string]any{"path": "sub"}, "not_empty")
+	s.wantErr("fs_delete", map[string]any{"path": "sub", "recursive": false}, "not_empty")
+	// A tree with a symlink to outside in it.
+	os.MkdirAll(filepath.Join(root, "sub/deep/deeper"), 0o755)
+	os.Symlink("../../../outside", filepath.Join(root, "sub/deep/out"))
+	os.Symlink(outside, filepath.Join(root, "sub/deep/deeper/abs"))
+	writeFile(t, filepath.Join(root, "sub/deep/deeper/f"), []byte("x"), 0o644)
+	r = s.wantOK("fs_delete", map[string]any{"path": "sub", "recursive": true})
+	// sub, b.txt, up, deep, out, deeper, abs, f
+	if r.num("removed") != 8 {
+		t.Errorf("fs_delete(sub, recursive) = %s, want removed 8", r.text)
+	}
+	gone("sub")
+	for _, c := range []struct{ path, code string }{
+		{"", "invalid_argument"},
+		{".", "invalid_argument"},
+		{"/", "invalid_argument"},
+		{"x/..", "invalid_argument"},
+		{"nope", "not_found"},
+		{"../outside/secret.txt", "outside_root"},
+		{"../outside", "outside_root"},
+		{tempPrefix + "x", "invalid_argument"},
+	} {
+		s.wantErr("fs_delete", map[string]any{"path": c.path, "recursive": true}, c.code)
+	}
+	s.wantErr("fs_delete", map[string]any{}, "invalid_argument")
+	sameSnapshot(t, "the outside tree", before, snapshot(t, outside))
+	if _, err := os.Stat(root); err != nil {
+		t.Fatalf("the root is gone: %v", err)
+	}
+}
+
+// Under --read-only the write tools are not offered, and the worker's
+// Landlock ruleset refuses writes even from code inside the worker that
+// bypasses os.Root.
+func TestReadOnlyHasNoWriteTools(t *testing.T) {
+	root, _ := tree(t)
+	s := start(t, root, "--read-only")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := s.session.ListTools(ctx, &mcp.ListToolsParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tl := range res.Tools {
+		switch tl.Name {
+		case "fs_write", "fs_replace", "fs_mkdir", "fs_move", "fs_delete":
+			t.Errorf("--read-only lists %s", tl.Name)
+		}
+		if !tl.Annotations.ReadOnlyHint {
+			t.Errorf("--read-only lists %s, which is not read-only", tl.Name)
+		}
+	}
+	r := s.wantOK("fs_stat", map[string]any{"path": ""})
+	if c := r.doc["confinement"].(map[string]any); c["read_only_enforced"] != true {
+		t.Errorf("confinement = %v, want read_only_enforced", c)
+	}
+	for _, target := range []string{filepath.Join(root, "a.txt"), filepath.Join(root, "created.txt")} {
+		r := s.wantErr("fs_stat", map[string]any{"path": hookPrefix + "write:" + target}, "internal")
+		if !strings.Contains(r.text, "permission denied") {
+			t.Errorf("worker write hook on %s under --read-only: %s", target, r.text)
+		}
+	}
+	if got := readFile(t, filepath.Join(root, "a.txt")); string(got) != "hello\n" {
+		t.Errorf("a.txt = %q", got)
+	}
+	if _, err := os.Lstat(filepath.Join(root, "created.txt")); !os.IsNotExist(err) {
+		t.Errorf("created.txt exists: %v", err)
+	}
+	// Calling a write tool by name is a protocol-level unknown tool.
+	if _, err := s.session.CallTool(ctx, &mcp.CallToolParams{Name: "fs_write",
+		Arguments: map[string]any{"path": "a.txt", "content": "x", "if_sha256": nil}}); err == nil {
+		t.Error("fs_write was callable under --read-only")
+	}
+}
+
+func TestWriteToolAnnotations(t *testing.T) {
+	root, _ := tree(t)
+	s := start(t, root)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := s.session.ListTools(ctx, &mcp.ListToolsParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][2]bool{ // destructive, idempotent
+		"fs_write": {true, false}, "fs_replace": {true, false}, "fs_mkdir": {false, true},
+		"fs_move": {true, false}, "fs_delete": {true, false},
+	}
+	seen := 0
+	for _, tl := range res.Tools {
+		w, ok := want[tl.Name]
+		if !ok {
+			continue
+		}
+		seen++
+		a := tl.Annotations
+		if a.ReadOnlyHint || a.DestructiveHint == nil || *a.DestructiveHint != w[0] || a.IdempotentHint != w[1] ||
+			a.OpenWorldHint == nil || *a.OpenWorldHint {
+			t.Errorf("%s annotations = %+v", tl.Name, a)
+		}
+		if tl.Name == "fs_write" || tl.Name == "fs_replace" {
+			schema := fmt.Sprint(tl.InputSchema)
+			if !strings.Contains(schema, "if_sha256") {
+				t.Errorf("%s schema lacks if_sha256: %s", tl.Name, schema)
+			}
+		}
+	}
+	if seen != len(want) {
+		t.Errorf("tools/list has %d of the %d write tools", seen, len(want))
+	}
+}

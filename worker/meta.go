@@ -1,0 +1,216 @@
+package worker
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"sort"
+	"strings"
+
+	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"golang.org/x/sys/unix"
+)
+
+// copyMetadata gives dst the owner, group, extended attributes (which
+// include POSIX ACLs and security labels) and mode bits of src, all through
+// the two descriptors, then reads them back from dst and compares. Anything
+// that did not come out identical is refused with unsupported, naming what.
+//
+// It does not see what the process cannot list: an unprivileged worker is
+// not shown trusted.* attributes, so it cannot know to keep them.
+func copyMetadata(p string, src, dst *os.File) error {
+	sfd, dfd := int(src.Fd()), int(dst.Fd())
+	var sst, dst0 unix.Stat_t
+	if err := unix.Fstat(sfd, &sst); err != nil {
+		return fsError("fstat", p, err)
+	}
+	if err := unix.Fstat(dfd, &dst0); err != nil {
+		return fsError("fstat", p, err)
+	}
+	// Owner first: chown clears setuid/setgid and file capabilities, which
+	// the steps after it then restore.
+	if sst.Uid != dst0.Uid || sst.Gid != dst0.Gid {
+		uid, gid := -1, -1
+		if sst.Uid != dst0.Uid {
+			uid = int(sst.Uid)
+		}
+		if sst.Gid != dst0.Gid {
+			gid = int(sst.Gid)
+		}
+		if err := unix.Fchown(dfd, uid, gid); err != nil {
+			what := "the owner (uid " + itoa(sst.Uid) + ")"
+			if uid == -1 {
+				what = "the group (gid " + itoa(sst.Gid) + ")"
+			}
+			return unsupported(p, what, err)
+		}
+	}
+	want, err := xattrs(sfd)
+	if err != nil {
+		return fsError("listxattr", p, err)
+	}
+	for _, name := range sortedKeys(want) {
+		if err := unix.Fsetxattr(dfd, name, want[name], 0); err != nil {
+			return unsupported(p, "extended attribute "+name, err)
+		}
+	}
+	// A default ACL of the directory is inherited by the new file; the old
+	// file may not have it.
+	have, err := xattrs(dfd)
+	if err != nil {
+		return fsError("listxattr", p, err)
+	}
+	for name := range have {
+		if _, ok := want[name]; !ok {
+			if err := unix.Fremovexattr(dfd, name); err != nil {
+				return unsupported(p, "the absence of extended attribute "+name, err)
+			}
+		}
+	}
+	// Mode last: setting an ACL rewrites the group bits, and fchmod (unlike
+	// open's mode) is not filtered by the umask.
+	if err := unix.Fchmod(dfd, sst.Mode&0o7777); err != nil {
+		return unsupported(p, "mode "+modeString(sst.Mode), err)
+	}
+	// Read back: the kernel may have dropped a bit silently (setgid for a
+	// group the process is not in) or rewritten an attribute.
+	var got unix.Stat_t
+	if err := unix.Fstat(dfd, &got); err != nil {
+		return fsError("fstat", p, err)
+	}
+	switch {
+	case got.Mode&0o7777 != sst.Mode&0o7777:
+		return unsupported(p, "mode "+modeString(sst.Mode)+" (got "+modeString(got.Mode)+")", nil)
+	case got.Uid != sst.Uid:
+		return unsupported(p, "the owner (uid "+itoa(sst.Uid)+")", nil)
+	case got.Gid != sst.Gid:
+		return unsupported(p, "the group (gid "+itoa(sst.Gid)+")", nil)
+	}
+	have, err = xattrs(dfd)
+	if err != nil {
+		return fsError("listxattr", p, err)
+	}
+	for _, name := range sortedKeys(want) {
+		if v, ok := have[name]; !ok || !bytes.Equal(v, want[name]) {
+			return unsupported(p, "extended attribute "+name, nil)
+		}
+	}
+	for name := range have {
+		if _, ok := want[name]; !ok {
+			return unsupported(p, "the absence of extended attribute "+name, nil)
+		}
+	}
+	return nil
+}
+
+func unsupported(p, what string, err error) *Error {
+	msg := "cannot preserve " + what
+	if err != nil {
+		var errno unix.Errno
+		if errors.As(err, &errno) {
+			msg += ": " + errno.Error()
+		}
+	}
+	return newError(fsmcpv1.ErrorCode_ERROR_CODE_UNSUPPORTED, p, "%s; the file was not changed", msg)
+}
+
+// xattrs returns every extended attribute of fd the process can list. A
+// filesystem without xattr support has none.
+func xattrs(fd int) (map[string][]byte, error) {
+	names, err := listXattr(fd)
+	if errors.Is(err, unix.ENOTSUP) {
+		return map[string][]byte{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	m := make(map[string][]byte, len(names))
+	for _, n := range names {
+		v, err := getXattr(fd, n)
+		if errors.Is(err, unix.ENODATA) {
+			continue // removed since it was listed
+		}
+		if err != nil {
+			return nil, err
+		}
+		m[n] = v
+	}
+	return m, nil
+}
+
+func listXattr(fd int) ([]string, error) {
+	for {
+		n, err := unix.Flistxattr(fd, nil)
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return nil, nil
+		}
+		buf := make([]byte, n)
+		n, err = unix.Flistxattr(fd, buf)
+		if errors.Is(err, unix.ERANGE) {
+			continue // grew since the size was asked
+		}
+		if err != nil {
+			return nil, err
+		}
+		var names []string
+		for _, s := range strings.Split(string(buf[:n]), "\x00") {
+			if s != "" {
+				names = append(names, s)
+			}
+		}
+		return names, nil
+	}
+}
+
+func getXattr(fd int, name string) ([]byte, error) {
+	for {
+		n, err := unix.Fgetxattr(fd, name, nil)
+		if err != nil {
+			return nil, err
+		}
+		buf := make([]byte, n)
+		if n == 0 {
+			return buf, nil
+		}
+		n, err = unix.Fgetxattr(fd, name, buf)
+		if errors.Is(err, unix.ERANGE) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return buf[:n], nil
+	}
+}
+
+func sortedKeys(m map[string][]byte) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func modeString(m uint32) string {
+	const digits = "01234567"
+	m &= 0o7777
+	return string([]byte{digits[m>>9&7], digits[m>>6&7], digits[m>>3&7], digits[m&7]})
+}
+
+func itoa(v uint32) string {
+	if v == 0 {
+		return "0"
+	}
+	var b [10]byte
+	i := len(b)
+	for v > 0 {
+		i--
+		b[i] = byte('0' + v%10)
+		v /= 10
+	}
+	return string(b[i:])
+}

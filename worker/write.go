@@ -1,0 +1,411 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"golang.org/x/sys/unix"
+)
+
+// maxEditBytes bounds the file fs_replace reads into memory, and so what it
+// may write back.
+const maxEditBytes = MaxMessageBytes
+
+// newFileMode is the mode of a file fs_write creates. It is set with fchmod,
+// so the worker's umask never changes it.
+const newFileMode = 0o644
+
+// Write implements fsmcpv1.WorkerServiceServer. It replaces or creates the
+// regular file at the path atomically, if the precondition holds.
+func (s *Service) Write(ctx context.Context, req *fsmcpv1.WriteRequest) (*fsmcpv1.WriteResponse, error) {
+	p, err := cleanPath(req.GetPath())
+	if err != nil {
+		return nil, err
+	}
+	if err := checkPrecondition(p, req.GetIfSha256(), req.GetMustNotExist()); err != nil {
+		return nil, err
+	}
+	d, base, err := s.openParent("write", p)
+	if err != nil {
+		return nil, err
+	}
+	defer d.close()
+	unlock, err := s.locks.lock(ctx, lockKey{d.st.Dev, d.st.Ino, base})
+	if err != nil {
+		return nil, fsError("write", p, err)
+	}
+	defer unlock()
+	cur, err := s.current(ctx, "write", d, base, p, false)
+	if err != nil {
+		return nil, err
+	}
+	defer cur.close()
+	if err := cur.check(p, req.GetIfSha256()); err != nil {
+		return nil, err
+	}
+	res, err := s.commit(ctx, d, base, p, cur, req.GetContent())
+	if err != nil {
+		return nil, err
+	}
+	return &fsmcpv1.WriteResponse{Sha256: res.sha256, Size: int64(len(req.GetContent())),
+		Created: !cur.exists, BrokeHardLink: res.brokeHardLink}, nil
+}
+
+// Replace implements fsmcpv1.WorkerServiceServer. It applies the edits in
+// order to the file's bytes and commits the result like Write; if any edit
+// fails, nothing is written.
+func (s *Service) Replace(ctx context.Context, req *fsmcpv1.ReplaceRequest) (*fsmcpv1.ReplaceResponse, error) {
+	p, err := cleanPath(req.GetPath())
+	if err != nil {
+		return nil, err
+	}
+	if len(req.GetEdits()) == 0 {
+		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, p, "replace: no edits")
+	}
+	for i, e := range req.GetEdits() {
+		if len(e.GetOld()) == 0 {
+			return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, p, "replace: edit %d: old is empty", i)
+		}
+	}
+	// A null if_sha256 means "must not exist", which leaves nothing to edit:
+	// the answer is not_found or precondition_failed, never a write.
+	if err := checkPrecondition(p, req.GetIfSha256(), req.GetIfSha256() == ""); err != nil {
+		return nil, err
+	}
+	d, base, err := s.openParent("replace", p)
+	if err != nil {
+		return nil, err
+	}
+	defer d.close()
+	unlock, err := s.locks.lock(ctx, lockKey{d.st.Dev, d.st.Ino, base})
+	if err != nil {
+		return nil, fsError("replace", p, err)
+	}
+	defer unlock()
+	cur, err := s.current(ctx, "replace", d, base, p, true)
+	if err != nil {
+		return nil, err
+	}
+	defer cur.close()
+	if req.GetIfSha256() == "" && !cur.exists {
+		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_NOT_FOUND, p, "replace: the file does not exist")
+	}
+	if err := cur.check(p, req.GetIfSha256()); err != nil {
+		return nil, err
+	}
+	data, n, err := applyEdits(p, cur.data, req.GetEdits())
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.commit(ctx, d, base, p, cur, data)
+	if err != nil {
+		return nil, err
+	}
+	return &fsmcpv1.ReplaceResponse{Sha256: res.sha256, Size: int64(len(data)), Replacements: n,
+		BrokeHardLink: res.brokeHardLink}, nil
+}
+
+// applyEdits applies edits in order to a copy of data. Each edit must match
+// exactly once, or at least once when it says all.
+func applyEdits(p string, data []byte, edits []*fsmcpv1.Edit) ([]byte, int64, error) {
+	var total int64
+	for i, e := range edits {
+		n := bytes.Count(data, e.GetOld())
+		switch {
+		case n == 0:
+			return nil, 0, newError(fsmcpv1.ErrorCode_ERROR_CODE_NO_MATCH, p, "replace: edit %d: old does not occur in the file", i)
+		case n > 1 && !e.GetAll():
+			err := newError(fsmcpv1.ErrorCode_ERROR_CODE_AMBIGUOUS_MATCH, p,
+				"replace: edit %d: old occurs %d times; make it unique or set all", i, n)
+			err.Count = int64(n)
+			return nil, 0, err
+		}
+		data = bytes.ReplaceAll(data, e.GetOld(), e.GetNew())
+		total += int64(n)
+	}
+	return data, total, nil
+}
+
+func checkPrecondition(p, ifSHA string, mustNotExist bool) error {
+	switch {
+	case ifSHA == "" && !mustNotExist:
+		return newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, p, "if_sha256 is required")
+	case ifSHA != "" && mustNotExist:
+		return newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, p, "if_sha256 and must_not_exist exclude each other")
+	case ifSHA != "" && !isSHA256Hex(ifSHA):
+		return newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, p, "if_sha256 must be 64 lowercase hex digits")
+	}
+	return nil
+}
+
+func isSHA256Hex(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// current is the file a write would replace, as it was hashed.
+type current struct {
+	exists bool
+	// f is open on the inode that was hashed; st is its fstat after the
+	// hash.
+	f    *os.File
+	st   *unix.Stat_t
+	sha  string
+	data []byte
+}
+
+func (c *current) close() {
+	if c.f != nil {
+		c.f.Close()
+	}
+}
+
+// check compares the file with the precondition: ifSHA empty means the file
+// must not exist.
+func (c *current) check(p, ifSHA string) error {
+	switch {
+	case ifSHA == "" && c.exists:
+		e := newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, p, "the file exists (if_sha256 is null)")
+		e.CurrentSHA256 = c.sha
+		return e
+	case ifSHA != "" && !c.exists:
+		return newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, p, "the file does not exist (if_sha256 names content)")
+	case ifSHA != "" && c.sha != ifSHA:
+		e := newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, p, "the file's sha256 is not if_sha256")
+		e.CurrentSHA256 = c.sha
+		return e
+	}
+	return nil
+}
+
+// current opens and hashes the file named base in d, if there is one (and
+// with all, keeps its bytes). Only a regular file qualifies: the final
+// component is never followed, so a symlink is refused, as are fifos,
+// sockets and devices, which are never opened.
+func (s *Service) current(ctx context.Context, op string, d *parent, base, p string, all bool) (*current, error) {
+	lst, err := fstatat(d.fd, base)
+	if errors.Is(err, unix.ENOENT) {
+		return &current{}, nil
+	}
+	if err != nil {
+		return nil, fsError(op, p, err)
+	}
+	if err := regularOnly(op, p, lst); err != nil {
+		return nil, err
+	}
+	// O_NOFOLLOW: a symlink swapped in after the lstat fails with ELOOP.
+	// O_NONBLOCK: a fifo swapped in cannot block the open.
+	fd, err := unix.Openat(d.fd, base, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	switch {
+	case errors.Is(err, unix.ELOOP):
+		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_NOT_REGULAR, p, "%s: not a regular file", op)
+	case err != nil:
+		return nil, fsError(op, p, err)
+	}
+	c := &current{exists: true, f: os.NewFile(uintptr(fd), base)}
+	before, err := fstat(c.f)
+	if err == nil {
+		err = regularOnly(op, p, before)
+	}
+	if err != nil {
+		c.close()
+		return nil, fsError(op, p, err)
+	}
+	if all {
+		if before.Size > maxEditBytes {
+			c.close()
+			return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_TOO_LARGE, p, "%s: the file is larger than %d bytes", op, maxEditBytes)
+		}
+		c.data, err = io.ReadAll(io.LimitReader(c.f, maxEditBytes+1))
+		if err == nil && int64(len(c.data)) > maxEditBytes {
+			err = newError(fsmcpv1.ErrorCode_ERROR_CODE_TOO_LARGE, p, "%s: the file is larger than %d bytes", op, maxEditBytes)
+		}
+		sum := sha256.Sum256(c.data)
+		c.sha = hex.EncodeToString(sum[:])
+	} else {
+		c.sha, err = hashFile(ctx, c.f)
+	}
+	if err == nil {
+		c.st, err = fstat(c.f)
+	}
+	if err != nil {
+		c.close()
+		return nil, fsError("read", p, err)
+	}
+	// An in-place writer changes mtime, ctime or size: the hash would then
+	// describe no version the file ever had.
+	if c.st.Mtim != before.Mtim || c.st.Ctim != before.Ctim || c.st.Size != before.Size {
+		c.close()
+		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, p, "%s: the file changed while it was read", op)
+	}
+	// Replacing a file the process may not write would bypass its
+	// permission bits: rename needs only the directory's.
+	if err := unix.Faccessat(d.fd, base, unix.W_OK, unix.AT_EACCESS|unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		c.close()
+		return nil, fsError(op, p, err)
+	}
+	return c, nil
+}
+
+type commitResult struct {
+	sha256        string
+	brokeHardLink bool
+}
+
+// commit writes content to a new temp file in d, gives it cur's metadata
+// (or newFileMode), fsyncs it, and puts it in place of base:
+//
+//   - over an existing file with renameat2(RENAME_EXCHANGE), then checks
+//     that the inode it displaced is the one that was hashed and has not
+//     been written since; if not, it exchanges back and fails with
+//     precondition_failed, so another writer's file is never lost;
+//   - for a new file with renameat2(RENAME_NOREPLACE), so a file created
+//     meanwhile is never clobbered.
+//
+// The directory is fsynced after the rename. On any failure the temp file
+// is removed and the target is as it was.
+func (s *Service) commit(ctx context.Context, d *parent, base, p string, cur *current, content []byte) (*commitResult, error) {
+	tmp, f, err := createTemp(d.fd)
+	if err != nil {
+		return nil, fsError("create temp file", p, err)
+	}
+	defer f.Close()
+	placed := false
+	defer func() {
+		if !placed {
+			unix.Unlinkat(d.fd, tmp, 0)
+		}
+	}()
+	if _, err := f.Write(content); err != nil {
+		return nil, fsError("write", p, err)
+	}
+	if cur.exists {
+		if err := copyMetadata(p, cur.f, f); err != nil {
+			return nil, err
+		}
+	} else if err := f.Chmod(newFileMode); err != nil {
+		return nil, fsError("chmod", p, err)
+	}
+	if err := f.Sync(); err != nil {
+		return nil, fsError("fsync", p, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fsError("write", p, err)
+	}
+	if s.beforeCommit != nil {
+		s.beforeCommit(p)
+	}
+	sum := sha256.Sum256(content)
+	res := &commitResult{sha256: hex.EncodeToString(sum[:])}
+	if !cur.exists {
+		if err := renameNoReplace(d.fd, tmp, d.fd, base); err != nil {
+			if errors.Is(err, unix.EEXIST) {
+				e := newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, p, "a file was created at the path meanwhile; nothing was written")
+				e.CurrentSHA256 = s.hashName(ctx, d, base)
+				return nil, e
+			}
+			return nil, fsError("rename", p, err)
+		}
+		placed = true
+		if err := unix.Fsync(d.fd); err != nil {
+			return nil, fsError("fsync directory", p, err)
+		}
+		return res, nil
+	}
+	if err := unix.Renameat2(d.fd, tmp, d.fd, base, unix.RENAME_EXCHANGE); err != nil {
+		if errors.Is(err, unix.EINVAL) {
+			return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_UNSUPPORTED, p, "the filesystem cannot exchange two files atomically")
+		}
+		return nil, fsError("rename", p, err)
+	}
+	// The temp name now holds whatever was at base.
+	displaced, err := fstatat(d.fd, tmp)
+	now, ferr := fstat(cur.f)
+	if err != nil || ferr != nil || !sameInode(displaced, cur.st) ||
+		now.Mtim != cur.st.Mtim || now.Size != cur.st.Size {
+		if xerr := unix.Renameat2(d.fd, tmp, d.fd, base, unix.RENAME_EXCHANGE); xerr != nil {
+			// Our file stays in place and the other one under the temp
+			// name: keep both rather than remove either.
+			placed = true
+			bug(fmt.Errorf("exchange back after a lost race: %w", xerr))
+			return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, p, "the file changed during the write and could not be restored")
+		}
+		e := newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, p, "the file changed during the write; nothing was written")
+		e.CurrentSHA256 = s.hashName(ctx, d, base)
+		return nil, e
+	}
+	if err := unix.Fsync(d.fd); err != nil {
+		// The new content is in place; the old file is under the temp name.
+		unix.Unlinkat(d.fd, tmp, 0)
+		placed = true
+		return nil, fsError("fsync directory", p, err)
+	}
+	// The temp name holds the old file now; removing it is what the
+	// deferred cleanup does. Its other links keep the old content.
+	res.brokeHardLink = displaced.Nlink > 1
+	return res, nil
+}
+
+// hashName hashes the regular file base in d, for a precondition_failed
+// report; "" when there is none.
+func (s *Service) hashName(ctx context.Context, d *parent, base string) string {
+	c, err := s.current(ctx, "hash", d, base, base, false)
+	if err != nil {
+		return ""
+	}
+	defer c.close()
+	return c.sha
+}
+
+// createTemp creates an empty file with a fresh temp name in dirfd,
+// O_EXCL and O_NOFOLLOW, readable by its owner only until its metadata is
+// set.
+func createTemp(dirfd int) (string, *os.File, error) {
+	for range 16 {
+		var b [12]byte
+		rand.Read(b[:])
+		name := tempPrefix + hex.EncodeToString(b[:])
+		fd, err := unix.Openat(dirfd, name, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		if errors.Is(err, unix.EEXIST) {
+			continue
+		}
+		if err != nil {
+			return "", nil, err
+		}
+		return name, os.NewFile(uintptr(fd), name), nil
+	}
+	return "", nil, unix.EEXIST
+}
+
+// renameNoReplace renames without replacing an existing newname. A
+// filesystem without RENAME_NOREPLACE gets link then unlink, which is
+// equally unable to replace.
+func renameNoReplace(olddir int, oldname string, newdir int, newname string) error {
+	err := unix.Renameat2(olddir, oldname, newdir, newname, unix.RENAME_NOREPLACE)
+	if !errors.Is(err, unix.EINVAL) {
+		return err
+	}
+	var st unix.Stat_t
+	if unix.Fstatat(olddir, oldname, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		return err
+	}
+	if err := unix.Linkat(olddir, oldname, newdir, newname, 0); err != nil {
+		return err
+	}
+	return unix.Unlinkat(olddir, oldname, 0)
+}
