@@ -267,6 +267,7 @@ func (s *server) callError(ctx context.Context, err error) *toolError {
 func allTools() []*tool {
 	var ts []*tool
 	ts = append(ts, readTools()...)
+	ts = append(ts, searchTools()...)
 	ts = append(ts, writeTools()...)
 	return ts
 }

@@ -1,0 +1,747 @@
+package worker
+
+import (
+	"bufio"
+	"bytes"
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"google.golang.org/grpc"
+)
+
+// Search runs rg as a child of the worker, so it inherits the worker's
+// Landlock domain: whatever rg is asked, the kernel refuses it anything
+// outside the root.
+//
+// It does not make rg's own semantics ours to change: a --glob that names a
+// file re-includes it even when it is hidden or ignored (rg documents that
+// globs override every other ignore rule), and ignore files above the
+// searched directory are not consulted, even inside the root. What it does
+// guarantee: the client's strings are only ever option values or a path
+// after "--"; rg gets no configuration file, no environment, no stdin but
+// /dev/null, and never follows symlinks; the directory it searches was
+// opened through the os.Root; temp files of atomic writes never appear;
+// and every rg is killed, with its process group, when its call ends.
+
+const (
+	// maxLineText bounds the text of one line held and returned.
+	maxLineText = 64 << 10
+	// maxSubmatches bounds the submatches returned for one line.
+	maxSubmatches = 256
+	// progressEvery is how often a running search reports progress, and
+	// how long it runs before it first does.
+	progressEvery = 250 * time.Millisecond
+	// maxSearchTime bounds a search whose caller set no deadline.
+	maxSearchTime = 10 * time.Minute
+	// defaultPageBytes is the page budget when the request sets none.
+	defaultPageBytes = 1 << 20
+	// stderrKeep is how much of rg's stderr is kept to explain a failure.
+	stderrKeep = 8 << 10
+	// tempGlob excludes the temp files of atomic writes. It is passed
+	// after the client's globs because in rg the last matching glob
+	// wins, so no client glob can re-include them.
+	tempGlob = "--glob=!" + tempPrefix + "*"
+	// lineAllowance and submatchAllowance estimate the JSON a line and a
+	// submatch cost beyond their text; the front-end cuts pages exactly.
+	lineAllowance     = 96
+	submatchAllowance = 32
+	// pathAllowance estimates the JSON a listed path costs beyond its
+	// bytes.
+	pathAllowance = 16
+)
+
+// searchTarget is the resolved path argument of a search: the directory rg
+// runs in, and the single regular file it searches, if the path named one.
+type searchTarget struct {
+	dir  *os.File
+	file *os.File
+	// prefix is the root-relative path of dir ("" for the root), or of
+	// file when file is set.
+	prefix string
+}
+
+func (t *searchTarget) close() {
+	t.dir.Close()
+	if t.file != nil {
+		t.file.Close()
+	}
+}
+
+// fileArg is how rg names the single file: the descriptor it inherits as
+// fd 3 (ExtraFiles[0]). Reopening it through /proc reaches exactly the
+// inode the worker checked, with no path string to swap.
+const fileArg = "/proc/self/fd/3"
+
+// resolveTarget resolves the client path p through the Root. A path that
+// leaves the root is outside_root here, before rg starts; a fifo, socket or
+// device is not_regular, so rg never opens (and blocks on) one.
+func (s *Service) resolveTarget(op string, raw []byte) (*searchTarget, error) {
+	p, err := cleanPath(raw)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range strings.Split(p, "/") {
+		if isTempName(c) {
+			return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_NOT_FOUND, p, "%s: no such file or directory", op)
+		}
+	}
+	fi, err := s.root.Stat(p)
+	if err != nil {
+		return nil, fsError(op, p, err)
+	}
+	t := &searchTarget{prefix: displayPrefix(p)}
+	switch fileType(toStat(fi).Mode) {
+	case fsmcpv1.FileType_FILE_TYPE_DIRECTORY:
+		// O_DIRECTORY: should p have been swapped for a fifo since the
+		// stat, the open fails instead of blocking.
+		d, err := s.root.OpenFile(p, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NONBLOCK, 0)
+		if err != nil {
+			return nil, fsError(op, p, err)
+		}
+		t.dir = d
+	case fsmcpv1.FileType_FILE_TYPE_FILE:
+		f, _, err := s.openRegular(op, p)
+		if err != nil {
+			return nil, err
+		}
+		d, err := s.root.OpenFile(".", os.O_RDONLY|syscall.O_DIRECTORY, 0)
+		if err != nil {
+			f.Close()
+			return nil, fsError(op, ".", err)
+		}
+		t.dir, t.file = d, f
+	default:
+		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_NOT_REGULAR, p, "%s: not a regular file or directory", op)
+	}
+	return t, nil
+}
+
+// displayPrefix is how results under p are named. "." and redundant
+// slashes go; a path with ".." is kept as the client wrote it, because
+// through a symlink "a/.." need not be the directory that holds a, and
+// the client's own path is the one known to resolve.
+func displayPrefix(p string) string {
+	p = strings.TrimRight(p, "/")
+	for _, c := range strings.Split(p, "/") {
+		if c == ".." {
+			return p
+		}
+	}
+	if p = path.Clean(p); p == "." || p == "/" {
+		return ""
+	}
+	return p
+}
+
+// display turns a path as rg printed it into one relative to the root, and
+// reports false for a path that must not be shown.
+func (t *searchTarget) display(rgPath []byte) ([]byte, bool) {
+	if t.file != nil {
+		return []byte(t.prefix), true
+	}
+	rel := bytes.TrimPrefix(rgPath, []byte("./"))
+	for c := range bytes.SplitSeq(rel, []byte("/")) {
+		if bytes.HasPrefix(c, []byte(tempPrefix)) {
+			return nil, false
+		}
+	}
+	if t.prefix == "" {
+		return bytes.Clone(rel), true
+	}
+	out := make([]byte, 0, len(t.prefix)+1+len(rel))
+	out = append(append(append(out, t.prefix...), '/'), rel...)
+	return out, true
+}
+
+// commonArgs are the options every rg invocation starts with. rg reads no
+// configuration file (--no-config, and its environment is empty besides),
+// no ignore file above the directory it searches (those are outside the
+// search, and may be outside the root) and no global gitignore (that lives
+// in a home directory). It never follows symlinks, runs no preprocessor
+// and opens no archive: each is also rg's default, stated so that no
+// default can change under us.
+func commonArgs(hidden, noIgnore bool) []string {
+	args := []string{"--no-config", "--no-ignore-parent", "--no-ignore-global",
+		"--no-follow", "--no-pre", "--no-search-zip", "--color=never"}
+	if noIgnore {
+		// Implies every other --no-ignore-*; ignore files are still read
+		// by nothing but rg's defaults, which this turns off.
+		args = append(args, "--no-ignore")
+	}
+	if hidden {
+		args = append(args, "--hidden")
+	}
+	return args
+}
+
+// pathArgs ends an argument list: the temp-file exclusion last among the
+// globs, then "--", then the target, so that nothing after "--" is an
+// option.
+func (t *searchTarget) pathArgs(args []string) []string {
+	args = append(args, tempGlob, "--")
+	if t.file != nil {
+		return append(args, fileArg)
+	}
+	return append(args, ".")
+}
+
+func checkArg(op, what, v string) error {
+	if strings.IndexByte(v, 0) >= 0 {
+		return newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "", "%s: %s contains a NUL byte", op, what)
+	}
+	return nil
+}
+
+// rgRun is the outcome of one rg process.
+type rgRun struct {
+	exit int
+	// stderr holds the first bytes rg wrote there; stderrLines counts
+	// all of its lines.
+	stderr      []byte
+	stderrLines int64
+}
+
+// stderrBuffer keeps the first stderrKeep bytes written and counts lines.
+type stderrBuffer struct {
+	mu    sync.Mutex
+	b     []byte
+	lines int64
+}
+
+func (w *stderrBuffer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if room := stderrKeep - len(w.b); room > 0 {
+		w.b = append(w.b, p[:min(room, len(p))]...)
+	}
+	w.lines += int64(bytes.Count(p, []byte("\n")))
+	return len(p), nil
+}
+
+// runRG runs rg with args on t. consume reads rg's stdout to its end;
+// progress is called every progressEvery while it runs, from this
+// goroutine. When ctx ends, or consume fails, rg's whole process group is
+// killed; runRG returns only after rg has been reaped.
+func (s *Service) runRG(ctx context.Context, op string, t *searchTarget, args []string,
+	consume func(io.Reader) error, progress func() error) (*rgRun, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, maxSearchTime)
+		defer cancel()
+	}
+	runCtx, kill := context.WithCancel(ctx)
+	defer kill()
+	// Pdeathsig is delivered when the thread that started the child
+	// exits: keep this goroutine on its thread until rg is reaped, so rg
+	// dies with the worker and never because a thread went away.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+
+	cmd := exec.CommandContext(runCtx, s.rg, args...)
+	// rg reads RIPGREP_CONFIG_PATH, HOME and XDG_CONFIG_HOME from its
+	// environment: give it none at all.
+	cmd.Env = []string{}
+	// With no stdin, rg given no path would search stdin; it always gets
+	// a path, and /dev/null besides (a confined worker cannot open it).
+	if s.devNull != nil {
+		cmd.Stdin = s.devNull
+	}
+	// The working directory is the descriptor opened through the Root,
+	// so rg's "." is exactly that directory, with no path string between.
+	cmd.Dir = fmt.Sprintf("/proc/self/fd/%d", t.dir.Fd())
+	if t.file != nil {
+		cmd.ExtraFiles = []*os.File{t.file}
+	}
+	// Its own process group, so that a kill reaches anything rg might
+	// start; SIGKILL should the worker die first.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.Cancel = func() error {
+		if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil && err != syscall.ESRCH {
+			return err
+		}
+		return nil
+	}
+	cmd.WaitDelay = 5 * time.Second
+	stderr := &stderrBuffer{}
+	cmd.Stderr = stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, fsError(op, "", err)
+	}
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(os.Stderr, "fsmcp worker: start rg: %v\n", err)
+		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "", "%s: cannot start rg", op)
+	}
+	done := make(chan error, 1)
+	go func() {
+		err := consume(stdout)
+		if err != nil {
+			kill()
+		}
+		// Drain what is left so rg is never blocked on a full pipe.
+		io.Copy(io.Discard, stdout)
+		done <- err
+	}()
+	tick := time.NewTicker(progressEvery)
+	defer tick.Stop()
+	var consumeErr, progressErr error
+wait:
+	for {
+		select {
+		case consumeErr = <-done:
+			break wait
+		case <-tick.C:
+			if progressErr == nil {
+				if progressErr = progress(); progressErr != nil {
+					kill()
+				}
+			}
+		}
+	}
+	waitErr := cmd.Wait()
+	switch {
+	case ctx.Err() != nil:
+		return nil, fsError(op, "", ctx.Err())
+	case progressErr != nil:
+		return nil, fsError(op, "", progressErr)
+	case consumeErr != nil:
+		fmt.Fprintf(os.Stderr, "fsmcp worker: %s: reading rg's output: %v\n", op, consumeErr)
+		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "", "%s: unreadable output from rg", op)
+	}
+	run := &rgRun{stderr: stderr.b, stderrLines: stderr.lines}
+	var exit *exec.ExitError
+	switch {
+	case waitErr == nil:
+	case errors.As(waitErr, &exit) && exit.ExitCode() >= 0:
+		run.exit = exit.ExitCode()
+	default:
+		fmt.Fprintf(os.Stderr, "fsmcp worker: %s: rg: %v\n", op, waitErr)
+		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "", "%s: rg failed", op)
+	}
+	return run, nil
+}
+
+// argumentErrors are what rg says, on stderr, about a pattern or glob it
+// cannot use. They repeat the client's own pattern and nothing else.
+var argumentErrors = []string{"regex parse error", "error parsing glob", "size limit", "regex"}
+
+// failure classifies rg's exit status 2 with no usable result.
+func (r *rgRun) failure(op string) error {
+	msg := strings.TrimSpace(string(r.stderr))
+	for _, a := range argumentErrors {
+		if strings.Contains(msg, a) {
+			return newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "", "%s: %s", op, msg)
+		}
+	}
+	fmt.Fprintf(os.Stderr, "fsmcp worker: %s: rg exited with status %d: %s\n", op, r.exit, msg)
+	return newError(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "", "%s: rg failed", op)
+}
+
+// isArgumentError reports whether rg's stderr says a glob or pattern was
+// refused, which makes a run with exit status 2 a failure even if it
+// printed something.
+func (r *rgRun) isArgumentError() bool {
+	msg := string(r.stderr)
+	return strings.Contains(msg, "error parsing glob") || strings.Contains(msg, "regex parse error")
+}
+
+// pageBudget is the estimated reply size a page stops at.
+func pageBudget(maxBytes int64) int64 {
+	if maxBytes <= 0 {
+		return defaultPageBytes
+	}
+	return maxBytes
+}
+
+// Glob implements fsmcpv1.WorkerServiceServer: rg --files with the pattern
+// as a glob, paths sorted by bytes, one page after req.After.
+func (s *Service) Glob(req *fsmcpv1.GlobRequest, stream grpc.ServerStreamingServer[fsmcpv1.GlobResponse]) error {
+	const op = "glob"
+	if err := checkArg(op, "pattern", req.GetPattern()); err != nil {
+		return err
+	}
+	t, err := s.resolveTarget(op, req.GetPath())
+	if err != nil {
+		return err
+	}
+	defer t.close()
+	args := append(commonArgs(req.GetHidden(), req.GetNoIgnore()), "--files", "--null", "--glob="+req.GetPattern())
+	args = t.pathArgs(args)
+
+	page := newPathPage(req.GetAfter(), req.GetHasAfter(), pageBudget(req.GetMaxBytes()))
+	var listed atomic.Int64
+	consume := func(r io.Reader) error {
+		br := bufio.NewReaderSize(r, 64<<10)
+		for {
+			name, err := br.ReadSlice(0)
+			if err == io.EOF && len(name) == 0 {
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("read a path: %w", err)
+			}
+			p, ok := t.display(name[:len(name)-1])
+			if !ok {
+				continue
+			}
+			listed.Add(1)
+			page.add(p)
+		}
+	}
+	var last int64 = -1
+	progress := func() error {
+		n := listed.Load()
+		if n == last {
+			return nil
+		}
+		last = n
+		return stream.Send(&fsmcpv1.GlobResponse{Progress: &fsmcpv1.Progress{FilesSearched: n}})
+	}
+	run, err := s.runRG(stream.Context(), op, t, args, consume, progress)
+	if err != nil {
+		return err
+	}
+	var errs int64
+	switch run.exit {
+	case 0, 1:
+	case 2:
+		if run.isArgumentError() {
+			return run.failure(op)
+		}
+		errs = run.stderrLines
+	default:
+		return run.failure(op)
+	}
+	paths, more := page.result()
+	return stream.Send(&fsmcpv1.GlobResponse{Paths: paths, More: more, Done: true, Total: listed.Load(), Errors: errs})
+}
+
+// pathPage keeps the smallest paths after a cursor whose estimated cost
+// reaches a budget, and no more: memory stays bounded however many paths
+// rg lists.
+type pathPage struct {
+	after    []byte
+	hasAfter bool
+	budget   int64
+	h        pathHeap
+	cost     int64
+	dropped  bool
+}
+
+func newPathPage(after []byte, hasAfter bool, budget int64) *pathPage {
+	return &pathPage{after: after, hasAfter: hasAfter, budget: budget}
+}
+
+func (pp *pathPage) add(p []byte) {
+	if pp.hasAfter && bytes.Compare(p, pp.after) <= 0 {
+		return
+	}
+	if pp.cost >= pp.budget && len(pp.h) > 0 && bytes.Compare(p, pp.h[0]) > 0 {
+		pp.dropped = true
+		return
+	}
+	heap.Push(&pp.h, bytes.Clone(p))
+	pp.cost += int64(len(p)) + pathAllowance
+	for len(pp.h) > 1 && pp.cost-int64(len(pp.h[0]))-pathAllowance >= pp.budget {
+		top := heap.Pop(&pp.h).([]byte)
+		pp.cost -= int64(len(top)) + pathAllowance
+		pp.dropped = true
+	}
+}
+
+// result returns the page in order and whether paths follow it.
+func (pp *pathPage) result() ([][]byte, bool) {
+	out := [][]byte(pp.h)
+	sort.Slice(out, func(i, j int) bool { return bytes.Compare(out[i], out[j]) < 0 })
+	return out, pp.dropped
+}
+
+// pathHeap is a max-heap of paths.
+type pathHeap [][]byte
+
+func (h pathHeap) Len() int           { return len(h) }
+func (h pathHeap) Less(i, j int) bool { return bytes.Compare(h[i], h[j]) > 0 }
+func (h pathHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *pathHeap) Push(x any)        { *h = append(*h, x.([]byte)) }
+func (h *pathHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// Grep implements fsmcpv1.WorkerServiceServer: rg --json, parsed as
+// events, lines sorted by path and then offset, one page after the
+// request's position.
+func (s *Service) Grep(req *fsmcpv1.GrepRequest, stream grpc.ServerStreamingServer[fsmcpv1.GrepResponse]) error {
+	const op = "grep"
+	if err := checkArg(op, "pattern", req.GetPattern()); err != nil {
+		return err
+	}
+	for _, g := range req.GetGlobs() {
+		if err := checkArg(op, "glob", g); err != nil {
+			return err
+		}
+	}
+	if req.GetMaxCount() < 0 || req.GetContext() < 0 {
+		return newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "", "%s: max_count and context must not be negative", op)
+	}
+	t, err := s.resolveTarget(op, req.GetPath())
+	if err != nil {
+		return err
+	}
+	defer t.close()
+	args := append(commonArgs(req.GetHidden(), req.GetNoIgnore()), "--json")
+	if req.GetLiteral() {
+		args = append(args, "--fixed-strings")
+	}
+	if req.GetIgnoreCase() {
+		args = append(args, "--ignore-case")
+	} else {
+		args = append(args, "--case-sensitive")
+	}
+	if n := req.GetMaxCount(); n > 0 {
+		args = append(args, fmt.Sprintf("--max-count=%d", n))
+	}
+	if n := req.GetContext(); n > 0 {
+		args = append(args, fmt.Sprintf("--context=%d", n))
+	}
+	args = append(args, "--regexp="+req.GetPattern())
+	for _, g := range req.GetGlobs() {
+		args = append(args, "--glob="+g)
+	}
+	args = t.pathArgs(args)
+
+	budget := pageBudget(req.GetMaxBytes())
+	page := &linePage{after: req.GetAfterPath(), afterOffset: req.GetAfterOffset(), hasAfter: req.GetHasAfter(),
+		budget: budget, open: map[string]*lineBlock{}}
+	maxText := int(min(max(budget/4, 256), maxLineText))
+	var files, matches atomic.Int64
+	var sawSummary bool
+	consume := func(r io.Reader) error {
+		rd := newRGReader(r, maxText, maxSubmatches)
+		var ev rgEvent
+		for {
+			err := rd.next(&ev)
+			if err == io.EOF {
+				page.closeAll()
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			switch ev.typ {
+			case eventBegin:
+				page.begin(t, ev.path)
+			case eventMatch, eventContext:
+				if !ev.hasPath {
+					return errors.New("a line without a path")
+				}
+				if !page.line(t, &ev) {
+					continue
+				}
+				if ev.typ == eventMatch {
+					matches.Add(1)
+				}
+			case eventEnd:
+				if page.end(ev.path) {
+					files.Add(1)
+				}
+			case eventSummary:
+				sawSummary = true
+			}
+		}
+	}
+	var lastFiles, lastMatches int64 = -1, -1
+	progress := func() error {
+		f, m := files.Load(), matches.Load()
+		if f == lastFiles && m == lastMatches {
+			return nil
+		}
+		lastFiles, lastMatches = f, m
+		return stream.Send(&fsmcpv1.GrepResponse{Progress: &fsmcpv1.Progress{FilesSearched: f, Matches: m}})
+	}
+	run, err := s.runRG(stream.Context(), op, t, args, consume, progress)
+	if err != nil {
+		return err
+	}
+	var errs int64
+	switch {
+	case run.exit == 0 || run.exit == 1:
+	case run.exit == 2 && sawSummary && !run.isArgumentError():
+		// Some files could not be read; the others were searched.
+		errs = run.stderrLines
+	default:
+		return run.failure(op)
+	}
+	lines, more := page.result()
+	return stream.Send(&fsmcpv1.GrepResponse{Lines: lines, More: more, Done: true,
+		FilesSearched: files.Load(), Matches: matches.Load(), Errors: errs})
+}
+
+// linePage keeps, of all the lines rg reports, the first ones after a
+// position (path, then offset) whose estimated cost reaches a budget.
+// rg reports each file's lines in order, between its begin and end
+// events, but files in any order: a file's lines are gathered in a block,
+// and a block is kept only while the blocks before it do not fill the
+// page. Memory stays bounded by about twice the budget.
+type linePage struct {
+	after       []byte
+	afterOffset int64
+	hasAfter    bool
+	budget      int64
+	// blocks are the kept blocks, sorted by path; cost is their total.
+	blocks  []*lineBlock
+	cost    int64
+	dropped bool
+	// open are the blocks begun and not ended, by rg's path.
+	open map[string]*lineBlock
+}
+
+type lineBlock struct {
+	path  []byte
+	lines []*fsmcpv1.GrepLine
+	cost  int64
+	// skip: the block's file is hidden, or wholly before the cursor, or
+	// sorts after a full page; its lines are counted, not kept.
+	skip bool
+	// full: lines were left out after the last one kept.
+	full bool
+}
+
+// block returns the open block of rg's path, starting one if needed.
+func (lp *linePage) block(t *searchTarget, rgPath []byte) *lineBlock {
+	if b, ok := lp.open[string(rgPath)]; ok {
+		return b
+	}
+	p, ok := t.display(rgPath)
+	b := &lineBlock{path: p, skip: !ok}
+	switch {
+	case !ok:
+	case lp.hasAfter && bytes.Compare(p, lp.after) < 0:
+		b.skip = true
+	case lp.cost >= lp.budget && len(lp.blocks) > 0 && bytes.Compare(p, lp.blocks[len(lp.blocks)-1].path) > 0:
+		b.skip = true
+		lp.dropped = true
+	}
+	lp.open[string(rgPath)] = b
+	return b
+}
+
+func (lp *linePage) begin(t *searchTarget, rgPath []byte) { lp.block(t, rgPath) }
+
+// line records a match or context line; it reports false if the line's
+// file must not be shown at all.
+func (lp *linePage) line(t *searchTarget, ev *rgEvent) bool {
+	b := lp.block(t, ev.path)
+	if b.path == nil && b.skip {
+		return false
+	}
+	switch {
+	case b.skip:
+		return true
+	case lp.hasAfter && bytes.Equal(b.path, lp.after) && ev.offset <= lp.afterOffset:
+		return true
+	case b.cost >= lp.budget:
+		b.full = true
+		return true
+	}
+	l := &fsmcpv1.GrepLine{
+		Path:                b.path,
+		LineNumber:          ev.lineNumber,
+		Offset:              ev.offset,
+		Text:                bytes.Clone(ev.text),
+		Context:             ev.typ == eventContext,
+		LineLength:          ev.textLen,
+		SubmatchesTruncated: ev.moreSubmatches,
+	}
+	if len(ev.submatches) > 0 {
+		l.Submatches = make([]*fsmcpv1.Submatch, len(ev.submatches))
+		for i, m := range ev.submatches {
+			l.Submatches[i] = &fsmcpv1.Submatch{Start: m.start, End: m.end}
+		}
+	}
+	b.lines = append(b.lines, l)
+	b.cost += lineCost(l)
+	return true
+}
+
+func lineCost(l *fsmcpv1.GrepLine) int64 {
+	return int64(len(l.Path)+len(l.Text)*4/3) + lineAllowance + int64(len(l.Submatches))*submatchAllowance
+}
+
+// end closes the block of rgPath; it reports whether the file counts as
+// searched (it is not hidden from results).
+func (lp *linePage) end(rgPath []byte) bool {
+	b, ok := lp.open[string(rgPath)]
+	if !ok {
+		return false
+	}
+	delete(lp.open, string(rgPath))
+	lp.keep(b)
+	return b.path != nil
+}
+
+func (lp *linePage) closeAll() {
+	for k, b := range lp.open {
+		delete(lp.open, k)
+		lp.keep(b)
+	}
+}
+
+// keep inserts a finished block in path order, then drops the last blocks
+// for as long as the ones before them fill the page.
+func (lp *linePage) keep(b *lineBlock) {
+	if b.skip || len(b.lines) == 0 && !b.full {
+		return
+	}
+	i := sort.Search(len(lp.blocks), func(i int) bool { return bytes.Compare(lp.blocks[i].path, b.path) >= 0 })
+	lp.blocks = append(lp.blocks, nil)
+	copy(lp.blocks[i+1:], lp.blocks[i:])
+	lp.blocks[i] = b
+	lp.cost += b.cost
+	for len(lp.blocks) > 1 {
+		last := lp.blocks[len(lp.blocks)-1]
+		if lp.cost-last.cost < lp.budget {
+			break
+		}
+		lp.blocks = lp.blocks[:len(lp.blocks)-1]
+		lp.cost -= last.cost
+		lp.dropped = true
+	}
+}
+
+// result returns the page's lines in order and whether lines follow. A
+// full block ends the page: the lines it left out come before any later
+// block's.
+func (lp *linePage) result() ([]*fsmcpv1.GrepLine, bool) {
+	var out []*fsmcpv1.GrepLine
+	var cost int64
+	for _, b := range lp.blocks {
+		for _, l := range b.lines {
+			if cost >= lp.budget {
+				return out, true
+			}
+			out = append(out, l)
+			cost += lineCost(l)
+		}
+		if b.full {
+			return out, true
+		}
+	}
+	return out, lp.dropped
+}
