@@ -19,6 +19,9 @@ type Config struct {
 	Transport        string
 	Listen           string
 	TokenFile        string
+	AllowRemote      bool
+	AllowOrigins     []string
+	AuditLog         string
 	ToolsPrefix      string
 	RG               string
 	AllowNoLandlock  bool
@@ -46,7 +49,17 @@ func parseFlags(args []string, stderr io.Writer) (*Config, *flag.FlagSet, error)
 	fs.Int64Var(&c.MaxResponseBytes, "max-response-bytes", 262144, "upper bound of every reply's JSON document")
 	fs.StringVar(&c.Transport, "transport", "stdio", "stdio or http")
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "address for --transport http")
-	fs.StringVar(&c.TokenFile, "token-file", "", "file holding the bearer token for --transport http")
+	fs.StringVar(&c.TokenFile, "token-file", "", "file holding the bearer token for --transport http (default: generate one and print it)")
+	fs.BoolVar(&c.AllowRemote, "allow-remote", false, "let --listen name a non-loopback address")
+	fs.Func("allow-origin", "an Origin (scheme://host[:port]) also accepted besides loopback; repeatable", func(v string) error {
+		o, err := parseOrigin(v)
+		if err != nil {
+			return err
+		}
+		c.AllowOrigins = append(c.AllowOrigins, o)
+		return nil
+	})
+	fs.StringVar(&c.AuditLog, "audit-log", "", "append the audit log (one JSON line per call) to this file instead of stderr")
 	fs.StringVar(&c.ToolsPrefix, "tools-prefix", "", "prefix for every tool name")
 	fs.StringVar(&c.RG, "rg", "", "ripgrep binary (default: rg on PATH)")
 	fs.BoolVar(&c.AllowNoLandlock, "allow-no-landlock", false, "run on a kernel without Landlock, with only os.Root as containment")
@@ -98,8 +111,12 @@ func (c *Config) check() error {
 	}
 	switch c.Transport {
 	case "stdio":
+	case "http":
+		if err := checkListen(c.Listen, c.AllowRemote); err != nil {
+			return err
+		}
 	default:
-		return fmt.Errorf("--transport %q: want stdio", c.Transport)
+		return fmt.Errorf("--transport %q: want stdio or http", c.Transport)
 	}
 	rg := c.RG
 	if rg == "" {

@@ -43,7 +43,7 @@ func Main(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.Wri
 		fs.Usage()
 		return 0
 	case cfg.Version:
-		fmt.Fprintf(stdout, "fsmcp %s (%s)\n", Version, runtime.Version())
+		fmt.Fprintf(stdout, "fsmcp %s (%s)\nkernel landlock ABI %d\n", Version, runtime.Version(), sandbox.KernelABI())
 		return 0
 	}
 	if err := cfg.check(); err != nil {
@@ -66,6 +66,13 @@ func Main(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.Wri
 }
 
 func serve(ctx context.Context, cfg *Config, hooks Hooks, stdin io.ReadCloser, stdout io.WriteCloser, stderr io.Writer) error {
+	// The audit log, and for HTTP the listener and token, come first:
+	// once confined, the front-end can neither open nor bind.
+	ep, err := prepare(cfg, stderr)
+	if err != nil {
+		return err
+	}
+	defer ep.close()
 	// The worker is this same binary, so both ends are one build.
 	w, err := sandbox.StartWorker("/proc/self/exe", sandbox.WorkerConfig{
 		Root:            cfg.Root,
@@ -99,7 +106,7 @@ func serve(ctx context.Context, cfg *Config, hooks Hooks, stdin io.ReadCloser, s
 		fmt.Fprintf(stderr, "fsmcp: front-end confined: landlock ABI %d, %s\n", st.ABI, strings.Join(st.Rules, "; "))
 	}
 
-	srv := (&server{cfg: cfg, wc: wc, confinement: confinement, wrap: hooks.WrapTool}).build()
+	srv := (&server{cfg: cfg, wc: wc, confinement: confinement, wrap: hooks.WrapTool, audit: ep.audit}).build()
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	var workerDied atomic.Bool
@@ -111,9 +118,10 @@ func serve(ctx context.Context, cfg *Config, hooks Hooks, stdin io.ReadCloser, s
 		case <-runCtx.Done():
 		}
 	}()
-	// Run returns on stdin EOF, on a signal (ctx), or when the worker
-	// died; in the last two cases it first lets calls in flight answer.
-	err = srv.Run(runCtx, &mcp.IOTransport{Reader: stdin, Writer: stdout})
+	// Serving returns on stdin EOF (stdio), on a signal (ctx), or when the
+	// worker died; in the last two cases it first lets calls in flight
+	// answer.
+	err = ep.serve(runCtx, srv, stdin, stdout, stderr)
 	if workerDied.Load() {
 		return fmt.Errorf("worker exited unexpectedly (%v)", w.Err())
 	}

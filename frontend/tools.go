@@ -25,6 +25,8 @@ type server struct {
 	// wrap, when set, wraps every tool handler. Tests use it to inject
 	// faults; production leaves it nil.
 	wrap func(name string, h mcp.ToolHandler) mcp.ToolHandler
+	// audit records every call; nil records nothing.
+	audit *auditLog
 }
 
 // tool is one MCP tool: its metadata, strict input schema and handler.
@@ -220,7 +222,7 @@ func (s *server) register(srv *mcp.Server, tools []*tool) {
 		if s.wrap != nil {
 			h = s.wrap(t.name, h)
 		}
-		srv.AddTool(mt, recovered(t.name, h))
+		srv.AddTool(mt, s.audit.wrap(t.name, recovered(t.name, h)))
 	}
 }
 

@@ -1,0 +1,356 @@
+package frontend
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/sys/unix"
+)
+
+// The HTTP transport. It does not authenticate anything but possession of
+// one bearer token, does not encrypt (put TLS in front of a non-loopback
+// listener), and does not rate-limit: every holder of the token has the
+// full tool set on the root. What it does: /mcp answers only requests
+// that carry the token and come from no browser Origin or a loopback or
+// allow-listed one; the socket and the token are obtained before the
+// front-end confines itself, after which it can neither bind nor connect.
+
+const (
+	mcpPath    = "/mcp"
+	healthPath = "/health"
+	// tokenBytes of randomness in a generated token (256 bits).
+	tokenBytes = 32
+	// minTokenLen refuses a token file too short to resist guessing.
+	minTokenLen = 16
+	// peerHeader carries the HTTP peer's address from the gate to the
+	// audit log. The gate overwrites whatever a client sent under it.
+	peerHeader = "Fsmcp-Peer"
+	// listenFDsStart is SD_LISTEN_FDS_START (sd_listen_fds(3)).
+	listenFDsStart = 3
+)
+
+// endpoint is what the front-end acquires before it confines itself:
+// after ConfineFrontend it can open no file and bind no socket, so the
+// audit log, the listener and the token must already be in hand.
+type endpoint struct {
+	audit *auditLog
+	http  *httpEndpoint // nil for stdio
+}
+
+// httpEndpoint is a bound (or inherited) listener and the token that
+// /mcp requires.
+type httpEndpoint struct {
+	ln        net.Listener
+	activated bool
+	tokenSum  [sha256.Size]byte
+	// token is kept only when generated, to be printed once.
+	token   string
+	origins []string
+}
+
+// prepare opens the audit log and, for --transport http, takes the
+// socket-activated listener or binds --listen, and reads or generates the
+// token.
+func prepare(cfg *Config, stderr io.Writer) (*endpoint, error) {
+	fds := takeListenFDs()
+	audit, err := openAudit(cfg.AuditLog, stderr)
+	if err != nil {
+		return nil, err
+	}
+	e := &endpoint{audit: audit}
+	if cfg.Transport != "http" {
+		return e, nil
+	}
+	h := &httpEndpoint{origins: cfg.AllowOrigins}
+	e.http = h
+	token, generated, err := loadToken(cfg.TokenFile, stderr)
+	if err != nil {
+		e.close()
+		return nil, err
+	}
+	h.tokenSum = sha256.Sum256([]byte(token))
+	if generated {
+		h.token = token
+	}
+	if fds > 0 {
+		h.ln, err = activatedListener(fds)
+		h.activated = true
+	} else {
+		h.ln, err = net.Listen("tcp", cfg.Listen)
+	}
+	if err != nil {
+		e.close()
+		return nil, err
+	}
+	if addr := h.ln.Addr(); addr.Network() == "tcp" {
+		host, _, _ := net.SplitHostPort(addr.String())
+		if !isLoopbackHost(host) {
+			if !cfg.AllowRemote {
+				e.close()
+				return nil, fmt.Errorf("listener %s is not on a loopback address: pass --allow-remote to serve other hosts", addr)
+			}
+			fmt.Fprintf(stderr, "fsmcp: WARNING: serving %s, which is not a loopback address: whoever can reach it and holds the token has the whole root; put TLS in front\n", addr)
+		}
+	}
+	return e, nil
+}
+
+func (e *endpoint) close() {
+	if e.http != nil && e.http.ln != nil {
+		e.http.ln.Close()
+	}
+	e.audit.close()
+}
+
+// serve runs srv on stdio or HTTP until ctx ends or, for stdio, the
+// client hangs up.
+func (e *endpoint) serve(ctx context.Context, srv *mcp.Server, stdin io.ReadCloser, stdout io.WriteCloser, stderr io.Writer) error {
+	if e.http == nil {
+		return srv.Run(ctx, &mcp.IOTransport{Reader: stdin, Writer: stdout})
+	}
+	return e.http.serve(ctx, srv, stderr)
+}
+
+// takeListenFDs returns how many sockets systemd passed to this process
+// (LISTEN_FDS, checked against LISTEN_PID), and removes the variables so
+// that nothing started later takes them for its own. The passed
+// descriptors are made close-on-exec: the worker must not inherit them.
+func takeListenFDs() int {
+	pid, fds := os.Getenv("LISTEN_PID"), os.Getenv("LISTEN_FDS")
+	for _, v := range []string{"LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"} {
+		os.Unsetenv(v)
+	}
+	if fds == "" || pid != strconv.Itoa(os.Getpid()) {
+		return 0
+	}
+	n, err := strconv.Atoi(fds)
+	if err != nil || n < 1 {
+		return 0
+	}
+	for fd := listenFDsStart; fd < listenFDsStart+n; fd++ {
+		unix.CloseOnExec(fd)
+	}
+	return n
+}
+
+// activatedListener wraps the one listening socket systemd passed as
+// descriptor 3. It never binds.
+func activatedListener(n int) (net.Listener, error) {
+	if n != 1 {
+		return nil, fmt.Errorf("socket activation passed %d sockets, want 1", n)
+	}
+	// Accepting on a connected socket would fail on the first client;
+	// say now what is wrong.
+	if v, err := unix.GetsockoptInt(listenFDsStart, unix.SOL_SOCKET, unix.SO_ACCEPTCONN); err != nil || v != 1 {
+		return nil, errors.New("socket activation: descriptor 3 is not a listening socket (for a per-connection socket, use --transport stdio)")
+	}
+	f := os.NewFile(listenFDsStart, "systemd-socket")
+	defer f.Close()
+	ln, err := net.FileListener(f)
+	if err != nil {
+		return nil, fmt.Errorf("socket activation: %w", err)
+	}
+	return ln, nil
+}
+
+// loadToken reads the bearer token from path, or generates one when path
+// is empty.
+func loadToken(path string, stderr io.Writer) (token string, generated bool, err error) {
+	if path == "" {
+		b := make([]byte, tokenBytes)
+		if _, err := rand.Read(b); err != nil {
+			return "", false, bug(err)
+		}
+		return base64.RawURLEncoding.EncodeToString(b), true, nil
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", false, fmt.Errorf("--token-file: %w", err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", false, fmt.Errorf("--token-file: %w", err)
+	}
+	token = strings.TrimSpace(string(b))
+	switch {
+	case len(token) < minTokenLen:
+		return "", false, fmt.Errorf("--token-file %s: the token must be at least %d characters", path, minTokenLen)
+	case strings.ContainsFunc(token, func(r rune) bool { return r <= ' ' || r == 0x7f }):
+		return "", false, fmt.Errorf("--token-file %s: the token must be one line of printable characters", path)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		fmt.Fprintf(stderr, "fsmcp: WARNING: --token-file %s is readable by other users (mode %04o)\n", path, fi.Mode().Perm())
+	}
+	return token, false, nil
+}
+
+func bug(err error) error { return fmt.Errorf("BUG(fsmcp): %w", err) }
+
+// checkListen refuses a non-loopback --listen unless allowRemote.
+func checkListen(addr string, allowRemote bool) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("--listen %s: %v", addr, err)
+	}
+	if !isLoopbackHost(host) && !allowRemote {
+		return fmt.Errorf("--listen %s is not a loopback address: pass --allow-remote to serve other hosts", addr)
+	}
+	return nil
+}
+
+// isLoopbackHost reports whether host is "localhost" or a loopback IP.
+// An empty host (all interfaces) is not.
+func isLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+// parseOrigin checks an --allow-origin value and returns it in the form
+// browsers send: scheme://host[:port], lower case.
+func parseOrigin(v string) (string, error) {
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+		u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+		return "", fmt.Errorf("%q is not an origin (scheme://host[:port])", v)
+	}
+	return strings.ToLower(u.Scheme + "://" + u.Host), nil
+}
+
+// originAllowed implements the Origin check the MCP Streamable HTTP
+// transport requires against DNS rebinding: no Origin (not a browser), a
+// loopback one, or one allow-listed.
+func originAllowed(values []string, allow []string) bool {
+	switch len(values) {
+	case 0:
+		return true
+	case 1:
+	default:
+		return false
+	}
+	o, err := parseOrigin(values[0])
+	if err != nil {
+		return false // "null" and anything else that is not scheme://host
+	}
+	if slices.Contains(allow, o) {
+		return true
+	}
+	u, _ := url.Parse(o)
+	return isLoopbackHost(u.Hostname())
+}
+
+// authorized compares the request's bearer token with the expected one in
+// constant time: both are hashed first, so neither length nor content
+// leaks through timing.
+func (h *httpEndpoint) authorized(r *http.Request) bool {
+	values := r.Header.Values("Authorization")
+	if len(values) != 1 {
+		return false
+	}
+	scheme, token, ok := strings.Cut(values[0], " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return false
+	}
+	sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
+	return subtle.ConstantTimeCompare(sum[:], h.tokenSum[:]) == 1
+}
+
+// gate admits a request to next only with an acceptable Origin (else 403)
+// and the bearer token (else 401).
+func (h *httpEndpoint) gate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !originAllowed(r.Header.Values("Origin"), h.origins) {
+			http.Error(w, "Forbidden: Origin not allowed", http.StatusForbidden)
+			return
+		}
+		if !h.authorized(r) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="fsmcp"`)
+			http.Error(w, "Unauthorized", http.StatusUnauthorized)
+			return
+		}
+		// Tool handlers see the request's headers: the token stays here.
+		r.Header.Del("Authorization")
+		r.Header.Set(peerHeader, r.RemoteAddr)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// handler routes /mcp through the gate to go-sdk's Streamable HTTP
+// handler, and answers /health without authentication.
+func (h *httpEndpoint) handler(srv *mcp.Server) http.Handler {
+	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
+		// A client that gives up on a call closes its request; the
+		// call's context, and with it the worker's RPC, ends too.
+		PropagateRequestCancellation: true,
+		// Sessions of the older protocol revisions that a client
+		// abandons without DELETE are closed eventually.
+		SessionTimeout: time.Hour,
+	})
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+healthPath, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"status":"ok"}`+"\n")
+	})
+	mux.Handle(mcpPath, h.gate(mcpHandler))
+	return mux
+}
+
+// serve answers HTTP on the listener until ctx ends, then lets requests
+// in flight finish for a moment.
+func (h *httpEndpoint) serve(ctx context.Context, srv *mcp.Server, stderr io.Writer) error {
+	hs := &http.Server{
+		Handler:           h.handler(srv),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          log.New(stderr, "fsmcp: http: ", 0),
+	}
+	where := "http://" + h.ln.Addr().String() + mcpPath
+	if h.ln.Addr().Network() == "unix" {
+		where = "unix socket " + h.ln.Addr().String() + ", path " + mcpPath
+	}
+	how := "bound"
+	if h.activated {
+		how = "socket-activated"
+	}
+	if h.token != "" {
+		fmt.Fprintf(stderr, "fsmcp: serving MCP at %s (%s; bearer token: %s)\n", where, how, h.token)
+		h.token = ""
+	} else {
+		fmt.Fprintf(stderr, "fsmcp: serving MCP at %s (%s; bearer token from --token-file)\n", where, how)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(h.ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		// Open event streams never become idle: cut them.
+		hs.Close()
+	}
+	<-errc
+	return nil
+}
