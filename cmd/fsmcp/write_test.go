@@ -802,3 +802,102 @@ func TestWriteToolAnnotations(t *testing.T) {
 		t.Errorf("tools/list has %d of the %d write tools", seen, len(want))
 	}
 }
+
+// startAs is start with the front-end (and so the worker) running as
+// uid:gid. It execs /proc/self/exe, which the kernel resolves without
+// checking the search permission of the test binary's directories.
+func startAs(t *testing.T, root string, uid, gid uint32) *server {
+	t.Helper()
+	cmd := fsmcpCommand(root)
+	cmd.Path = "/proc/self/exe"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid}}
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	client := mcp.NewClient(&mcp.Implementation{Name: "fsmcp-test", Version: "1"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	session, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second}, nil)
+	if err != nil {
+		t.Fatalf("connect as uid %d: %v\nstderr:\n%s", uid, err, stderr.String())
+	}
+	t.Cleanup(func() { session.Close() })
+	return &server{t: t, cmd: cmd, session: session, stderr: stderr}
+}
+
+// Real cases of metadata an unprivileged worker cannot preserve: a
+// security.* attribute (setting one needs CAP_SYS_ADMIN), a group the
+// worker's uid is not in, and an owner other than itself. Each write is
+// refused with unsupported, naming what, and the file is left unchanged.
+func TestWriteUnsupportedMetadataUnprivileged(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to prepare files that an unprivileged uid then cannot rewrite")
+	}
+	const nobody = 65534
+	base, err := os.MkdirTemp("", "fsmcp-uid-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	root := filepath.Join(base, "root")
+	for _, d := range []string{base, root} {
+		os.Mkdir(d, 0o755)
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chown(root, nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	mk := func(name string, uid, gid int, mode os.FileMode, xattrs map[string]string) string {
+		p := filepath.Join(root, name)
+		writeFile(t, p, []byte(name+" old\n"), mode)
+		if err := os.Chown(p, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range xattrs {
+			if err := unix.Setxattr(p, k, []byte(v), 0); err != nil {
+				t.Fatalf("setxattr %s: %v", k, err)
+			}
+		}
+		return p
+	}
+	cases := []struct{ name, what string }{
+		{mk("security.txt", nobody, nobody, 0o644, map[string]string{"security.fsmcptest": "label", "user.kept": "1"}), "extended attribute security.fsmcptest"},
+		{mk("group.txt", nobody, 1234, 0o664, nil), "the group (gid 1234)"},
+		{mk("owner.txt", 1234, nobody, 0o666, nil), "the owner (uid 1234)"},
+	}
+	okFile := mk("fine.txt", nobody, nobody, 0o640, map[string]string{"user.kept": "yes"})
+	before := snapshot(t, root)
+	beforeX := map[string]map[string]string{}
+	for _, c := range cases {
+		beforeX[c.name] = xattrList(t, c.name)
+	}
+	s := startAs(t, root, nobody, nobody)
+	for _, c := range cases {
+		name := filepath.Base(c.name)
+		r := s.wantErr("fs_write", map[string]any{"path": name, "content": "new\n", "if_sha256": sha([]byte(name + " old\n"))}, "unsupported")
+		if !strings.Contains(r.text, c.what) {
+			t.Errorf("fs_write(%s) = %s, want it to name %s", name, r.text, c.what)
+		}
+		s.wantErr("fs_replace", map[string]any{"path": name, "if_sha256": sha([]byte(name + " old\n")),
+			"edits": []any{map[string]any{"old": "old", "new": "new"}}}, "unsupported")
+		if got := xattrList(t, c.name); fmt.Sprint(got) != fmt.Sprint(beforeX[c.name]) {
+			t.Errorf("%s: xattrs %q, want %q", name, got, beforeX[c.name])
+		}
+	}
+	sameSnapshot(t, "the root", before, snapshot(t, root))
+	noTempFiles(t, root)
+	// What an unprivileged worker may set, it keeps.
+	s.wantOK("fs_write", map[string]any{"path": "fine.txt", "content": "new\n", "if_sha256": sha([]byte("fine.txt old\n"))})
+	var st syscall.Stat_t
+	syscall.Stat(okFile, &st)
+	if x := xattrList(t, okFile); x["user.kept"] != "yes" || st.Mode&0o7777 != 0o640 || st.Uid != nobody {
+		t.Errorf("fine.txt after an unprivileged write: xattrs %q mode %o uid %d", x, st.Mode&0o7777, st.Uid)
+	}
+	// A new file is owned by the worker's uid.
+	s.wantOK("fs_write", map[string]any{"path": "new.txt", "content": "x", "if_sha256": nil})
+	syscall.Stat(filepath.Join(root, "new.txt"), &st)
+	if st.Uid != nobody || st.Mode&0o7777 != 0o644 {
+		t.Errorf("new.txt: uid %d mode %o", st.Uid, st.Mode&0o7777)
+	}
+}
