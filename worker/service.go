@@ -24,7 +24,7 @@ type Service struct {
 	// beforeCommit, when set, runs between a write's checks and its
 	// rename. Tests use it to change the file behind the worker's back.
 	beforeCommit func(path string)
-	hashes      *hashCache
+	hashes       *hashCache
 }
 
 var _ fsmcpv1.WorkerServiceServer = (*Service)(nil)
