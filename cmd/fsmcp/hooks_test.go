@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/fsmcp/fsmcp/frontend"
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
@@ -36,6 +38,28 @@ func hookResult(action, arg string) string {
 		err = os.WriteFile(arg, []byte("written by a test hook\n"), 0o644)
 	case "sleep":
 		select {} // block until the process is killed
+	case "connect", "connect-mptcp":
+		// Plain TCP is what Landlock's network rules cover; MPTCP
+		// (Go's default for net.Listen since 1.24) is not.
+		d := net.Dialer{Timeout: 5 * time.Second}
+		d.SetMultipathTCP(action == "connect-mptcp")
+		var c net.Conn
+		if c, err = d.Dial("tcp", arg); err == nil {
+			c.Close()
+		}
+	case "connect-udp":
+		var c net.Conn
+		if c, err = net.Dial("udp", arg); err == nil {
+			_, err = c.Write([]byte("x"))
+			c.Close()
+		}
+	case "listen", "listen-mptcp":
+		var lc net.ListenConfig
+		lc.SetMultipathTCP(action == "listen-mptcp")
+		var l net.Listener
+		if l, err = lc.Listen(context.Background(), "tcp", arg); err == nil {
+			l.Close()
+		}
 	default:
 		return "unknown hook " + action
 	}
@@ -58,7 +82,15 @@ func workerHooks() worker.Hooks {
 	return worker.Hooks{
 		Interceptor: func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 			if sr, ok := req.(*fsmcpv1.StatRequest); ok {
-				if action, arg, ok := parseHook(sr.GetPath()); ok && !strings.HasPrefix(action, "frontend-") {
+				action, arg, ok := parseHook(sr.GetPath())
+				if ok && action == "wait-cancel" {
+					// Blocks until the RPC's context ends, then records
+					// why in the file arg (inside the writable root).
+					<-ctx.Done()
+					_ = os.WriteFile(arg, []byte(ctx.Err().Error()), 0o644)
+					return nil, ctx.Err()
+				}
+				if ok && !strings.HasPrefix(action, "frontend-") {
 					return nil, &worker.Error{Code: fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, Message: "worker hook: " + hookResult(action, arg)}
 				}
 			}
