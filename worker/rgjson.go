@@ -86,6 +86,8 @@ type rgReader struct {
 	maxSubmatches int
 	key           []byte
 	scratch       []byte
+	// tail holds the last two bytes str decoded.
+	tail [2]byte
 }
 
 func newRGReader(r io.Reader, maxText, maxSubmatches int) *rgReader {
@@ -267,6 +269,10 @@ func (p *rgReader) array(elem func() error) error {
 }
 
 func (p *rgReader) data(ev *rgEvent) error {
+	// A repeated "data" replaces the earlier one, as in encoding/json.
+	typ := ev.typ
+	ev.reset()
+	ev.typ = typ
 	return p.object(func(key []byte) error {
 		switch string(key) {
 		case "path":
@@ -295,6 +301,7 @@ func (p *rgReader) data(ev *rgEvent) error {
 }
 
 func (p *rgReader) submatches(ev *rgEvent) error {
+	ev.submatches, ev.moreSubmatches = ev.submatches[:0], false
 	if c, err := p.peek(); err != nil || c == 'n' {
 		return p.skip(0)
 	}
@@ -322,6 +329,7 @@ func (p *rgReader) submatches(ev *rgEvent) error {
 }
 
 func (p *rgReader) stats(ev *rgEvent) error {
+	ev.searches, ev.matchedLines, ev.matches = 0, 0, 0
 	if c, err := p.peek(); err != nil || c == 'n' {
 		return p.skip(0)
 	}
@@ -386,21 +394,26 @@ func (p *rgReader) base64(dst []byte, max int) ([]byte, int64, error) {
 	if n%4 != 0 {
 		return dst, 0, fmt.Errorf("%w: base64 length %d", errSyntax, n)
 	}
+	cut := n > int64(len(enc))
 	full := n / 4 * 3
-	if n > int64(len(enc)) {
-		// Cut: the padding, if any, was in the part not kept.
-		enc = enc[:len(enc)/4*4]
-	} else {
-		for i := len(enc) - 1; i >= len(enc)-2 && i >= 0 && enc[i] == '='; i-- {
+	if p.tail[1] == '=' {
+		full--
+		if p.tail[0] == '=' {
 			full--
 		}
+	}
+	if cut {
+		enc = enc[:len(enc)/4*4]
 	}
 	out, err := base64.StdEncoding.AppendDecode(dst, enc)
 	if err != nil {
 		return dst, 0, fmt.Errorf("%w: %v", errSyntax, err)
 	}
-	if len(out) > max {
-		out = out[:max]
+	if !cut {
+		full = int64(len(out) - len(dst))
+	}
+	if len(out)-len(dst) > max {
+		out = out[:len(dst)+max]
 	}
 	return out, full, nil
 }
@@ -426,11 +439,19 @@ func (p *rgReader) smallString() ([]byte, error) {
 // Bytes that are not valid UTF-8 are kept as they are.
 func (p *rgReader) str(dst []byte, max int) ([]byte, int64, error) {
 	var n int64
+	p.tail = [2]byte{}
 	add := func(b []byte) {
 		if room := max - len(dst); room > 0 {
 			dst = append(dst, b[:min(room, len(b))]...)
 		}
 		n += int64(len(b))
+		switch len(b) {
+		case 0:
+		case 1:
+			p.tail = [2]byte{p.tail[1], b[0]}
+		default:
+			p.tail = [2]byte{b[len(b)-2], b[len(b)-1]}
+		}
 	}
 	var rb [utf8.UTFMax]byte
 	for {
