@@ -38,7 +38,10 @@ type tool struct {
 	idempotent  bool
 	schema      *jsonschema.Schema
 	resolved    *jsonschema.Resolved
-	// call decodes and validates the raw arguments, then runs the tool.
+	// decode validates the raw arguments and decodes them into the
+	// tool's input type.
+	decode func(req *mcp.CallToolRequest) (any, error)
+	// call decodes, then runs the tool.
 	call func(ctx context.Context, s *server, req *mcp.CallToolRequest) (*obj, error)
 }
 
@@ -65,7 +68,7 @@ func defineTool[In any](name, description string, readOnly, destructive, idempot
 	}
 	t := &tool{name: name, description: description, readOnly: readOnly, destructive: destructive,
 		idempotent: idempotent, schema: schema, resolved: resolved}
-	t.call = func(ctx context.Context, s *server, req *mcp.CallToolRequest) (*obj, error) {
+	t.decode = func(req *mcp.CallToolRequest) (any, error) {
 		raw, err := checkArguments(req, resolved)
 		if err != nil {
 			return nil, err
@@ -74,7 +77,14 @@ func defineTool[In any](name, description string, readOnly, destructive, idempot
 		if err := json.Unmarshal(raw, in); err != nil {
 			return nil, invalidf("arguments: %v", err)
 		}
-		return run(s, ctx, in, req)
+		return in, nil
+	}
+	t.call = func(ctx context.Context, s *server, req *mcp.CallToolRequest) (*obj, error) {
+		in, err := t.decode(req)
+		if err != nil {
+			return nil, err
+		}
+		return run(s, ctx, in.(*In), req)
 	}
 	return t
 }
