@@ -225,7 +225,7 @@ func (s *server) call(name string, args any) reply {
 	defer cancel()
 	res, err := s.session.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
 	if err != nil {
-		s.t.Fatalf("%s(%v): protocol error %v\nstderr:\n%s", name, args, err, s.stderr.String())
+		s.t.Fatalf("%s(%.200v): protocol error %v\nstderr:\n%.2000s", name, args, err, s.stderr.String())
 	}
 	return checkReply(s.t, name, res)
 }
@@ -263,7 +263,7 @@ func (s *server) wantOK(name string, args any) reply {
 	s.t.Helper()
 	r := s.call(name, args)
 	if r.isError {
-		s.t.Fatalf("%s(%v) = %s, want ok", name, args, r.text)
+		s.t.Fatalf("%s(%.200v) = %.2000s, want ok", name, args, r.text)
 	}
 	return r
 }
@@ -273,7 +273,7 @@ func (s *server) wantErr(name string, args any, code string) reply {
 	s.t.Helper()
 	r := s.call(name, args)
 	if !r.isError || r.code() != code {
-		s.t.Fatalf("%s(%v) = %s, want error %s", name, args, r.text, code)
+		s.t.Fatalf("%s(%.200v) = %.2000s, want error %s", name, args, r.text, code)
 	}
 	return r
 }

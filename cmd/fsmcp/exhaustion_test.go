@@ -1,0 +1,169 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// peakRSS returns a process's peak resident set size in KiB (VmHWM).
+func peakRSS(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb
+		}
+	}
+	t.Fatalf("no VmHWM for %d", pid)
+	return 0
+}
+
+// reportRSS logs both processes' peak RSS and fails if either exceeds
+// limitMiB: memory must stay bounded whatever the file sizes.
+func (s *server) reportRSS(limitMiB int64) {
+	s.t.Helper()
+	front, work := peakRSS(s.t, s.cmd.Process.Pid), peakRSS(s.t, s.workerPid())
+	s.t.Logf("peak RSS: front-end %d MiB, worker %d MiB", front>>10, work>>10)
+	if front>>10 > limitMiB || work>>10 > limitMiB {
+		s.t.Errorf("peak RSS front-end %d MiB, worker %d MiB; want each under %d MiB", front>>10, work>>10, limitMiB)
+	}
+}
+
+// A 4 GiB sparse file: fs_stat hashes it by streaming, windowed reads work
+// anywhere in it, and neither process's memory grows with the file.
+func TestHugeSparseFile(t *testing.T) {
+	if testing.Short() {
+		t.Skip("hashes 4 GiB; skipped with -short")
+	}
+	root, _ := tree(t)
+	f, err := os.Create(filepath.Join(root, "huge"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const size = 4 << 30
+	if err := f.Truncate(size); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("the end\n"), size-8); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	s := start(t, root)
+	r := s.wantOK("fs_stat", map[string]any{"path": "huge"})
+	if r.num("size") != size || len(r.str("sha256")) != 64 {
+		t.Fatalf("fs_stat(huge) = %s", r.text)
+	}
+	r = s.wantOK("fs_read", map[string]any{"path": "huge", "offset": size - 8})
+	if r.str("content") != "the end\n" || r.doc["eof"] != true {
+		t.Fatalf("fs_read at the end = %s", r.text)
+	}
+	r = s.wantOK("fs_read", map[string]any{"path": "huge", "offset": 1 << 31, "length": 1 << 40})
+	if r.doc["truncated"] != true || r.num("next_offset") <= 1<<31 {
+		t.Fatalf("huge window read = %.200s", r.text)
+	}
+	s.reportRSS(256)
+}
+
+// A 100,000-entry directory pages through fs_list with the default bound.
+func TestHundredThousandEntries(t *testing.T) {
+	if testing.Short() {
+		t.Skip("creates 100k files; skipped with -short")
+	}
+	root, _ := tree(t)
+	dir := filepath.Join(root, "big")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const n = 100_000
+	for i := range n {
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("f%06d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	s := start(t, root)
+	seen, pages := 0, 0
+	args := map[string]any{"path": "big"}
+	last := ""
+	for {
+		pages++
+		r := s.wantOK("fs_list", args)
+		for _, e := range r.doc["entries"].([]any) {
+			name := e.(map[string]any)["name"].(string)
+			if name <= last {
+				t.Fatalf("page %d: %q after %q", pages, name, last)
+			}
+			last = name
+			seen++
+		}
+		if r.doc["truncated"] != true {
+			break
+		}
+		args["cursor"] = r.str("cursor")
+	}
+	if seen != n {
+		t.Fatalf("listed %d entries in %d pages, want %d", seen, pages, n)
+	}
+	t.Logf("%d entries in %d pages", seen, pages)
+	s.reportRSS(256)
+}
+
+// Nesting 1,000 directories deep: every tool works at the bottom.
+func TestDeepNesting(t *testing.T) {
+	root, _ := tree(t)
+	rel := strings.Repeat("d/", 1000)
+	if err := os.MkdirAll(filepath.Join(root, rel), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, rel, "leaf"), []byte("deep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, root)
+	if r := s.wantOK("fs_read", map[string]any{"path": rel + "leaf"}); r.str("content") != "deep" {
+		t.Fatalf("deep read = %s", r.text)
+	}
+	s.wantOK("fs_list", map[string]any{"path": rel})
+	s.wantOK("fs_stat", map[string]any{"path": rel + "leaf"})
+	s.wantErr("fs_stat", map[string]any{"path": rel + strings.Repeat("../", 1001)}, "outside_root")
+}
+
+// 512 concurrent calls are all answered, correctly.
+func TestConcurrentCalls(t *testing.T) {
+	root, _ := tree(t)
+	s := start(t, root)
+	var wg sync.WaitGroup
+	errs := make(chan string, 512)
+	for i := range 512 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var r reply
+			switch i % 3 {
+			case 0:
+				r = s.call("fs_stat", map[string]any{"path": "a.txt"})
+			case 1:
+				r = s.call("fs_read", map[string]any{"path": "sub/b.txt"})
+			default:
+				r = s.call("fs_list", map[string]any{"path": "sub"})
+			}
+			if r.isError {
+				errs <- r.text
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+}
