@@ -134,4 +134,3 @@ func TestReadToolsRace(t *testing.T) {
 	}
 	t.Logf("%d calls against %d swaps", calls, swaps)
 }
-
