@@ -830,3 +830,129 @@ func BenchmarkHTTPStat(b *testing.B) {
 		})
 	}
 }
+
+// listeningPort returns the port of the one TCP socket process pid
+// listens on, waiting for it to appear.
+func listeningPort(t *testing.T, pid int) (port int, inode uint64) {
+	t.Helper()
+	waitFor(t, func() bool { return len(listeningSockets(t, pid)) == 1 })
+	inode = listeningSockets(t, pid)[0]
+	for _, table := range []string{"tcp", "tcp6"} {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/net/%s", pid, table))
+		for _, line := range strings.Split(string(b), "\n") {
+			fl := strings.Fields(line)
+			if len(fl) >= 10 && fl[9] == strconv.FormatUint(inode, 10) {
+				_, hexPort, _ := strings.Cut(fl[1], ":")
+				p, _ := strconv.ParseUint(hexPort, 16, 16)
+				return int(p), inode
+			}
+		}
+	}
+	t.Fatalf("no port for socket:[%d]", inode)
+	return 0, 0
+}
+
+// TestSystemdSocketActivate runs fsmcp under systemd-socket-activate,
+// systemd's own tool for the activation protocol: it binds, then execs
+// fsmcp on the first connection with the socket as descriptor 3.
+func TestSystemdSocketActivate(t *testing.T) {
+	sa, err := exec.LookPath("systemd-socket-activate")
+	if err != nil {
+		t.Skip("systemd-socket-activate not installed (Debian package systemd); TestSocketActivation covers the protocol")
+	}
+	root, _ := tree(t)
+	// systemd-socket-activate wants a fixed port: take a free one.
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := free.Addr().String()
+	free.Close()
+	cmd := exec.Command(sa, "-l", addr, "-E", "FSMCP_TEST_FRONTEND=1", "-E", "PATH="+os.Getenv("PATH"),
+		os.Args[0], "--root", root, "--transport", "http", "--listen", "127.0.0.1:0")
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+		}
+	})
+	port, inode := listeningPort(t, cmd.Process.Pid)
+	if fmt.Sprintf("127.0.0.1:%d", port) != addr {
+		t.Fatalf("systemd-socket-activate listens on port %d, want %s", port, addr)
+	}
+	// The first connection starts fsmcp (same pid, by exec); it waits in
+	// the socket's backlog meanwhile.
+	resp, err := http.Get("http://" + addr + "/health")
+	if err != nil {
+		t.Fatalf("GET /health: %v\nstderr:\n%s", err, stderr.String())
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET /health = %d", resp.StatusCode)
+	}
+	m := servingLine.FindStringSubmatch(stderr.String())
+	if m == nil || m[2] != "socket-activated" || m[1] != addr {
+		t.Fatalf("not serving the activated socket:\n%s", stderr.String())
+	}
+	h := &httpServer{t: t, cmd: cmd, base: "http://" + m[1], token: m[3], stderr: stderr}
+	h.connect("").wantOK("fs_stat", map[string]any{"path": "a.txt"})
+	if l := listeningSockets(t, cmd.Process.Pid); len(l) != 1 || l[0] != inode {
+		t.Errorf("fsmcp listens on %v, want only systemd's socket:[%d]", l, inode)
+	}
+}
+
+// TestSystemdStdioPerConnection runs fsmcp as fsmcp-stdio@.service does:
+// systemd-socket-activate --inetd --accept starts one fsmcp per
+// connection with the connection as its standard input and output.
+func TestSystemdStdioPerConnection(t *testing.T) {
+	sa, err := exec.LookPath("systemd-socket-activate")
+	if err != nil {
+		t.Skip("systemd-socket-activate not installed (Debian package systemd)")
+	}
+	root, _ := tree(t)
+	sock := filepath.Join(t.TempDir(), "stdio.sock")
+	cmd := exec.Command(sa, "--inetd", "--accept", "-l", sock, "-E", "FSMCP_TEST_FRONTEND=1", "-E", "PATH="+os.Getenv("PATH"),
+		os.Args[0], "--root", root)
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	waitFor(t, func() bool { _, err := os.Stat(sock); return err == nil })
+	var sessions []*mcp.ClientSession
+	for i := range 2 {
+		conn, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		client := mcp.NewClient(&mcp.Implementation{Name: "stdio-socket", Version: "1"}, nil)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		cs, err := client.Connect(ctx, &mcp.IOTransport{Reader: conn, Writer: conn}, nil)
+		cancel()
+		if err != nil {
+			t.Fatalf("connection %d: %v\nstderr:\n%s", i, err, stderr.String())
+		}
+		defer cs.Close()
+		sessions = append(sessions, cs)
+	}
+	for i, cs := range sessions {
+		s := &server{t: t, session: cs, stderr: stderr}
+		if r := s.wantOK("fs_read", map[string]any{"path": "a.txt"}); r.str("content") != "hello\n" {
+			t.Errorf("connection %d: %s", i, r.text)
+		}
+	}
+	// One fsmcp, each with its own worker, per connection.
+	if kids := children(t, cmd.Process.Pid); len(kids) != 2 {
+		t.Errorf("%d fsmcp processes for 2 connections", len(kids))
+	}
+}

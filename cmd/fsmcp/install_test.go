@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -150,4 +151,93 @@ func TestInstallScriptArguments(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "usage: scripts/install.sh") {
 		t.Errorf("--help: %v\n%s", err, out)
 	}
+}
+
+// unitValues returns every value of key in a unit file.
+func unitValues(text, key string) []string {
+	var out []string
+	for _, line := range strings.Split(text, "\n") {
+		if v, ok := strings.CutPrefix(line, key+"="); ok {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// TestSystemdUnits checks the shipped units: systemd-analyze verify
+// accepts them (when systemd is installed), the hardening they promise is
+// there, and fsmcp accepts the flags each ExecStart passes.
+func TestSystemdUnits(t *testing.T) {
+	dir := "../../scripts/systemd"
+	units := []string{"fsmcp.socket", "fsmcp.service", "fsmcp-stdio.socket", "fsmcp-stdio@.service"}
+	tmp := t.TempDir()
+	text := map[string]string{}
+	for _, u := range units {
+		b, err := os.ReadFile(filepath.Join(dir, u))
+		if err != nil {
+			t.Fatal(err)
+		}
+		text[u] = string(b)
+		// verify wants the ExecStart binary to exist.
+		b = []byte(strings.ReplaceAll(string(b), "/usr/local/bin/fsmcp", os.Args[0]))
+		if err := os.WriteFile(filepath.Join(tmp, u), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, svc := range []string{"fsmcp.service", "fsmcp-stdio@.service"} {
+		s := text[svc]
+		for _, want := range []string{"NoNewPrivileges=yes", "ProtectSystem=strict", "ReadWritePaths=/srv/fsmcp",
+			"PrivateNetwork=yes", "RestrictAddressFamilies=AF_UNIX", "CapabilityBoundingSet=", "User=fsmcp"} {
+			if !slices.Contains(strings.Split(s, "\n"), want) {
+				t.Errorf("%s lacks %s", svc, want)
+			}
+		}
+		filter := unitValues(s, "SystemCallFilter")
+		if len(filter) != 1 || !strings.HasPrefix(filter[0], "@system-service ") || !strings.Contains(filter[0], "landlock_restrict_self") {
+			t.Errorf("%s SystemCallFilter = %q", svc, filter)
+		}
+		execStart := unitValues(s, "ExecStart")
+		if len(execStart) != 1 {
+			t.Fatalf("%s ExecStart = %q", svc, execStart)
+		}
+		args := strings.Fields(strings.ReplaceAll(execStart[0], "%d", tmp))[1:]
+		cmd := versionCommand(args)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("%s: fsmcp refuses its ExecStart flags %q: %v\n%s", svc, args, err, out)
+		}
+	}
+	if v := unitValues(text["fsmcp.service"], "Restart"); len(v) != 1 || v[0] != "on-failure" {
+		t.Errorf("fsmcp.service Restart = %q", v)
+	}
+	if v := unitValues(text["fsmcp-stdio.socket"], "Accept"); len(v) != 1 || v[0] != "yes" {
+		t.Errorf("fsmcp-stdio.socket Accept = %q", v)
+	}
+	if v := unitValues(text["fsmcp-stdio@.service"], "StandardInput"); len(v) != 1 || v[0] != "socket" {
+		t.Errorf("fsmcp-stdio@.service StandardInput = %q", v)
+	}
+	if v := unitValues(text["fsmcp.socket"], "ListenStream"); len(v) != 1 || !strings.HasPrefix(v[0], "127.0.0.1:") {
+		t.Errorf("fsmcp.socket ListenStream = %q, want loopback", v)
+	}
+
+	analyze, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Log("systemd-analyze not installed: units not verified by systemd")
+		return
+	}
+	args := []string{"verify", "--man=no"}
+	for _, u := range units {
+		args = append(args, filepath.Join(tmp, u))
+	}
+	out, err := exec.Command(analyze, args...).CombinedOutput()
+	if err != nil || len(strings.TrimSpace(string(out))) > 0 {
+		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
+	}
+}
+
+// versionCommand runs the test binary as the fsmcp front-end with args and
+// --version: flag parsing runs, nothing starts.
+func versionCommand(args []string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], append(args, "--version")...)
+	cmd.Env = append(os.Environ(), "FSMCP_TEST_FRONTEND=1")
+	return cmd
 }
