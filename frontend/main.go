@@ -105,6 +105,17 @@ func serve(ctx context.Context, cfg *Config, hooks Hooks, stdin io.ReadCloser, s
 	} else {
 		fmt.Fprintf(stderr, "fsmcp: front-end confined: landlock ABI %d, %s\n", st.ABI, strings.Join(st.Rules, "; "))
 	}
+	// Every socket the front-end will use exists now (stdio has none,
+	// HTTP its listener), and the worker is started: refuse new sockets,
+	// exec, ptrace and the rest for good.
+	if sc, err := sandbox.FilterFrontend(ep.http != nil); err != nil {
+		if !errors.Is(err, sandbox.ErrNoSeccomp) || !cfg.AllowNoLandlock {
+			return err
+		}
+		fmt.Fprintf(stderr, "fsmcp: WARNING: %v: the front-end can still open sockets\n", err)
+	} else {
+		fmt.Fprintf(stderr, "fsmcp: front-end seccomp filter: %d system calls refused\n", sc.Denied)
+	}
 
 	srv := (&server{cfg: cfg, wc: wc, confinement: confinement, wrap: hooks.WrapTool, audit: ep.audit}).build()
 	runCtx, stop := context.WithCancel(ctx)

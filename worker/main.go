@@ -39,8 +39,8 @@ func run(args []string, hooks Hooks) error {
 	if err != nil {
 		return err
 	}
-	// Start-up order: socket, root, rg, Landlock, serve. Landlock always
-	// comes before the first RPC is read.
+	// Start-up order: socket, root, rg, Landlock, seccomp, serve. Both
+	// confinements come before the first RPC is read.
 	conn, err := socketConn(cfg.SockFD)
 	if err != nil {
 		return err
@@ -82,17 +82,31 @@ func run(args []string, hooks Hooks) error {
 			st.ABI, st.KernelABI, strings.Join(st.Rules, "; "))
 	}
 	unix.Close(rootFD)
+	// The seccomp filter closes what Landlock leaves open (new sockets of
+	// any kind, metadata changes by path, ptrace, namespaces). It comes
+	// after Landlock, once the worker's socket and files are open, and
+	// before the first RPC; rg inherits it.
+	sc, err := sandbox.FilterWorker()
+	switch {
+	case errors.Is(err, sandbox.ErrNoSeccomp) && cfg.AllowNoLandlock:
+		fmt.Fprintf(os.Stderr, "fsmcp worker: WARNING: %v: new sockets and metadata changes by path are not refused\n", err)
+	case err != nil:
+		return err
+	default:
+		fmt.Fprintf(os.Stderr, "fsmcp worker: seccomp filter: %d system calls refused, non-dumpable, no_new_privs\n", sc.Denied)
+	}
 	if hooks.Confined != nil {
 		hooks.Confined(root)
 	}
 	svc, err := New(root, Options{
 		Confinement: &fsmcpv1.Confinement{
-			LandlockAbi:       int32(st.ABI),
-			KernelLandlockAbi: int32(st.KernelABI),
-			ReadOnlyEnforced:  st.ABI > 0 && st.ReadOnly,
-			NetworkDenied:     st.NetworkDenied,
-			RgVersion:         rgVersion,
-			Seccomp:           "none",
+			LandlockAbi:           int32(st.ABI),
+			KernelLandlockAbi:     int32(st.KernelABI),
+			ReadOnlyEnforced:      st.ABI > 0 && st.ReadOnly,
+			NetworkDenied:         st.NetworkDenied,
+			RgVersion:             rgVersion,
+			Seccomp:               sc.Mode,
+			SeccompDeniedSyscalls: int32(sc.Denied),
 		},
 		RG:      cfg.RG,
 		DevNull: devNull,

@@ -61,7 +61,10 @@ func hookResult(action, arg string) string {
 			l.Close()
 		}
 	default:
-		return "unknown hook " + action
+		var known bool
+		if known, err = escapeHook(action, arg); !known {
+			return "unknown hook " + action
+		}
 	}
 	if err != nil {
 		return err.Error()

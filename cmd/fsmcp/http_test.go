@@ -788,20 +788,26 @@ func TestAuditStderr(t *testing.T) {
 
 // BenchmarkHTTPStat measures fs_stat calls per second over Streamable
 // HTTP, through the front-end and the confined worker, with 1 and 16
-// sessions calling concurrently.
+// sessions calling concurrently, at the newest protocol revision (each
+// call a self-contained POST) and at 2025-11-25 (Mcp-Session-Id).
 func BenchmarkHTTPStat(b *testing.B) {
 	base := b.TempDir()
 	if err := os.WriteFile(filepath.Join(base, "a.txt"), []byte("hello\n"), 0o644); err != nil {
 		b.Fatal(err)
 	}
 	h := startHTTP(b, base, "--audit-log", os.DevNull)
-	for _, n := range []int{1, 16} {
-		b.Run(fmt.Sprintf("sessions=%d", n), func(b *testing.B) {
+	for _, bc := range []struct {
+		n        int
+		protocol string
+	}{{1, "2026-07-28"}, {16, "2026-07-28"}, {1, "2025-11-25"}, {16, "2025-11-25"}} {
+		n := bc.n
+		b.Run(fmt.Sprintf("sessions=%d/protocol=%s", n, bc.protocol), func(b *testing.B) {
 			var sessions []*mcp.ClientSession
 			for range n {
 				client := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
 				cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: h.base + "/mcp",
-					HTTPClient: &http.Client{Transport: bearer{h.token, http.DefaultTransport}}, MaxRetries: -1}, nil)
+					HTTPClient: &http.Client{Transport: bearer{h.token, http.DefaultTransport}}, MaxRetries: -1},
+					&mcp.ClientSessionOptions{ProtocolVersion: bc.protocol})
 				if err != nil {
 					b.Fatal(err)
 				}
