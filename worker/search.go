@@ -233,9 +233,9 @@ func (w *stderrBuffer) Write(p []byte) (int, error) {
 }
 
 // runRG runs rg with args on t. consume reads rg's stdout to its end;
-// progress is called every progressEvery while it runs, from this
-// goroutine. When ctx ends, or consume fails, rg's whole process group is
-// killed; runRG returns only after rg has been reaped.
+// progress is called every progressEvery while it runs. When ctx ends, or
+// consume or progress fails, rg's whole process group is killed; runRG
+// returns only after rg has been reaped.
 func (s *Service) runRG(ctx context.Context, op string, t *searchTarget, args []string,
 	consume func(io.Reader) error, progress func() error) (*rgRun, error) {
 	if _, ok := ctx.Deadline(); !ok {
@@ -243,20 +243,21 @@ func (s *Service) runRG(ctx context.Context, op string, t *searchTarget, args []
 		ctx, cancel = context.WithTimeout(ctx, maxSearchTime)
 		defer cancel()
 	}
-	runCtx, kill := context.WithCancel(ctx)
-	defer kill()
-	// Pdeathsig is delivered when the thread that started the child
-	// exits: keep this goroutine on its thread until rg is reaped, so rg
-	// dies with the worker and never because a thread went away.
+	// Everything that starts, signals and reaps rg happens on this one
+	// OS thread. Landlock below ABI 8 gives each thread of the worker a
+	// domain of its own, and a scoped domain may signal only inside
+	// itself: rg inherits the domain of the thread that forked it, so
+	// only that thread may kill it. Pdeathsig, too, follows the thread
+	// that forked the child, not the process.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 
-	cmd := exec.CommandContext(runCtx, s.rg, args...)
+	cmd := exec.Command(s.rg, args...)
 	// rg reads RIPGREP_CONFIG_PATH, HOME and XDG_CONFIG_HOME from its
 	// environment: give it none at all.
 	cmd.Env = []string{}
-	// With no stdin, rg given no path would search stdin; it always gets
-	// a path, and /dev/null besides (a confined worker cannot open it).
+	// Given no path, rg would search stdin; it always gets a path, and
+	// /dev/null besides (a confined worker cannot open it itself).
 	if s.devNull != nil {
 		cmd.Stdin = s.devNull
 	}
@@ -269,13 +270,6 @@ func (s *Service) runRG(ctx context.Context, op string, t *searchTarget, args []
 	// Its own process group, so that a kill reaches anything rg might
 	// start; SIGKILL should the worker die first.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	cmd.Cancel = func() error {
-		if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil && err != syscall.ESRCH {
-			return err
-		}
-		return nil
-	}
-	cmd.WaitDelay = 5 * time.Second
 	stderr := &stderrBuffer{}
 	cmd.Stderr = stderr
 	stdout, err := cmd.StdoutPipe()
@@ -286,33 +280,53 @@ func (s *Service) runRG(ctx context.Context, op string, t *searchTarget, args []
 		fmt.Fprintf(os.Stderr, "fsmcp worker: start rg: %v\n", err)
 		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "", "%s: cannot start rg", op)
 	}
-	done := make(chan error, 1)
+	killed := false
+	kill := func() {
+		if killed {
+			return
+		}
+		killed = true
+		if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil && err != syscall.ESRCH {
+			bug(fmt.Errorf("kill rg: %w", err))
+		}
+	}
+	failed := make(chan struct{}, 1)
+	consumed := make(chan error, 1)
 	go func() {
 		err := consume(stdout)
 		if err != nil {
-			kill()
+			failed <- struct{}{}
 		}
 		// Drain what is left so rg is never blocked on a full pipe.
 		io.Copy(io.Discard, stdout)
-		done <- err
+		consumed <- err
 	}()
 	tick := time.NewTicker(progressEvery)
 	defer tick.Stop()
-	var consumeErr, progressErr error
-wait:
-	for {
+	var consumeErr, progressErr, waitErr error
+	waited := make(chan error, 1)
+	running, ctxDone := true, ctx.Done()
+	for reaped := false; !reaped; {
 		select {
-		case consumeErr = <-done:
-			break wait
+		case consumeErr = <-consumed:
+			// Wait only once stdout is read to its end, as os/exec asks.
+			running = false
+			go func() { waited <- cmd.Wait() }()
+		case waitErr = <-waited:
+			reaped = true
+		case <-ctxDone:
+			ctxDone = nil
+			kill()
+		case <-failed:
+			kill()
 		case <-tick.C:
-			if progressErr == nil {
+			if running && progressErr == nil {
 				if progressErr = progress(); progressErr != nil {
 					kill()
 				}
 			}
 		}
 	}
-	waitErr := cmd.Wait()
 	switch {
 	case ctx.Err() != nil:
 		return nil, fsError(op, "", ctx.Err())

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"strings"
 	"time"
 
@@ -38,6 +39,14 @@ func hookResult(action, arg string) string {
 		err = os.WriteFile(arg, []byte("written by a test hook\n"), 0o644)
 	case "sleep":
 		select {} // block until the process is killed
+	case "rg":
+		// Runs the worker's rg on arg, an absolute host path, from
+		// inside the worker's Landlock domain, bypassing os.Root.
+		// Its stdin is a pipe: the confined worker cannot open /dev/null.
+		cmd := exec.Command(workerRG(), "--no-config", "--no-ignore", "--hidden", "--regexp=.", "--", arg)
+		cmd.Stdin = strings.NewReader("")
+		out, rerr := cmd.CombinedOutput()
+		return fmt.Sprintf("rg: %v: %s", rerr, out)
 	case "connect", "connect-mptcp":
 		// Plain TCP is what Landlock's network rules cover; MPTCP
 		// (Go's default for net.Listen since 1.24) is not.
@@ -70,6 +79,16 @@ func hookResult(action, arg string) string {
 		return err.Error()
 	}
 	return "ok"
+}
+
+// workerRG is the rg named on the worker's command line.
+func workerRG() string {
+	for _, a := range os.Args {
+		if v, ok := strings.CutPrefix(a, "--rg="); ok {
+			return v
+		}
+	}
+	return "rg"
 }
 
 func parseHook(path []byte) (action, arg string, ok bool) {
