@@ -1,0 +1,7 @@
+//go:build race
+
+package main
+
+// crashFileSize is smaller under the race detector, which slows the
+// front-end's JSON handling of a large argument twenty-fold.
+const crashFileSize = 256 << 10
