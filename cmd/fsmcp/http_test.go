@@ -422,9 +422,11 @@ func TestHTTPRefusesRemoteListen(t *testing.T) {
 }
 
 // TestHTTPFrontendCannotConnect: once serving, the front-end's own
-// attempts to connect to a listening loopback port, to bind a new port,
-// or to open a file are refused by the kernel (Landlock), while the test
-// process connects to the same port freely.
+// attempts to connect to a listening loopback port (TCP, MPTCP or UDP), to
+// bind a new port, or to open a file are refused by the kernel, while the
+// test process connects to the same port freely. Two layers refuse: the
+// front-end's seccomp filter refuses socket(2) itself (EPERM), and
+// Landlock refuses TCP bind and connect and every file open (EACCES).
 func TestHTTPFrontendCannotConnect(t *testing.T) {
 	root, _ := tree(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -454,12 +456,16 @@ func TestHTTPFrontendCannotConnect(t *testing.T) {
 	s := h.connect("")
 	for _, c := range []struct{ action, arg string }{
 		{"frontend-connect", ln.Addr().String()},
+		{"frontend-connect-mptcp", ln.Addr().String()},
+		{"frontend-connect-udp", ln.Addr().String()},
 		{"frontend-listen", "127.0.0.1:0"},
+		{"frontend-listen-mptcp", "127.0.0.1:0"},
 		{"frontend-open", filepath.Join(root, "a.txt")},
 	} {
 		r := s.wantErr("fs_stat", map[string]any{"path": hookPrefix + c.action + ":" + c.arg}, "internal")
-		if msg := r.doc["error"].(map[string]any)["message"].(string); !strings.Contains(msg, "permission denied") {
-			t.Errorf("%s(%s) in the front-end: %s, want permission denied", c.action, c.arg, msg)
+		msg := r.doc["error"].(map[string]any)["message"].(string)
+		if !strings.Contains(msg, "permission denied") && !strings.Contains(msg, "operation not permitted") {
+			t.Errorf("%s(%s) in the front-end: %s, want the kernel's refusal", c.action, c.arg, msg)
 		}
 	}
 	time.Sleep(100 * time.Millisecond)
@@ -476,6 +482,69 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// TestHTTPCancelKillsRG: over HTTP, a client giving up on a long fs_grep
+// kills its rg within a second (watched in the process table).
+func TestHTTPCancelKillsRG(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "root")
+	if err := os.Mkdir(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Text on which a Unicode-aware regex falls back to slow matching,
+	// hard-linked so rg has minutes of work.
+	line := strings.Repeat("héllo wörld ", 8) + "\n"
+	first := filepath.Join(root, "slow-00.txt")
+	if err := os.WriteFile(first, []byte(strings.Repeat(line, 4<<20/len(line))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < 30; i++ {
+		if err := os.Link(first, filepath.Join(root, fmt.Sprintf("slow-%02d.txt", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := startHTTP(t, root)
+	for _, protocol := range []string{"", "2025-11-25"} {
+		t.Run("protocol="+protocol, func(t *testing.T) {
+			h.t = t
+			s := h.connect(protocol)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() {
+				_, err := s.session.CallTool(ctx, &mcp.CallToolParams{Name: "fs_grep",
+					Arguments: map[string]any{"pattern": `(\b\w{1,20}\b\s*){40}\b\p{Lu}\b`}})
+				done <- err
+			}()
+			waitFor(t, func() bool { return len(rgUnder(t, h.cmd.Process.Pid)) > 0 })
+			cancel()
+			cancelled := time.Now()
+			if err := <-done; err == nil {
+				t.Fatal("a cancelled call succeeded")
+			}
+			for len(rgUnder(t, h.cmd.Process.Pid)) > 0 {
+				if time.Since(cancelled) > time.Second {
+					t.Fatalf("rg %v still runs 1s after the client cancelled", rgUnder(t, h.cmd.Process.Pid))
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			s.wantOK("fs_glob", map[string]any{"pattern": "slow-0*"})
+		})
+	}
+}
+
+// rgUnder returns the pids of the rg processes the worker of front-end
+// pid runs.
+func rgUnder(t *testing.T, pid int) []int {
+	t.Helper()
+	var rgs []int
+	for _, w := range children(t, pid) {
+		for _, k := range children(t, w) {
+			if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", k)); strings.TrimSpace(string(comm)) == "rg" {
+				rgs = append(rgs, k)
+			}
+		}
+	}
+	return rgs
 }
 
 // TestHTTPCancellation: a client that gives up on a call cancels the
