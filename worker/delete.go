@@ -55,7 +55,7 @@ func (s *Service) Delete(ctx context.Context, req *fsmcpv1.DeleteRequest) (*fsmc
 	if !req.GetRecursive() {
 		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_NOT_EMPTY, p, "delete: the directory is not empty (recursive is not set)")
 	}
-	w := &walker{ctx: ctx, path: p}
+	w := &walker{ctx: ctx, path: p, beforeOpen: s.beforeDescend}
 	if err := w.removeAll(d.fd, base, 0); err != nil {
 		return nil, fsError("delete", p, err)
 	}
@@ -68,9 +68,10 @@ func (s *Service) Delete(ctx context.Context, req *fsmcpv1.DeleteRequest) (*fsmc
 // symlink is never followed, even one swapped in for a directory during the
 // walk: it is removed as a name, like a file.
 type walker struct {
-	ctx     context.Context
-	path    string
-	removed int64
+	ctx        context.Context
+	path       string
+	removed    int64
+	beforeOpen func(name string)
 }
 
 func (w *walker) removeAll(parentFD int, name string, depth int) error {
@@ -80,6 +81,9 @@ func (w *walker) removeAll(parentFD int, name string, depth int) error {
 	for attempt := 0; ; attempt++ {
 		if err := w.ctx.Err(); err != nil {
 			return err
+		}
+		if w.beforeOpen != nil {
+			w.beforeOpen(name)
 		}
 		fd, err := unix.Openat(parentFD, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 		switch {

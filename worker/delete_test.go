@@ -187,3 +187,49 @@ func TestDeleteRecursiveKeepsLinkTargets(t *testing.T) {
 		t.Fatal("a link target changed")
 	}
 }
+
+// A directory swapped for a symlink to outside at the last moment before a
+// recursive delete opens it is removed as a name; nothing behind the link
+// is touched. The swap happens at every directory of the walk.
+func TestDeleteRecursiveSwapBeforeOpen(t *testing.T) {
+	for _, target := range []string{"abs", "../../outside", "../../../outside"} {
+		t.Run(target, func(t *testing.T) {
+			s, dir := newWriteService(t)
+			outside := filepath.Join(filepath.Dir(dir), "outside")
+			fillTree(t, outside, "outside")
+			before := treeHashes(t, outside)
+			fillTree(t, filepath.Join(dir, "d"), "inside")
+			swapped := 0
+			s.beforeDescend = func(name string) {
+				// The walker is about to open name in some directory of
+				// d: replace every directory by that name with a link.
+				filepath.WalkDir(filepath.Join(dir, "d"), func(p string, de fs.DirEntry, err error) error {
+					if err == nil && de.IsDir() && de.Name() == name && p != filepath.Join(dir, "d") {
+						hidden := filepath.Join(filepath.Dir(dir), fmt.Sprintf("hidden%d", swapped))
+						os.Rename(p, hidden)
+						link := target
+						if target == "abs" {
+							link = outside
+						}
+						os.Symlink(link, p)
+						swapped++
+						return fs.SkipDir
+					}
+					return nil
+				})
+			}
+			if _, err := s.Delete(context.Background(), &fsmcpv1.DeleteRequest{Path: []byte("d"), Recursive: true}); err != nil {
+				t.Fatal(err)
+			}
+			if swapped == 0 {
+				t.Fatal("no directory was swapped")
+			}
+			if got := treeHashes(t, outside); got != before {
+				t.Fatalf("the outside tree changed:\nbefore %s\nafter  %s", before, got)
+			}
+			if _, err := os.Lstat(filepath.Join(dir, "d")); !os.IsNotExist(err) {
+				t.Errorf("d still exists: %v", err)
+			}
+		})
+	}
+}

@@ -24,7 +24,10 @@ type Service struct {
 	// beforeCommit, when set, runs between a write's checks and its
 	// rename. Tests use it to change the file behind the worker's back.
 	beforeCommit func(path string)
-	hashes       *hashCache
+	// beforeDescend, when set, runs before a recursive delete opens a
+	// directory. Tests use it to swap the directory for a symlink.
+	beforeDescend func(name string)
+	hashes        *hashCache
 }
 
 var _ fsmcpv1.WorkerServiceServer = (*Service)(nil)
