@@ -44,6 +44,9 @@ const (
 	peerHeader = "Fsmcp-Peer"
 	// listenFDsStart is SD_LISTEN_FDS_START (sd_listen_fds(3)).
 	listenFDsStart = 3
+	// maxRequestBytes bounds one request body (413 beyond): room for an
+	// fs_write of 24 MiB as base64, a quarter of a gRPC message.
+	maxRequestBytes = 32 << 20
 )
 
 // endpoint is what the front-end acquires before it confines itself:
@@ -303,7 +306,8 @@ func (h *httpEndpoint) handler(srv *mcp.Server) http.Handler {
 		PropagateRequestCancellation: true,
 		// Sessions of the older protocol revisions that a client
 		// abandons without DELETE are closed eventually.
-		SessionTimeout: time.Hour,
+		SessionTimeout:      time.Hour,
+		MaxRequestBodyBytes: maxRequestBytes,
 	})
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+healthPath, func(w http.ResponseWriter, _ *http.Request) {

@@ -47,7 +47,8 @@ func init() {
 type httpServer struct {
 	t      testing.TB
 	cmd    *exec.Cmd
-	base   string // http://127.0.0.1:PORT
+	exited chan struct{} // closed once cmd.Wait returned
+	base   string        // http://127.0.0.1:PORT
 	token  string
 	stderr *syncBuffer
 }
@@ -86,7 +87,7 @@ func runHTTP(t testing.TB, cmd *exec.Cmd, want string) *httpServer {
 			if m[2] != want {
 				t.Fatalf("listener is %s, want %s", m[2], want)
 			}
-			return &httpServer{t: t, cmd: cmd, base: "http://" + m[1], token: m[3], stderr: stderr}
+			return &httpServer{t: t, cmd: cmd, exited: done, base: "http://" + m[1], token: m[3], stderr: stderr}
 		}
 		select {
 		case <-done:
@@ -1029,5 +1030,55 @@ func TestSystemdStdioPerConnection(t *testing.T) {
 	// One fsmcp, each with its own worker, per connection.
 	if kids := children(t, cmd.Process.Pid); len(kids) != 2 {
 		t.Errorf("%d fsmcp processes for 2 connections", len(kids))
+	}
+}
+
+// TestHTTPLifecycle: SIGTERM ends an HTTP fsmcp cleanly (exit 0, worker
+// gone); a dead worker makes it exit non-zero, which is what
+// Restart=on-failure acts on; and a write of several MiB fits in one
+// request.
+func TestHTTPLifecycle(t *testing.T) {
+	root, _ := tree(t)
+	h := startHTTP(t, root)
+	s := h.connect("2025-11-25") // keeps an event stream open
+	big := strings.Repeat("0123456789abcdef", 6<<20/16)
+	s.wantOK("fs_write", map[string]any{"path": "big.txt", "content": big, "if_sha256": nil})
+	if fi, err := os.Stat(filepath.Join(root, "big.txt")); err != nil || fi.Size() != int64(len(big)) {
+		t.Fatalf("big.txt: %v %v", fi, err)
+	}
+	workers := children(t, h.cmd.Process.Pid)
+	h.cmd.Process.Signal(syscall.SIGTERM)
+	code := h.waitExit()
+	if code != 0 {
+		t.Errorf("exit %d after SIGTERM, want 0\n%s", code, h.stderr.String())
+	}
+	for _, w := range workers {
+		if err := syscall.Kill(w, 0); err == nil {
+			t.Errorf("worker %d outlived the front-end", w)
+		}
+	}
+
+	h = startHTTP(t, root)
+	h.connect("2025-11-25").wantOK("fs_stat", map[string]any{"path": "a.txt"})
+	for _, w := range children(t, h.cmd.Process.Pid) {
+		syscall.Kill(w, syscall.SIGKILL)
+	}
+	if code := h.waitExit(); code == 0 {
+		t.Errorf("exit 0 after the worker died\n%s", h.stderr.String())
+	}
+	if !strings.Contains(h.stderr.String(), "worker exited unexpectedly") {
+		t.Errorf("no reason given:\n%s", h.stderr.String())
+	}
+}
+
+// waitExit waits for the process to exit and returns its exit code.
+func (h *httpServer) waitExit() int {
+	h.t.Helper()
+	select {
+	case <-h.exited:
+		return h.cmd.ProcessState.ExitCode()
+	case <-time.After(15 * time.Second):
+		h.t.Fatal("fsmcp did not exit within 15s")
+		return -1
 	}
 }
