@@ -1082,3 +1082,35 @@ func (h *httpServer) waitExit() int {
 		return -1
 	}
 }
+
+// TestHTTPStartupRefusals: what fsmcp must obtain before confining itself
+// and cannot is a start-up error, not a later surprise.
+func TestHTTPStartupRefusals(t *testing.T) {
+	root, _ := tree(t)
+	short := filepath.Join(t.TempDir(), "short")
+	if err := os.WriteFile(short, []byte("abc\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	for _, c := range []struct {
+		flags []string
+		want  string
+	}{
+		{[]string{"--audit-log", filepath.Join(root, "no", "such", "dir", "audit")}, "--audit-log"},
+		{[]string{"--transport", "http", "--listen", "127.0.0.1:0", "--token-file", short}, "at least 16"},
+		{[]string{"--transport", "http", "--listen", "127.0.0.1:0", "--token-file", filepath.Join(root, "missing")}, "--token-file"},
+		{[]string{"--transport", "http", "--listen", busy.Addr().String()}, "address already in use"},
+		{[]string{"--transport", "http", "--allow-origin", "evil.example"}, "not an origin"},
+		{[]string{"--transport", "sse"}, "want stdio or http"},
+	} {
+		cmd := fsmcpCommand(root, c.flags...)
+		out, _ := cmd.CombinedOutput()
+		if code := cmd.ProcessState.ExitCode(); code == 0 || !strings.Contains(string(out), c.want) {
+			t.Errorf("%v: exit %d, want an error about %q\n%s", c.flags, code, c.want, out)
+		}
+	}
+}
