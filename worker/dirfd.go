@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path"
-	"strings"
 	"sync"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
@@ -129,12 +128,4 @@ func fstatat(dirfd int, name string) (*unix.Stat_t, error) {
 		return nil, err
 	}
 	return &st, nil
-}
-
-// joinPath joins a directory and a name for error reports.
-func joinPath(dir, name string) string {
-	if dir == "." || dir == "" {
-		return name
-	}
-	return strings.TrimSuffix(dir, "/") + "/" + name
 }

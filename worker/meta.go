@@ -3,8 +3,10 @@ package worker
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
@@ -195,22 +197,51 @@ func sortedKeys(m map[string][]byte) []string {
 	return keys
 }
 
-func modeString(m uint32) string {
-	const digits = "01234567"
-	m &= 0o7777
-	return string([]byte{digits[m>>9&7], digits[m>>6&7], digits[m>>3&7], digits[m&7]})
-}
+func modeString(m uint32) string { return fmt.Sprintf("%04o", m&0o7777) }
 
-func itoa(v uint32) string {
-	if v == 0 {
-		return "0"
+func itoa(v uint32) string { return strconv.FormatUint(uint64(v), 10) }
+
+// keptFlags are the inode flags (chattr's letters) a write carries over:
+// the ones a user sets to say how the file is to be kept (s u c S d A m j
+// t C x). Immutable and append-only are not among them: a file with either
+// cannot be replaced at all, and the rename says so.
+const keptFlags = 0x00000001 | // FS_SECRM_FL
+	0x00000002 | // FS_UNRM_FL
+	0x00000004 | // FS_COMPR_FL
+	0x00000008 | // FS_SYNC_FL
+	0x00000040 | // FS_NODUMP_FL
+	0x00000080 | // FS_NOATIME_FL
+	0x00000400 | // FS_NOCOMP_FL
+	0x00004000 | // FS_JOURNAL_DATA_FL
+	0x00008000 | // FS_NOTAIL_FL
+	0x00800000 | // FS_NOCOW_FL
+	0x02000000 // FS_DAX_FL
+
+// copyFlags gives dst the kept inode flags of src. It runs while dst is
+// still empty, as some flags (No_COW) only take on an empty file. A
+// filesystem without inode flags has none to keep.
+func copyFlags(p string, src, dst *os.File) error {
+	sflags, err := unix.IoctlGetUint32(int(src.Fd()), unix.FS_IOC_GETFLAGS)
+	if err != nil {
+		return nil
 	}
-	var b [10]byte
-	i := len(b)
-	for v > 0 {
-		i--
-		b[i] = byte('0' + v%10)
-		v /= 10
+	want := sflags & keptFlags
+	dflags, err := unix.IoctlGetUint32(int(dst.Fd()), unix.FS_IOC_GETFLAGS)
+	if err != nil {
+		if want == 0 {
+			return nil
+		}
+		return unsupported(p, fmt.Sprintf("inode flags %#x", want), err)
 	}
-	return string(b[i:])
+	if dflags&keptFlags == want {
+		return nil
+	}
+	if err := unix.IoctlSetPointerInt(int(dst.Fd()), unix.FS_IOC_SETFLAGS, int(dflags&^keptFlags|want)); err != nil {
+		return unsupported(p, fmt.Sprintf("inode flags %#x", want), err)
+	}
+	got, err := unix.IoctlGetUint32(int(dst.Fd()), unix.FS_IOC_GETFLAGS)
+	if err != nil || got&keptFlags != want {
+		return unsupported(p, fmt.Sprintf("inode flags %#x", want), err)
+	}
+	return nil
 }

@@ -268,7 +268,7 @@ type commitResult struct {
 }
 
 // commit writes content to a new temp file in d, gives it cur's metadata
-// (or newFileMode), fsyncs it, and puts it in place of base:
+// and inode flags (or newFileMode), fsyncs it, and puts it in place of base:
 //
 //   - over an existing file with renameat2(RENAME_EXCHANGE), then checks
 //     that the inode it displaced is the one that was hashed and has not
@@ -291,6 +291,11 @@ func (s *Service) commit(ctx context.Context, d *parent, base, p string, cur *cu
 			unix.Unlinkat(d.fd, tmp, 0)
 		}
 	}()
+	if cur.exists {
+		if err := copyFlags(p, cur.f, f); err != nil {
+			return nil, err
+		}
+	}
 	if _, err := f.Write(content); err != nil {
 		return nil, fsError("write", p, err)
 	}

@@ -292,8 +292,20 @@ func getfacl(t *testing.T, p string) string {
 	return string(out)
 }
 
-// Owner, group, user.*, trusted.* and security.* attributes and a POSIX ACL
-// survive fs_write and fs_replace exactly (the tests run as root).
+// lsattr returns chattr's letters for p.
+func lsattr(t *testing.T, p string) string {
+	t.Helper()
+	out, err := exec.Command("lsattr", "-d", p).CombinedOutput()
+	if err != nil {
+		t.Fatalf("lsattr: %v\n%s", err, out)
+	}
+	flags, _, _ := strings.Cut(string(out), " ")
+	return flags
+}
+
+// Owner, group, user.*, trusted.* and security.* attributes, a POSIX ACL
+// and inode flags survive fs_write and fs_replace exactly (the tests run as
+// root).
 func TestWritePreservesMetadata(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to set trusted.* and security.* attributes and foreign owners")
@@ -322,6 +334,11 @@ func TestWritePreservesMetadata(t *testing.T) {
 	if out, err := exec.Command("setfacl", "-d", "-m", "u:999:rwx", root).CombinedOutput(); err != nil {
 		t.Fatalf("setfacl -d: %v\n%s", err, out)
 	}
+	// Inode flags: no-dump and no-atime (chattr +dA).
+	if out, err := exec.Command("chattr", "+dA", p).CombinedOutput(); err != nil {
+		t.Fatalf("chattr: %v\n%s", err, out)
+	}
+	wantFlags := lsattr(t, p)
 	wantX := xattrList(t, p)
 	wantACL := getfacl(t, p)
 	var want syscall.Stat_t
@@ -353,6 +370,9 @@ func TestWritePreservesMetadata(t *testing.T) {
 		}
 		if got := getfacl(t, p); got != wantACL {
 			t.Errorf("%s: ACL\n%s\nwant\n%s", op, got, wantACL)
+		}
+		if got := lsattr(t, p); got != wantFlags {
+			t.Errorf("%s: inode flags %s, want %s", op, got, wantFlags)
 		}
 	}
 	check("fs_write")
