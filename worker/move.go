@@ -3,13 +3,15 @@ package worker
 import (
 	"context"
 	"errors"
+	"os"
 	"path"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"golang.org/x/sys/unix"
 )
 
-// newDirMode is the mode fs_mkdir asks for; the worker's umask applies.
+// newDirMode is the mode of a directory fs_mkdir creates. It is set with
+// fchmod, so the worker's umask never changes it.
 const newDirMode = 0o755
 
 // Mkdir implements fsmcpv1.WorkerServiceServer. It creates the directory
@@ -23,7 +25,14 @@ func (s *Service) Mkdir(ctx context.Context, req *fsmcpv1.MkdirRequest) (*fsmcpv
 	if isTempName(path.Base(p)) {
 		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, p, "mkdir: names starting with %s are reserved for fsmcp's temp files", tempPrefix)
 	}
-	_, lerr := s.root.Lstat(p)
+	// Which of the path's prefixes are missing now: those are the ones
+	// this call creates, and gives newDirMode.
+	var missing []string
+	for q := p; q != "." && q != "/" && q != ""; q = path.Dir(q) {
+		if _, err := s.root.Lstat(q); errors.Is(err, unix.ENOENT) {
+			missing = append(missing, q)
+		}
+	}
 	err = s.root.MkdirAll(p, newDirMode)
 	if err != nil {
 		// Whatever is there and not a directory (a file, a symlink to a
@@ -35,7 +44,20 @@ func (s *Service) Mkdir(ctx context.Context, req *fsmcpv1.MkdirRequest) (*fsmcpv
 		}
 		return nil, fsError("mkdir", p, err)
 	}
-	return &fsmcpv1.MkdirResponse{Created: errors.Is(lerr, unix.ENOENT)}, nil
+	for _, q := range missing {
+		// O_NOFOLLOW: if a symlink took the new directory's place, leave
+		// whatever it points to alone.
+		d, err := s.root.OpenFile(q, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+		if err != nil {
+			continue
+		}
+		err = d.Chmod(newDirMode)
+		d.Close()
+		if err != nil {
+			return nil, fsError("chmod", q, err)
+		}
+	}
+	return &fsmcpv1.MkdirResponse{Created: len(missing) > 0 && missing[0] == p}, nil
 }
 
 // Move implements fsmcpv1.WorkerServiceServer. It renames with

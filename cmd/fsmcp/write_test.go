@@ -229,8 +229,8 @@ func TestWriteRefusals(t *testing.T) {
 	noTempFiles(t, root)
 }
 
-// The umask never eats bits: a new file is 0644, and an existing file keeps
-// every mode bit, setuid, setgid and sticky included.
+// The umask never eats bits: a new file is 0644, a new directory 0755, and
+// an existing file keeps every mode bit, setuid, setgid and sticky included.
 func TestWriteModes(t *testing.T) {
 	root, _ := tree(t)
 	old := syscall.Umask(0o077)
@@ -240,6 +240,12 @@ func TestWriteModes(t *testing.T) {
 	s.wantOK("fs_write", map[string]any{"path": "fresh", "content": "x", "if_sha256": nil})
 	if fi, err := os.Stat(filepath.Join(root, "fresh")); err != nil || fi.Mode() != 0o644 {
 		t.Errorf("new file mode = %v, %v; want 0644 despite umask 077", fi.Mode(), err)
+	}
+	s.wantOK("fs_mkdir", map[string]any{"path": "made/deeper"})
+	for _, d := range []string{"made", "made/deeper"} {
+		if fi, err := os.Stat(filepath.Join(root, d)); err != nil || fi.Mode().Perm() != 0o755 {
+			t.Errorf("new directory %s: %v, %v; want 0755 despite umask 077", d, fi.Mode(), err)
+		}
 	}
 	for _, mode := range []uint32{0o666, 0o600, 0o2755, 0o4755, 0o1644, 0o7777, 0o000} {
 		name := fmt.Sprintf("m%04o", mode)
