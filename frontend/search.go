@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"strconv"
 	"unicode/utf8"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
@@ -105,23 +106,27 @@ func (s *server) glob(ctx context.Context, in *globIn, req *mcp.CallToolRequest)
 		}
 	}
 
-	doc := newObj().bool("ok", true).name("path", displayPath(p))
+	max := int(s.cfg.MaxResponseBytes)
+	doc := pageObj(max)
+	doc.bool("ok", true).name("path", displayPath(p))
 	doc.key("files")
 	doc.b = append(doc.b, '[')
-	max := int(s.cfg.MaxResponseBytes)
 	tail := len(`,"total":,"unreadable":`) + 2*20 + pageTail
 	var last []byte
 	truncated := resp.GetMore()
+	item := &obj{b: make([]byte, 0, 256)}
 	for i, path := range resp.GetPaths() {
-		item := newObj().name("path", path).bytes()
-		if len(doc.b)+1+len(item)+tail+base64.RawURLEncoding.EncodedLen(len(path)) > max {
+		item.reset()
+		item.name("path", path)
+		item.b = append(item.b, '}')
+		if len(doc.b)+1+len(item.b)+tail+base64.RawURLEncoding.EncodedLen(len(path)) > max {
 			truncated = true
 			break
 		}
 		if i > 0 {
 			doc.b = append(doc.b, ',')
 		}
-		doc.b = append(doc.b, item...)
+		doc.b = append(doc.b, item.b...)
 		last = path
 	}
 	doc.b = append(doc.b, ']')
@@ -208,17 +213,19 @@ func (s *server) grep(ctx context.Context, in *grepIn, req *mcp.CallToolRequest)
 // whole line. A first line too long for the reply on its own is cut to
 // fit, so that every page makes progress.
 func (s *server) grepPage(p []byte, resp *fsmcpv1.GrepResponse) (*obj, error) {
-	doc := newObj().bool("ok", true).name("path", displayPath(p))
+	max := int(s.cfg.MaxResponseBytes)
+	doc := pageObj(max)
+	doc.bool("ok", true).name("path", displayPath(p))
 	doc.key("results")
 	doc.b = append(doc.b, '[')
-	max := int(s.cfg.MaxResponseBytes)
 	tail := len(`,"files_searched":,"matches":,"unreadable":`) + 3*20 + pageTail +
 		base64.RawURLEncoding.EncodedLen(binary.MaxVarintLen64)
 	var last *fsmcpv1.GrepLine
 	truncated := resp.GetMore()
+	buf := &obj{b: make([]byte, 0, 1024)}
 	for i, l := range resp.GetLines() {
 		fixed := len(doc.b) + 1 + tail + base64.RawURLEncoding.EncodedLen(len(l.GetPath()))
-		item := grepItem(l, l.GetText())
+		item := grepItem(buf, l, l.GetText())
 		if fixed+len(item) > max {
 			if i > 0 {
 				truncated = true
@@ -245,14 +252,16 @@ func (s *server) grepPage(p []byte, resp *fsmcpv1.GrepResponse) (*obj, error) {
 	return doc, nil
 }
 
-// grepItem renders one line with text, which is all or the first bytes of
-// the line's text.
-func grepItem(l *fsmcpv1.GrepLine, text []byte) []byte {
+// grepItem renders into o one line with text, which is all or the first
+// bytes of the line's text, and returns the rendering, valid until o is
+// reused.
+func grepItem(o *obj, l *fsmcpv1.GrepLine, text []byte) []byte {
 	typ := "match"
 	if l.GetContext() {
 		typ = "context"
 	}
-	o := newObj().str("type", typ).name("path", l.GetPath()).
+	o.reset()
+	o.str("type", typ).name("path", l.GetPath()).
 		int("line_number", l.GetLineNumber()).int("offset", l.GetOffset())
 	if utf8.Valid(text) {
 		o.str("text", string(text))
@@ -271,19 +280,36 @@ func grepItem(l *fsmcpv1.GrepLine, text []byte) []byte {
 		if i > 0 {
 			o.b = append(o.b, ',')
 		}
-		o.b = append(o.b, newObj().int("start", m.GetStart()).int("end", m.GetEnd()).bytes()...)
+		o.b = append(o.b, `{"start":`...)
+		o.b = strconv.AppendInt(o.b, m.GetStart(), 10)
+		o.b = append(o.b, `,"end":`...)
+		o.b = strconv.AppendInt(o.b, m.GetEnd(), 10)
+		o.b = append(o.b, '}')
 	}
 	o.b = append(o.b, ']')
 	if l.GetSubmatchesTruncated() {
 		o.bool("submatches_truncated", true)
 	}
-	return o.bytes()
+	o.b = append(o.b, '}')
+	return o.b
+}
+
+// reset empties o for reuse.
+func (o *obj) reset() {
+	o.b = append(o.b[:0], '{')
+	o.n = 0
+}
+
+// pageObj returns an empty document with room for a page of up to max
+// bytes, so that building it does not copy it over and over.
+func pageObj(max int) *obj {
+	return &obj{b: append(make([]byte, 0, min(max, 1<<20)+64), '{')}
 }
 
 // fitGrepItem renders l with as much of its text as fits in avail bytes,
 // or returns nil if not even an empty text fits.
 func fitGrepItem(l *fsmcpv1.GrepLine, avail int) []byte {
-	bare := grepItem(&fsmcpv1.GrepLine{Path: l.GetPath(), LineNumber: l.GetLineNumber(), Offset: l.GetOffset(),
+	bare := grepItem(&obj{}, &fsmcpv1.GrepLine{Path: l.GetPath(), LineNumber: l.GetLineNumber(), Offset: l.GetOffset(),
 		Context: l.GetContext(), LineLength: max(l.GetLineLength(), 1), Submatches: l.GetSubmatches(),
 		SubmatchesTruncated: l.GetSubmatchesTruncated()}, nil)
 	// The text key may become text_base64: allow for the longer name.
@@ -292,7 +318,7 @@ func fitGrepItem(l *fsmcpv1.GrepLine, avail int) []byte {
 		return nil
 	}
 	n, _ := fitContent(l.GetText(), room)
-	item := grepItem(l, l.GetText()[:n])
+	item := grepItem(&obj{}, l, l.GetText()[:n])
 	if len(item) > avail {
 		return nil
 	}

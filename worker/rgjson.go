@@ -100,6 +100,10 @@ func (p *rgReader) fill() bool {
 	if p.pos < p.end {
 		return true
 	}
+	return p.refill()
+}
+
+func (p *rgReader) refill() bool {
 	for p.err == nil {
 		n, err := p.r.Read(p.buf)
 		p.pos, p.end, p.err = 0, n, err
@@ -135,6 +139,9 @@ func (p *rgReader) eofErr() error {
 }
 
 func (p *rgReader) skipSpace() error {
+	if p.pos < p.end && p.buf[p.pos] > ' ' {
+		return nil // rg writes no whitespace between tokens
+	}
 	for {
 		if !p.fill() {
 			return p.eofErr()
@@ -440,36 +447,26 @@ func (p *rgReader) smallString() ([]byte, error) {
 func (p *rgReader) str(dst []byte, max int) ([]byte, int64, error) {
 	var n int64
 	p.tail = [2]byte{}
-	add := func(b []byte) {
-		if room := max - len(dst); room > 0 {
-			dst = append(dst, b[:min(room, len(b))]...)
-		}
-		n += int64(len(b))
-		switch len(b) {
-		case 0:
-		case 1:
-			p.tail = [2]byte{p.tail[1], b[0]}
-		default:
-			p.tail = [2]byte{b[len(b)-2], b[len(b)-1]}
-		}
-	}
 	var rb [utf8.UTFMax]byte
 	for {
 		if !p.fill() {
 			return dst, n, p.eofErr()
 		}
-		// Fast path: copy the run up to the next quote, backslash or
+		// Fast path: take the run up to the next quote, backslash or
 		// control character.
 		start := p.pos
 		i := start
-		for i < p.end {
-			c := p.buf[i]
+		buf := p.buf[:p.end]
+		for i < len(buf) {
+			c := buf[i]
 			if c == '"' || c == '\\' || c < 0x20 {
 				break
 			}
 			i++
 		}
-		add(p.buf[start:i])
+		if i > start {
+			dst = p.add(dst, max, &n, buf[start:i])
+		}
 		p.pos = i
 		if i == p.end {
 			continue
@@ -507,13 +504,28 @@ func (p *rgReader) str(dst []byte, max int) ([]byte, int64, error) {
 			if utf16.IsSurrogate(r) {
 				r = p.lowSurrogate(r)
 			}
-			add(rb[:utf8.EncodeRune(rb[:], r)])
+			dst = p.add(dst, max, &n, rb[:utf8.EncodeRune(rb[:], r)])
 			continue
 		default:
 			return dst, n, fmt.Errorf("%w: bad escape %q", errSyntax, e)
 		}
-		add(rb[:1])
+		dst = p.add(dst, max, &n, rb[:1])
 	}
+}
+
+// add appends b to dst while dst holds fewer than max bytes, counts b in
+// *n, and remembers the last two bytes decoded.
+func (p *rgReader) add(dst []byte, max int, n *int64, b []byte) []byte {
+	if room := max - len(dst); room > 0 {
+		dst = append(dst, b[:min(room, len(b))]...)
+	}
+	*n += int64(len(b))
+	if len(b) >= 2 {
+		p.tail = [2]byte{b[len(b)-2], b[len(b)-1]}
+	} else {
+		p.tail = [2]byte{p.tail[1], b[0]}
+	}
+	return dst
 }
 
 // lowSurrogate completes the high surrogate hi with a following \uXXXX low

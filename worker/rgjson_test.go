@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -302,4 +303,32 @@ func FuzzRGJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkParse(t, data)
 	})
+}
+
+// BenchmarkRGJSON measures the parser on rg's real output for a common
+// pattern over the Go source tree.
+func BenchmarkRGJSON(b *testing.B) {
+	rg, err := exec.LookPath("rg")
+	if err != nil {
+		b.Skip("rg is not installed")
+	}
+	cmd := exec.Command(rg, "--no-config", "--json", "--regexp=err != nil", "--", ".")
+	cmd.Dir = filepath.Join(runtime.GOROOT(), "src")
+	out, err := cmd.Output()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(out)))
+	b.ResetTimer()
+	for range b.N {
+		p := newRGReader(bytes.NewReader(out), maxLineText, maxSubmatches)
+		var ev rgEvent
+		for {
+			if err := p.next(&ev); err == io.EOF {
+				break
+			} else if err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
 }

@@ -148,23 +148,35 @@ func displayPrefix(p string) string {
 }
 
 // display turns a path as rg printed it into one relative to the root, and
-// reports false for a path that must not be shown.
+// reports false for a path that must not be shown. The result may share
+// rgPath's memory.
 func (t *searchTarget) display(rgPath []byte) ([]byte, bool) {
 	if t.file != nil {
 		return []byte(t.prefix), true
 	}
 	rel := bytes.TrimPrefix(rgPath, []byte("./"))
-	for c := range bytes.SplitSeq(rel, []byte("/")) {
-		if bytes.HasPrefix(c, []byte(tempPrefix)) {
-			return nil, false
-		}
+	if hasTempComponent(rel) {
+		return nil, false
 	}
 	if t.prefix == "" {
-		return bytes.Clone(rel), true
+		return rel, true
 	}
 	out := make([]byte, 0, len(t.prefix)+1+len(rel))
-	out = append(append(append(out, t.prefix...), '/'), rel...)
-	return out, true
+	return append(append(append(out, t.prefix...), '/'), rel...), true
+}
+
+// hasTempComponent reports whether a component of p is a temp file's name.
+func hasTempComponent(p []byte) bool {
+	for {
+		if bytes.HasPrefix(p, []byte(tempPrefix)) {
+			return true
+		}
+		i := bytes.IndexByte(p, '/')
+		if i < 0 {
+			return false
+		}
+		p = p[i+1:]
+	}
 }
 
 // commonArgs are the options every rg invocation starts with. rg reads no
@@ -643,7 +655,7 @@ func (lp *linePage) block(t *searchTarget, rgPath []byte) *lineBlock {
 		return b
 	}
 	p, ok := t.display(rgPath)
-	b := &lineBlock{path: p, skip: !ok}
+	b := &lineBlock{path: bytes.Clone(p), skip: !ok}
 	switch {
 	case !ok:
 	case lp.hasAfter && bytes.Compare(p, lp.after) < 0:

@@ -47,6 +47,17 @@ func hookResult(action, arg string) string {
 		cmd.Stdin = strings.NewReader("")
 		out, rerr := cmd.CombinedOutput()
 		return fmt.Sprintf("rg: %v: %s", rerr, out)
+	case "rgtime":
+		// Times the worker's rg, inside its domain, run in the directory
+		// and with the arguments arg holds one a line; the output is
+		// read and discarded.
+		fields := strings.Split(arg, "\n")
+		cmd := exec.Command(workerRG(), fields[1:]...)
+		cmd.Dir = fields[0]
+		cmd.Stdin = strings.NewReader("")
+		begin := time.Now()
+		out, rerr := cmd.Output()
+		return fmt.Sprintf("rgtime %d %d %v", time.Since(begin).Nanoseconds(), len(out), rerr)
 	case "connect", "connect-mptcp":
 		// Plain TCP is what Landlock's network rules cover; MPTCP
 		// (Go's default for net.Listen since 1.24) is not.
