@@ -302,7 +302,9 @@ func generate(root string, bigSize int64) error {
 			return err
 		}
 	}
-	text := func(n int) []byte { return bytes.Repeat([]byte("the quick brown fox jumps over the lazy dog 0123456789\n"), n/55+1)[:n] }
+	text := func(n int) []byte {
+		return bytes.Repeat([]byte("the quick brown fox jumps over the lazy dog 0123456789\n"), n/55+1)[:n]
+	}
 	for name, size := range map[string]int{"f4k": 4 << 10, "f256k": 256 << 10} {
 		if err := os.WriteFile(filepath.Join(root, name), text(size), 0o644); err != nil {
 			return err
