@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bytes"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -54,6 +55,8 @@ type rgEvent struct {
 	moreSubmatches bool
 	// stats of an end or summary message.
 	searches, matchedLines, matches int64
+	// passedOver: the skip function passed over all but the type.
+	passedOver bool
 }
 
 type submatch struct{ start, end int64 }
@@ -170,7 +173,13 @@ func (p *rgReader) expect(c byte) error {
 
 // next decodes the next message into ev. It returns io.EOF at the clean end
 // of the stream.
-func (p *rgReader) next(ev *rgEvent) error {
+//
+// When skip is not nil and the message starts with its type, as rg writes
+// every message but the summary, skip is asked whether the rest is needed;
+// if not, the rest of the line is passed over without being decoded and ev
+// holds only the type. rg writes one message a line and escapes every
+// newline inside one, so the next newline ends the message.
+func (p *rgReader) next(ev *rgEvent, skip func(eventType) bool) error {
 	ev.reset()
 	if err := p.skipSpace(); err != nil {
 		if err == io.ErrUnexpectedEOF {
@@ -178,7 +187,7 @@ func (p *rgReader) next(ev *rgEvent) error {
 		}
 		return err
 	}
-	return p.object(func(key []byte) error {
+	field := func(key []byte) error {
 		switch string(key) {
 		case "type":
 			name, err := p.smallString()
@@ -191,7 +200,40 @@ func (p *rgReader) next(ev *rgEvent) error {
 			return p.data(ev)
 		}
 		return p.skip(0)
-	})
+	}
+	const typeKey = `{"type":`
+	if skip == nil || !p.hasPrefix(typeKey) {
+		return p.object(field)
+	}
+	p.pos += len(typeKey)
+	if err := field([]byte("type")); err != nil {
+		return err
+	}
+	if skip(ev.typ) {
+		p.skipLine()
+		ev.passedOver = true
+		return nil
+	}
+	return p.members(field, true)
+}
+
+// hasPrefix reports whether the unread input starts with s.
+func (p *rgReader) hasPrefix(s string) bool {
+	if p.end-p.pos < len(s) && !p.refillKeep(len(s)) {
+		return false
+	}
+	return string(p.buf[p.pos:p.pos+len(s)]) == s
+}
+
+// skipLine passes over the input up to and including the next newline.
+func (p *rgReader) skipLine() {
+	for p.fill() {
+		if i := bytes.IndexByte(p.buf[p.pos:p.end], '\n'); i >= 0 {
+			p.pos += i + 1
+			return
+		}
+		p.pos = p.end
+	}
 }
 
 // object decodes an object, calling field for each key with the reader
@@ -207,7 +249,27 @@ func (p *rgReader) object(field func(key []byte) error) error {
 		p.pos++
 		return nil
 	}
+	return p.members(field, false)
+}
+
+// members decodes an object's members up to its closing brace: from a key
+// on, or, when afterValue is set, from just after a member's value.
+func (p *rgReader) members(field func(key []byte) error, afterValue bool) error {
 	for {
+		if afterValue {
+			if err := p.skipSpace(); err != nil {
+				return err
+			}
+			c, _ := p.readByte()
+			switch c {
+			case ',':
+			case '}':
+				return nil
+			default:
+				return fmt.Errorf("%w: want , or } after a value, got %q", errSyntax, c)
+			}
+		}
+		afterValue = true
 		if err := p.expect('"'); err != nil {
 			return err
 		}
@@ -227,17 +289,6 @@ func (p *rgReader) object(field func(key []byte) error) error {
 		}
 		if err := field(key); err != nil {
 			return err
-		}
-		if err := p.skipSpace(); err != nil {
-			return err
-		}
-		c, _ := p.readByte()
-		switch c {
-		case ',':
-		case '}':
-			return nil
-		default:
-			return fmt.Errorf("%w: want , or } after a value, got %q", errSyntax, c)
 		}
 	}
 }

@@ -19,11 +19,18 @@ import (
 
 // parseAll decodes every event of data with the given caps.
 func parseAll(r io.Reader, maxText, maxSub int) ([]rgEvent, error) {
+	return parseSkipping(r, maxText, maxSub, nil)
+}
+
+// skipMatches passes over match messages.
+func skipMatches(t eventType) bool { return t == eventMatch }
+
+func parseSkipping(r io.Reader, maxText, maxSub int, skip func(eventType) bool) ([]rgEvent, error) {
 	p := newRGReader(r, maxText, maxSub)
 	var out []rgEvent
 	for {
 		var ev rgEvent
-		err := p.next(&ev)
+		err := p.next(&ev, skip)
 		if err == io.EOF {
 			return out, nil
 		}
@@ -178,6 +185,23 @@ func checkParse(t *testing.T, data []byte) {
 			t.Fatalf("cut text is not valid UTF-8: %q", ev.text)
 		}
 	}
+	// Passing over a message yields its type and nothing else. (rg writes
+	// one message a line, which is what passing over relies on.)
+	if err == nil && len(evs) == 1 && !bytes.Contains(bytes.TrimRight(data, "\n"), []byte("\n")) {
+		skipped, serr := parseSkipping(iotest.HalfReader(bytes.NewReader(data)), maxText, maxSub, skipMatches)
+		if serr != nil || len(skipped) != len(evs) {
+			t.Fatalf("passing over matches: %d events, %v; want %d", len(skipped), serr, len(evs))
+		}
+		for i, ev := range skipped {
+			want := evs[i]
+			if ev.typ == eventMatch && want.typ == eventMatch {
+				want = rgEvent{typ: eventMatch, passedOver: true}
+			}
+			if !reflect.DeepEqual(normal(ev), normal(want)) {
+				t.Fatalf("passing over matches: event %d = %+v, want %+v", i, ev, want)
+			}
+		}
+	}
 	if err != nil || len(evs) != 1 || !utf8.Valid(data) {
 		return
 	}
@@ -252,6 +276,20 @@ func TestRGJSONMatchesEncodingJSON(t *testing.T) {
 	if kinds[eventBegin] != 7 || kinds[eventEnd] != 7 || kinds[eventSummary] != 1 || kinds[eventContext] == 0 || kinds[eventMatch] < 9 || !sawBytes {
 		t.Fatalf("event kinds %v, bytes %v: the tree did not exercise every kind", kinds, sawBytes)
 	}
+	// Passing over matches keeps every other message whole.
+	skipped, err := parseSkipping(bytes.NewReader(out), maxLineText, maxSubmatches, skipMatches)
+	if err != nil || len(skipped) != len(evs) {
+		t.Fatalf("passing over matches: %d events, %v; want %d", len(skipped), err, len(evs))
+	}
+	for i, ev := range skipped {
+		if evs[i].typ == eventMatch {
+			if !ev.passedOver || ev.typ != eventMatch || ev.hasPath {
+				t.Errorf("event %d: passed-over match decoded as %+v", i, ev)
+			}
+		} else if !reflect.DeepEqual(normal(ev), normal(evs[i])) {
+			t.Errorf("event %d: %+v, want %+v", i, ev, evs[i])
+		}
+	}
 	// With small caps, a long line keeps its first bytes and full length.
 	small, err := parseAll(bytes.NewReader(out), 16, 2)
 	if err != nil {
@@ -324,7 +362,7 @@ func BenchmarkRGJSON(b *testing.B) {
 		p := newRGReader(bytes.NewReader(out), maxLineText, maxSubmatches)
 		var ev rgEvent
 		for {
-			if err := p.next(&ev); err == io.EOF {
+			if err := p.next(&ev, nil); err == io.EOF {
 				break
 			} else if err != nil {
 				b.Fatal(err)

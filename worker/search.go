@@ -561,8 +561,15 @@ func (s *Service) Grep(req *fsmcpv1.GrepRequest, stream grpc.ServerStreamingServ
 	consume := func(r io.Reader) error {
 		rd := newRGReader(r, maxText, maxSubmatches)
 		var ev rgEvent
+		// rg writes each file's messages together, from its begin to its
+		// end: while the current file's lines cannot be kept, only their
+		// type is decoded, to count them.
+		var cur *lineBlock
+		passOver := func(typ eventType) bool {
+			return (typ == eventMatch || typ == eventContext) && cur != nil && (cur.skip || cur.full)
+		}
 		for {
-			err := rd.next(&ev)
+			err := rd.next(&ev, passOver)
 			if err == io.EOF {
 				page.closeAll()
 				return nil
@@ -570,9 +577,16 @@ func (s *Service) Grep(req *fsmcpv1.GrepRequest, stream grpc.ServerStreamingServ
 			if err != nil {
 				return err
 			}
+			if ev.passedOver {
+				// Counted, not kept.
+				if ev.typ == eventMatch && cur.path != nil {
+					matches.Add(1)
+				}
+				continue
+			}
 			switch ev.typ {
 			case eventBegin:
-				page.begin(t, ev.path)
+				cur = page.block(t, ev.path)
 			case eventMatch, eventContext:
 				if !ev.hasPath {
 					return errors.New("a line without a path")
@@ -584,6 +598,7 @@ func (s *Service) Grep(req *fsmcpv1.GrepRequest, stream grpc.ServerStreamingServ
 					matches.Add(1)
 				}
 			case eventEnd:
+				cur = nil
 				if page.end(ev.path) {
 					files.Add(1)
 				}
@@ -667,8 +682,6 @@ func (lp *linePage) block(t *searchTarget, rgPath []byte) *lineBlock {
 	lp.open[string(rgPath)] = b
 	return b
 }
-
-func (lp *linePage) begin(t *searchTarget, rgPath []byte) { lp.block(t, rgPath) }
 
 // line records a match or context line; it reports false if the line's
 // file must not be shown at all.
