@@ -15,7 +15,7 @@ import (
 
 type globIn struct {
 	Pattern    string  `json:"pattern" jsonschema:"an rg glob, e.g. **/*.go or !*_test.go, matched below path"`
-	Path       *string `json:"path,omitempty" jsonschema:"directory (or file) relative to the root; default the root"`
+	Path       *string `json:"path,omitempty" jsonschema:"directory relative to the root; default the root"`
 	PathBase64 *string `json:"path_base64,omitempty" jsonschema:"the path as base64, for names that are not UTF-8"`
 	Hidden     *bool   `json:"hidden,omitempty" jsonschema:"also list hidden files and directories"`
 	NoIgnore   *bool   `json:"no_ignore,omitempty" jsonschema:"do not honour .gitignore, .ignore and .rgignore files"`
@@ -26,7 +26,7 @@ type grepIn struct {
 	Pattern    string   `json:"pattern" jsonschema:"a regular expression (rg syntax), or text with literal"`
 	Path       *string  `json:"path,omitempty" jsonschema:"directory or file relative to the root; default the root"`
 	PathBase64 *string  `json:"path_base64,omitempty" jsonschema:"the path as base64, for names that are not UTF-8"`
-	Glob       []string `json:"glob,omitempty" jsonschema:"rg globs choosing the files searched, e.g. [\"*.go\", \"!*_test.go\"]; a later glob wins"`
+	Glob       []string `json:"glob,omitempty" jsonschema:"rg globs choosing the files searched, e.g. [\"*.go\", \"!*_test.go\"]; a later glob wins, and a glob naming a hidden or ignored file re-includes it, as in rg"`
 	Literal    *bool    `json:"literal,omitempty" jsonschema:"the pattern is text, not a regular expression"`
 	IgnoreCase *bool    `json:"ignore_case,omitempty" jsonschema:"match without regard to case"`
 	MaxCount   *int64   `json:"max_count,omitempty" jsonschema:"stop after this many matching lines in each file"`

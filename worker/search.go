@@ -405,6 +405,10 @@ func (s *Service) Glob(req *fsmcpv1.GlobRequest, stream grpc.ServerStreamingServ
 		return err
 	}
 	defer t.close()
+	if t.file != nil {
+		// rg lists a file named as a path whatever the glob says.
+		return newError(fsmcpv1.ErrorCode_ERROR_CODE_NOT_A_DIRECTORY, t.prefix, "%s: not a directory", op)
+	}
 	args := append(commonArgs(req.GetHidden(), req.GetNoIgnore()), "--files", "--null", "--glob="+req.GetPattern())
 	args = t.pathArgs(args)
 

@@ -547,6 +547,7 @@ func TestSearchEscapes(t *testing.T) {
 	s.wantErr("fs_grep", map[string]any{"pattern": "x", "path": "fifo"}, "not_regular")
 	s.wantErr("fs_glob", map[string]any{"pattern": "*", "path": "fifo"}, "not_regular")
 	s.wantErr("fs_grep", map[string]any{"pattern": "x", "path": "dangling"}, "not_found")
+	s.wantErr("fs_glob", map[string]any{"pattern": "*.go", "path": "a.txt"}, "not_a_directory")
 
 	for _, args := range []map[string]any{
 		{"pattern": "secret"},
