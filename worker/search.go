@@ -23,19 +23,22 @@ import (
 	"google.golang.org/grpc"
 )
 
-// Search runs rg as a child of the worker, so it inherits the worker's
-// Landlock domain: whatever rg is asked, the kernel refuses it anything
-// outside the root.
+// Glob and Grep run rg as a child of the worker, so it inherits the
+// worker's Landlock domain and seccomp filter: whatever rg is asked, the
+// kernel refuses it anything outside the root.
 //
-// It does not make rg's own semantics ours to change: a --glob that names a
-// file re-includes it even when it is hidden or ignored (rg documents that
-// globs override every other ignore rule), and ignore files above the
-// searched directory are not consulted, even inside the root. What it does
-// guarantee: the client's strings are only ever option values or a path
-// after "--"; rg gets no configuration file, no environment, no stdin but
-// /dev/null, and never follows symlinks; the directory it searches was
-// opened through the os.Root; temp files of atomic writes never appear;
-// and every rg is killed, with its process group, when its call ends.
+// They do not change rg's own semantics: a --glob that names a file
+// re-includes it even when it is hidden or ignored (rg documents that globs
+// override every other ignore rule), and ignore files above the searched
+// directory are not consulted, even inside the root. What they do
+// guarantee: the client's pattern and globs reach rg only as option values
+// (--regexp=, --glob=), and its path never does: the path is resolved
+// through the os.Root, and rg runs in the directory that opened and
+// searches "." (or the one regular file, through an inherited descriptor).
+// rg gets no configuration file, no environment, /dev/null as stdin, and
+// never follows symlinks; temp files of atomic writes are never searched
+// or shown; and each rg is killed, with its process group, when its call
+// ends.
 
 const (
 	// maxLineText bounds the text of one line held and returned.
@@ -190,8 +193,8 @@ func commonArgs(hidden, noIgnore bool) []string {
 	args := []string{"--no-config", "--no-ignore-parent", "--no-ignore-global",
 		"--no-follow", "--no-pre", "--no-search-zip", "--color=never"}
 	if noIgnore {
-		// Implies every other --no-ignore-*; ignore files are still read
-		// by nothing but rg's defaults, which this turns off.
+		// No .gitignore, .ignore or .rgignore file is honoured (and
+		// every --no-ignore-* above is implied).
 		args = append(args, "--no-ignore")
 	}
 	if hidden {
