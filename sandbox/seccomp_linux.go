@@ -6,9 +6,11 @@ import (
 	"math"
 	"runtime"
 	"sort"
+	"unsafe"
 
 	seccomp "github.com/elastic/go-seccomp-bpf"
 	"github.com/elastic/go-seccomp-bpf/arch"
+	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 )
 
@@ -96,16 +98,30 @@ func conditional() []seccomp.NameWithConditions {
 // ActionErrno with EPERM; an errno in the low bits is passed through.
 const errnoENOSYS = seccomp.ActionErrno | seccomp.Action(unix.ENOSYS)
 
-// policies builds the filters refusing deny on the architecture info.
-// The first holds the hot system calls (allowed, checked first for
-// speed), the refusals, the ENOSYS refusals, and every other system call
-// the table knows (allowed); anything else, another ABI included, gets
-// EPERM. Each conditional system call gets a filter of its own that allows
-// everything else: the library's argument checks leave an argument, not
-// the system call number, in the accumulator, so no other comparison may
-// follow them in the same program. The kernel runs every filter and takes
-// the strictest answer. It also returns the refused names, sorted.
-func policies(info *arch.Info, deny []string) ([]seccomp.Policy, []string) {
+// filter is one seccomp program and whether the kernel's audit log records
+// what it refuses.
+type filter struct {
+	policy seccomp.Policy
+	log    bool
+}
+
+// policies builds the filters refusing deny on the architecture info, in
+// the order they are to be installed. The kernel runs every filter and
+// takes the strictest answer; of equal answers, the last-installed
+// filter's, whose log flag then decides whether it is audited.
+//
+//   - The main filter: the hot system calls (allowed, checked first for
+//     speed), the refusals, and every other system call the table knows
+//     (allowed); anything else, another ABI included, gets EPERM. Logged.
+//   - One filter per conditional system call, allowing everything else:
+//     the library's argument checks leave an argument, not the system call
+//     number, in the accumulator, so no other comparison may follow them
+//     in the same program. Logged.
+//   - Last, the ENOSYS refusals. Not logged: glibc tries clone3 for every
+//     thread rg starts, and that expected answer would bury real refusals.
+//
+// It also returns the refused names, sorted.
+func policies(info *arch.Info, deny []string) ([]filter, []string) {
 	const (
 		refuse = iota + 1
 		refuseSome
@@ -123,26 +139,26 @@ func policies(info *arch.Info, deny []string) ([]seccomp.Policy, []string) {
 		return out
 	}
 	denyG := pick(deny, refuse)
-	enosysG := pick(enosys, refuse)
-	var conds []seccomp.Policy
+	enosysG := pick(enosys, refuseSome)
+	var conds []filter
 	for _, c := range conditional() {
 		if _, known := info.SyscallNames[c.Name]; !known || verdict[c.Name] == refuse {
 			continue
 		}
 		if verdict[c.Name] == refuseSome {
 			// Another set of conditions for the same call: same filter.
-			g := &conds[len(conds)-1].Syscalls[0]
+			g := &conds[len(conds)-1].policy.Syscalls[0]
 			g.NamesWithCondtions = append(g.NamesWithCondtions, c)
 			continue
 		}
 		verdict[c.Name] = refuseSome
-		conds = append(conds, seccomp.Policy{
+		conds = append(conds, filter{log: true, policy: seccomp.Policy{
 			DefaultAction: seccomp.ActionAllow,
 			Syscalls: []seccomp.SyscallGroup{{
 				NamesWithCondtions: []seccomp.NameWithConditions{c},
 				Action:             seccomp.ActionErrno,
 			}},
-		})
+		}})
 	}
 	hotG := pick(hot, allowFirst)
 	var allowG, refused []string
@@ -159,16 +175,22 @@ func policies(info *arch.Info, deny []string) ([]seccomp.Policy, []string) {
 	}
 	sort.Strings(allowG)
 	sort.Strings(refused)
-	main := seccomp.Policy{
+	main := filter{log: true, policy: seccomp.Policy{
 		DefaultAction: seccomp.ActionErrno,
 		Syscalls: []seccomp.SyscallGroup{
 			{Names: hotG, Action: seccomp.ActionAllow},
 			{Names: denyG, Action: seccomp.ActionErrno},
-			{Names: enosysG, Action: errnoENOSYS},
 			{Names: allowG, Action: seccomp.ActionAllow},
 		},
+	}}
+	all := append([]filter{main}, conds...)
+	if len(enosysG) > 0 {
+		all = append(all, filter{policy: seccomp.Policy{
+			DefaultAction: seccomp.ActionAllow,
+			Syscalls:      []seccomp.SyscallGroup{{Names: enosysG, Action: errnoENOSYS}},
+		}})
 	}
-	return append([]seccomp.Policy{main}, conds...), refused
+	return all, refused
 }
 
 func install(deny []string) (Seccomp, error) {
@@ -180,38 +202,61 @@ func install(deny []string) (Seccomp, error) {
 	if !seccomp.Supported() {
 		return none, ErrNoSeccomp
 	}
-	pols, refused := policies(info, deny)
-	// no_new_privs and the filter are per thread until TSYNC copies them
+	filters, refused := policies(info, deny)
+	// no_new_privs and each filter are per thread until TSYNC copies them
 	// to the others: keep the calls on one thread.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return none, fmt.Errorf("prctl(PR_SET_DUMPABLE, 0): %w", err)
 	}
-	flags := seccomp.FilterFlagTSync | seccomp.FilterFlagLog
-	for i, pol := range pols {
-		f := seccomp.Filter{NoNewPrivs: true, Flag: flags, Policy: pol}
-		err := seccomp.LoadFilter(f)
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return none, fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS, 1): %w", err)
+	}
+	logFlag := uintptr(unix.SECCOMP_FILTER_FLAG_LOG)
+	for i, f := range filters {
+		flags := uintptr(unix.SECCOMP_FILTER_FLAG_TSYNC)
+		if f.log {
+			flags |= logFlag
+		}
+		err := load(f.policy, flags)
 		if i == 0 && errors.Is(err, unix.EINVAL) {
 			// A kernel older than 4.14 knows no log flag.
-			flags = seccomp.FilterFlagTSync
-			f.Flag = flags
-			err = seccomp.LoadFilter(f)
+			logFlag = 0
+			err = load(f.policy, unix.SECCOMP_FILTER_FLAG_TSYNC)
 		}
 		if err != nil {
 			return none, fmt.Errorf("seccomp: %w", err)
 		}
 	}
-	// When TSYNC cannot synchronise a thread, seccomp attaches nothing and
-	// returns that thread's id, which the library does not read as a
-	// failure. Check that the filter is in force instead of assuming it.
-	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err == nil {
-		unix.Close(fd)
-		return none, errors.New("BUG(fsmcp): seccomp filter installed but socket() still allowed")
-	}
-	if !errors.Is(err, unix.EPERM) {
-		return none, fmt.Errorf("BUG(fsmcp): seccomp filter probe: socket() = %w, want EPERM", err)
-	}
 	return Seccomp{Mode: "filter", Denied: len(refused), Syscalls: refused}, nil
+}
+
+// load assembles pol with the library and attaches it to every thread.
+// It calls seccomp(2) itself because, when TSYNC cannot synchronise a
+// thread, the kernel attaches nothing and returns that thread's id rather
+// than an error, which the library's loader does not check.
+func load(pol seccomp.Policy, flags uintptr) error {
+	insts, err := pol.Assemble()
+	if err != nil {
+		return err
+	}
+	raw, err := bpf.Assemble(insts)
+	if err != nil {
+		return err
+	}
+	prog := make([]unix.SockFilter, len(raw))
+	for i, r := range raw {
+		prog[i] = unix.SockFilter{Code: r.Op, Jt: r.Jt, Jf: r.Jf, K: r.K}
+	}
+	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+	tid, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, flags, uintptr(unsafe.Pointer(&fprog)))
+	runtime.KeepAlive(prog)
+	switch {
+	case errno != 0:
+		return errno
+	case tid != 0:
+		return fmt.Errorf("thread %d cannot take the filter (TSYNC)", tid)
+	}
+	return nil
 }

@@ -101,9 +101,9 @@ func TestSeccompPolicyAssembles(t *testing.T) {
 		t.Skipf("no system call table for %s: %v", runtime.GOARCH, err)
 	}
 	for _, deny := range [][]string{workerDeny(), frontendDeny(false), frontendDeny(true)} {
-		pols, _ := policies(info, deny)
-		for _, pol := range pols {
-			prog, err := pol.Assemble()
+		filters, _ := policies(info, deny)
+		for _, f := range filters {
+			prog, err := f.policy.Assemble()
 			if err != nil {
 				t.Fatalf("assemble: %v", err)
 			}
