@@ -3,6 +3,7 @@ package sandbox
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"unsafe"
 
 	"github.com/elastic/go-seccomp-bpf/arch"
+	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 )
 
@@ -434,4 +436,118 @@ func maps(a, b map[string]string) map[string]string {
 		m[k] = v
 	}
 	return m
+}
+
+// run evaluates the installed filters on one system call the way the
+// kernel does (every filter runs, the strictest answer wins), in
+// x/net/bpf's interpreter. That interpreter loads words big-endian, as
+// from a packet, so each 32-bit word of seccomp_data is laid out at its
+// native offset but written big-endian.
+func run(t *testing.T, filters []filter, auditArch uint32, nr uint32, args ...uint64) uint32 {
+	t.Helper()
+	data := make([]byte, 64)
+	put := func(off int, v uint32) { binary.BigEndian.PutUint32(data[off:], v) }
+	put(0, nr)
+	put(4, auditArch)
+	for i, a := range args {
+		lo, hi := 16+8*i, 16+8*i+4
+		if nativeBigEndian() {
+			lo, hi = hi, lo
+		}
+		put(lo, uint32(a))
+		put(hi, uint32(a>>32))
+	}
+	verdict := uint32(unix.SECCOMP_RET_ALLOW)
+	for _, f := range filters {
+		insts, err := f.policy.Assemble()
+		if err != nil {
+			t.Fatal(err)
+		}
+		vm, err := bpf.NewVM(insts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := vm.Run(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int32(uint32(out)&unix.SECCOMP_RET_ACTION_FULL) < int32(verdict&unix.SECCOMP_RET_ACTION_FULL) {
+			verdict = uint32(out)
+		}
+	}
+	return verdict
+}
+
+func nativeBigEndian() bool {
+	x := uint16(1)
+	return *(*byte)(unsafe.Pointer(&x)) == 0
+}
+
+// The assembled filters, run in an interpreter on every system call the
+// table knows and on the edges: another ABI, x32, numbers past the table,
+// and the argument checks.
+func TestSeccompProgram(t *testing.T) {
+	info, err := arch.GetInfo("")
+	if err != nil {
+		t.Skipf("no system call table for %s: %v", runtime.GOARCH, err)
+	}
+	const (
+		allow  = unix.SECCOMP_RET_ALLOW
+		eperm  = unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)
+		enosys = unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)
+	)
+	filters, refused := policies(info, workerDeny())
+	native := uint32(info.ID)
+	for name, nr := range info.SyscallNames {
+		want := uint32(allow)
+		switch {
+		case name == "clone3":
+			want = enosys
+		case slices.Contains(refused, name) && !isConditional(name):
+			want = eperm
+		}
+		if got := run(t, filters, native, uint32(nr)); got != want {
+			t.Errorf("%s: filter answers %#x, want %#x", name, got, want)
+		}
+	}
+	nr := func(name string) uint32 { return uint32(info.SyscallNames[name]) }
+	// AT_FDCWD (-100) as the register holds it.
+	const atFDCWD = 1<<64 - 100
+	cases := []struct {
+		what string
+		arch uint32
+		nr   uint32
+		args []uint64
+		want uint32
+	}{
+		{"i386 socket (int 0x80)", uint32(arch.I386.ID), uint32(arch.I386.SyscallNames["socket"]), nil, eperm},
+		{"i386 getpid (int 0x80)", uint32(arch.I386.ID), uint32(arch.I386.SyscallNames["getpid"]), nil, eperm},
+		{"number past the table", native, 1000, nil, eperm},
+		{"utimensat with a path", native, nr("utimensat"), []uint64{atFDCWD, 0x7f0000001000}, eperm},
+		{"utimensat on a descriptor", native, nr("utimensat"), []uint64{3, 0}, allow},
+		{"clone of a thread", native, nr("clone"), []uint64{unix.CLONE_VM | unix.CLONE_FS | unix.CLONE_FILES | unix.CLONE_SIGHAND | unix.CLONE_THREAD | unix.CLONE_SYSVSEM}, allow},
+		{"clone of os/exec", native, nr("clone"), []uint64{unix.CLONE_VM | unix.CLONE_VFORK | unix.CLONE_PIDFD | uint64(unix.SIGCHLD)}, allow},
+		{"clone into a user namespace", native, nr("clone"), []uint64{unix.CLONE_NEWUSER | uint64(unix.SIGCHLD)}, eperm},
+		{"clone into a network namespace", native, nr("clone"), []uint64{unix.CLONE_NEWNET | uint64(unix.SIGCHLD)}, eperm},
+		{"ioctl TCGETS", native, nr("ioctl"), []uint64{1, unix.TCGETS}, allow},
+		{"ioctl TIOCSTI", native, nr("ioctl"), []uint64{2, unix.TIOCSTI}, eperm},
+		{"ioctl TIOCSTI with high bits", native, nr("ioctl"), []uint64{2, 1<<32 | unix.TIOCSTI}, eperm},
+		{"ioctl TIOCLINUX", native, nr("ioctl"), []uint64{2, unix.TIOCLINUX}, eperm},
+		{"prctl PR_SET_PDEATHSIG", native, nr("prctl"), []uint64{unix.PR_SET_PDEATHSIG, 9}, allow},
+		{"prctl PR_SET_DUMPABLE", native, nr("prctl"), []uint64{unix.PR_SET_DUMPABLE, 1}, eperm},
+	}
+	if info.ID == arch.X86_64.ID {
+		cases = append(cases, struct {
+			what string
+			arch uint32
+			nr   uint32
+			args []uint64
+			want uint32
+		}{"x32 socket", native, uint32(arch.X32.SyscallNames["socket"]) | 0x40000000, nil, enosys})
+	}
+	for _, c := range cases {
+		if got := run(t, filters, c.arch, c.nr, c.args...); got != c.want {
+			t.Errorf("%s: filter answers %#x, want %#x", c.what, got, c.want)
+		}
+	}
 }
