@@ -294,3 +294,32 @@ func TestSeccompFrontendNoSockets(t *testing.T) {
 	// Still serving.
 	s.wantOK("fs_stat", map[string]any{"path": "a.txt"})
 }
+
+// Serving HTTP, the front-end still accepts on the listener it bound
+// before its filter (every new session below is a new connection), but
+// creates no socket of its own and execs nothing.
+func TestSeccompFrontendHTTP(t *testing.T) {
+	root, outside := tree(t)
+	v := newVictims(t, outside)
+	before := v.snapshot()
+	h := startHTTP(t, root)
+	s := h.connect("")
+	for _, c := range []struct{ action, arg string }{
+		{"frontend-esc-mptcp-listen", ""},
+		{"frontend-esc-udp-send", v.udp},
+		{"frontend-esc-unix-connect", v.sock},
+		{"frontend-esc-exec", "/bin/sh"},
+		{"frontend-esc-chmod", v.file},
+	} {
+		if got := s.hook(c.action, c.arg); !strings.Contains(got, bySeccomp) {
+			t.Errorf("HTTP front-end %s(%s) = %q, want %q", c.action, c.arg, got, bySeccomp)
+		}
+	}
+	v.untouched(t, before)
+	if !strings.Contains(h.stderr.String(), "front-end seccomp filter") {
+		t.Fatalf("the HTTP front-end did not install its filter:\n%s", h.stderr.String())
+	}
+	for range 3 {
+		h.connect("").wantOK("fs_stat", map[string]any{"path": "a.txt"})
+	}
+}
