@@ -1,0 +1,164 @@
+package worker
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand"
+	"slices"
+	"sort"
+	"testing"
+)
+
+// feedLines gives page the lines of files the way rg reports them: each
+// file's lines in order between its begin and end, files in any order.
+func feedLines(t *searchTarget, page *linePage, files map[string][]int64, order []string) {
+	for _, name := range order {
+		rgPath := []byte("./" + name)
+		page.block(t, rgPath)
+		for i, off := range files[name] {
+			ev := rgEvent{typ: eventMatch, path: rgPath, hasPath: true, lineNumber: int64(i + 1), offset: off,
+				text: bytes.Repeat([]byte("x"), int(off%50)), textLen: off % 50}
+			page.line(t, &ev)
+		}
+		page.end(rgPath)
+	}
+	page.closeAll()
+}
+
+// The line page, followed by its cursor, yields every line exactly once,
+// sorted by path and offset, however rg orders the files and whatever the
+// budget; no page holds much more than its budget.
+func TestLinePageWalksAllLines(t *testing.T) {
+	rnd := rand.New(rand.NewSource(3))
+	for trial := range 200 {
+		files := map[string][]int64{}
+		type pos struct {
+			path string
+			off  int64
+		}
+		var want []pos
+		for f := range 1 + rnd.Intn(12) {
+			name := fmt.Sprintf("d%d/f%02d", rnd.Intn(3), f)
+			var off int64
+			for range rnd.Intn(40) {
+				off += 1 + rnd.Int63n(100)
+				files[name] = append(files[name], off)
+				want = append(want, pos{name, off})
+			}
+		}
+		sort.Slice(want, func(i, j int) bool {
+			if want[i].path != want[j].path {
+				return want[i].path < want[j].path
+			}
+			return want[i].off < want[j].off
+		})
+		budget := int64(100 + rnd.Intn(3000))
+		target := &searchTarget{}
+		var got []pos
+		var after []byte
+		var afterOff int64
+		hasAfter := false
+		for pages := 0; ; pages++ {
+			if pages > 10000 {
+				t.Fatalf("trial %d: no progress", trial)
+			}
+			order := make([]string, 0, len(files))
+			for name := range files {
+				order = append(order, name)
+			}
+			sort.Strings(order)
+			rnd.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+			page := &linePage{after: after, afterOffset: afterOff, hasAfter: hasAfter, budget: budget, open: map[string]*lineBlock{}}
+			feedLines(target, page, files, order)
+			lines, more := page.result()
+			var cost int64
+			for _, l := range lines {
+				got = append(got, pos{string(l.Path), l.Offset})
+				cost += lineCost(l)
+			}
+			if len(lines) > 1 && cost-lineCost(lines[len(lines)-1]) >= budget {
+				t.Fatalf("trial %d: page of cost %d for budget %d", trial, cost, budget)
+			}
+			if !more {
+				break
+			}
+			if len(lines) == 0 {
+				t.Fatalf("trial %d: an empty page with more to come", trial)
+			}
+			last := lines[len(lines)-1]
+			after, afterOff, hasAfter = last.Path, last.Offset, true
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("trial %d (budget %d): walked %d lines, want %d\n got %v\nwant %v", trial, budget, len(got), len(want), got, want)
+		}
+	}
+}
+
+// The path page, followed by its cursor, yields every path once, sorted.
+func TestPathPageWalksAllPaths(t *testing.T) {
+	rnd := rand.New(rand.NewSource(4))
+	for trial := range 200 {
+		var all []string
+		for i := range rnd.Intn(300) {
+			all = append(all, fmt.Sprintf("d%d/%s%d", rnd.Intn(5), string(rune('a'+rnd.Intn(26))), i))
+		}
+		want := slices.Clone(all)
+		sort.Strings(want)
+		budget := int64(20 + rnd.Intn(2000))
+		var got []string
+		var after []byte
+		hasAfter := false
+		for pages := 0; ; pages++ {
+			if pages > 10000 {
+				t.Fatalf("trial %d: no progress", trial)
+			}
+			rnd.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
+			page := newPathPage(after, hasAfter, budget)
+			for _, p := range all {
+				page.add([]byte(p))
+			}
+			paths, more := page.result()
+			for _, p := range paths {
+				got = append(got, string(p))
+			}
+			if !more {
+				break
+			}
+			after, hasAfter = paths[len(paths)-1], true
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("trial %d (budget %d): walked %d paths, want %d", trial, budget, len(got), len(want))
+		}
+	}
+}
+
+func TestDisplayPrefix(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{".", ""},
+		{"sub", "sub"},
+		{"sub/", "sub"},
+		{"./sub//x/.", "sub/x"},
+		{"sub/../x", "sub/../x"},
+		{"..", ".."},
+	} {
+		if got := displayPrefix(c.in); got != c.want {
+			t.Errorf("displayPrefix(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+	dir := &searchTarget{prefix: "sub"}
+	for _, c := range []struct {
+		in   string
+		want string
+		ok   bool
+	}{
+		{"./a.txt", "sub/a.txt", true},
+		{"./x/" + tempPrefix + "1", "", false},
+		{"./" + tempPrefix + "d/a", "", false},
+		{"./x/a" + tempPrefix, "sub/x/a" + tempPrefix, true},
+	} {
+		got, ok := dir.display([]byte(c.in))
+		if ok != c.ok || string(got) != c.want {
+			t.Errorf("display(%q) = %q, %v, want %q, %v", c.in, got, ok, c.want, c.ok)
+		}
+	}
+}
