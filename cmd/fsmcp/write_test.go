@@ -927,3 +927,31 @@ func TestWriteUnsupportedMetadataUnprivileged(t *testing.T) {
 		t.Errorf("new.txt: uid %d mode %o", st.Uid, st.Mode&0o7777)
 	}
 }
+
+// Names that are not UTF-8 are written, replaced, moved and deleted through
+// the _base64 twins, and echoed back as *_base64.
+func TestWriteToolsNonUTF8Names(t *testing.T) {
+	root, _ := tree(t)
+	s := start(t, root)
+	b64 := func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+	name, moved, dir := "w\xff.txt", "m\xfe.txt", "d\xfd"
+	r := s.wantOK("fs_write", map[string]any{"path_base64": b64(name), "content": "x", "if_sha256": nil})
+	if r.str("path_base64") != b64(name) {
+		t.Errorf("fs_write reply %s", r.text)
+	}
+	s.wantOK("fs_replace", map[string]any{"path_base64": b64(name), "if_sha256": sha([]byte("x")),
+		"edits": []any{map[string]any{"old": "x", "new": "y"}}})
+	s.wantOK("fs_mkdir", map[string]any{"path_base64": b64(dir)})
+	r = s.wantOK("fs_move", map[string]any{"from_base64": b64(name), "to_base64": b64(dir + "/" + moved)})
+	if r.str("from_base64") != b64(name) || r.str("to_base64") != b64(dir+"/"+moved) {
+		t.Errorf("fs_move reply %s", r.text)
+	}
+	if got := readFile(t, filepath.Join(root, dir, moved)); string(got) != "y" {
+		t.Errorf("moved file = %q", got)
+	}
+	s.wantErr("fs_move", map[string]any{"from": "a.txt", "from_base64": b64("a.txt"), "to": "b"}, "invalid_argument")
+	s.wantOK("fs_delete", map[string]any{"path_base64": b64(dir), "recursive": true})
+	if _, err := os.Lstat(filepath.Join(root, dir)); !os.IsNotExist(err) {
+		t.Errorf("%q still exists: %v", dir, err)
+	}
+}
