@@ -246,7 +246,10 @@ func (s *server) grepPage(p []byte, resp *fsmcpv1.GrepResponse) (*obj, error) {
 	if n := resp.GetErrors(); n > 0 {
 		doc.int("unreadable", n)
 	}
-	if truncated && last != nil {
+	if truncated {
+		if last == nil {
+			return nil, errf(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "BUG(fsmcp): an empty page with more to come")
+		}
 		doc.bool("truncated", true).str("cursor", grepCursor(last.GetPath(), last.GetOffset()))
 	}
 	return doc, nil
