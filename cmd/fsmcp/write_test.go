@@ -316,8 +316,10 @@ func TestWritePreservesMetadata(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to set trusted.* and security.* attributes and foreign owners")
 	}
-	if _, err := exec.LookPath("setfacl"); err != nil {
-		t.Fatal("setfacl not found: install Debian's acl package")
+	for _, tool := range []string{"setfacl", "getfacl", "chattr", "lsattr"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s not found: install Debian's acl and e2fsprogs packages", tool)
+		}
 	}
 	root, _ := tree(t)
 	p := filepath.Join(root, "meta.txt")
