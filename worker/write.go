@@ -231,10 +231,10 @@ func (s *Service) current(ctx context.Context, op string, d *parent, base, p str
 			c.close()
 			return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_TOO_LARGE, p, "%s: the file is larger than %d bytes", op, maxEditBytes)
 		}
-		c.data, err = io.ReadAll(io.LimitReader(c.f, maxEditBytes+1))
-		if err == nil && int64(len(c.data)) > maxEditBytes {
-			err = newError(fsmcpv1.ErrorCode_ERROR_CODE_TOO_LARGE, p, "%s: the file is larger than %d bytes", op, maxEditBytes)
-		}
+		// Read exactly the size fstat gave; a file that grew meanwhile is
+		// caught by the stat comparison below.
+		c.data = make([]byte, before.Size)
+		_, err = io.ReadFull(c.f, c.data)
 		sum := sha256.Sum256(c.data)
 		c.sha = hex.EncodeToString(sum[:])
 	} else {

@@ -311,3 +311,33 @@ func readOnlyChild(t *testing.T, dir string) {
 		t.Errorf("direct write under the read-only ruleset = %v, want EACCES", err)
 	}
 }
+
+// BenchmarkServiceWrite4K is a 4 KiB Write called in-process on the
+// Service: every check and system call of the worker, without MCP, JSON or
+// gRPC. Set beside cmd/fsmcp's BenchmarkWrite4K, it splits the server's
+// cost between the worker and the hops.
+func BenchmarkServiceWrite4K(b *testing.B) {
+	dir := filepath.Join(b.TempDir(), "root")
+	os.Mkdir(dir, 0o755)
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer root.Close()
+	s, err := New(root, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	versions := [2][]byte{[]byte(strings.Repeat("a", 4096)), []byte(strings.Repeat("b", 4096))}
+	if err := os.WriteFile(filepath.Join(dir, "f"), versions[0], 0o644); err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	i := 0
+	for b.Loop() {
+		i++
+		if _, err := s.Write(ctx, &fsmcpv1.WriteRequest{Path: []byte("f"), Content: versions[i%2], IfSha256: wsum(versions[(i+1)%2])}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
