@@ -234,7 +234,10 @@ func (s *Service) current(ctx context.Context, op string, d *parent, base, p str
 		// Read exactly the size fstat gave; a file that grew meanwhile is
 		// caught by the stat comparison below.
 		c.data = make([]byte, before.Size)
-		_, err = io.ReadFull(c.f, c.data)
+		if _, err = io.ReadFull(c.f, c.data); errors.Is(err, io.ErrUnexpectedEOF) {
+			c.close()
+			return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, p, "%s: the file changed while it was read", op)
+		}
 		sum := sha256.Sum256(c.data)
 		c.sha = hex.EncodeToString(sum[:])
 	} else {
