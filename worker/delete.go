@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"golang.org/x/sys/unix"
@@ -159,23 +160,27 @@ func (w *walker) unlink(fd int, name string, depth int) error {
 }
 
 // Sweep removes temp files left by a crash anywhere under the root: only
-// names with the temp prefix, only regular files, never through a symlink.
-// It runs before the worker serves, so no write of this process is in
-// flight. It reports how many it removed and the first error it met.
-func (s *Service) Sweep() (int, error) {
+// names with the temp prefix, only regular files last modified before
+// olderThan, never through a symlink. The worker sweeps in the background
+// while it serves, with olderThan its start time, so a large tree does not
+// delay start-up and the temp files of this process's own writes (created
+// after it started) are never touched. It reports how many it removed and
+// the first error it met.
+func (s *Service) Sweep(olderThan time.Time) (int, error) {
 	f, err := s.root.Open(".")
 	if err != nil {
 		return 0, err
 	}
 	defer f.Close()
-	sw := &sweeper{}
+	sw := &sweeper{olderThan: olderThan.UnixNano()}
 	sw.dir(int(f.Fd()), 0)
 	return sw.removed, sw.err
 }
 
 type sweeper struct {
-	removed int
-	err     error
+	olderThan int64
+	removed   int
+	err       error
 }
 
 func (sw *sweeper) fail(err error) {
@@ -208,7 +213,7 @@ func (sw *sweeper) dir(fd, depth int) {
 		}
 		switch st.Mode & unix.S_IFMT {
 		case unix.S_IFREG:
-			if isTempName(n) {
+			if isTempName(n) && st.Mtim.Nano() < sw.olderThan {
 				if err := unix.Unlinkat(fd, n, 0); err != nil {
 					sw.fail(err)
 				} else {
@@ -227,10 +232,11 @@ func (sw *sweeper) dir(fd, depth int) {
 	}
 }
 
-// sweepTemp runs Sweep at start-up and logs the outcome; a failure to sweep
-// does not stop the worker, it only leaves hidden files behind.
-func sweepTemp(s *Service) {
-	n, err := s.Sweep()
+// sweepTemp runs Sweep for files older than start and logs the outcome; a
+// failure to sweep does not stop the worker, it only leaves hidden files
+// behind.
+func sweepTemp(s *Service, start time.Time) {
+	n, err := s.Sweep(start)
 	if n > 0 {
 		fmt.Fprintf(os.Stderr, "fsmcp worker: removed %d temp files left by an earlier crash\n", n)
 	}

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"time"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/sandbox"
@@ -35,6 +36,7 @@ func Main(args []string, hooks Hooks) int {
 }
 
 func run(args []string, hooks Hooks) error {
+	start := time.Now()
 	cfg, err := sandbox.ParseWorkerConfig(args)
 	if err != nil {
 		return err
@@ -116,7 +118,7 @@ func run(args []string, hooks Hooks) error {
 		return err
 	}
 	if !cfg.ReadOnly {
-		sweepTemp(svc)
+		go sweepTemp(svc, start)
 	}
 	return Serve(conn, svc, hooks.Interceptor)
 }

@@ -207,8 +207,8 @@ func TestConcurrentWritesOneWins(t *testing.T) {
 	}
 }
 
-// Sweep removes only regular files with the temp prefix, and never looks
-// through a symlink.
+// Sweep removes only regular files with the temp prefix that predate the
+// worker's start, and never looks through a symlink.
 func TestSweep(t *testing.T) {
 	s, dir := newWriteService(t)
 	outside := filepath.Join(filepath.Dir(dir), "outside")
@@ -221,7 +221,12 @@ func TestSweep(t *testing.T) {
 	os.Symlink("keep.txt", filepath.Join(dir, tempPrefix+"link"))
 	os.Symlink(outside, filepath.Join(dir, "d", "out"))
 	os.Symlink("../outside", filepath.Join(dir, "rel-out"))
-	n, err := s.Sweep()
+	// A temp file of a write of this worker's own, begun after it started.
+	started := time.Now()
+	wput(t, filepath.Join(dir, tempPrefix+"in-flight"), "being written")
+	future := started.Add(time.Second)
+	os.Chtimes(filepath.Join(dir, tempPrefix+"in-flight"), future, future)
+	n, err := s.Sweep(started)
 	if err != nil || n != 2 {
 		t.Fatalf("Sweep() = %d, %v; want 2, nil", n, err)
 	}
@@ -230,7 +235,7 @@ func TestSweep(t *testing.T) {
 			t.Errorf("%s was not swept: %v", gone, err)
 		}
 	}
-	for _, kept := range []string{"keep.txt", "d/x" + tempPrefix, tempPrefix + "dir", tempPrefix + "link"} {
+	for _, kept := range []string{"keep.txt", "d/x" + tempPrefix, tempPrefix + "dir", tempPrefix + "link", tempPrefix + "in-flight"} {
 		if _, err := os.Lstat(filepath.Join(dir, kept)); err != nil {
 			t.Errorf("%s was removed: %v", kept, err)
 		}

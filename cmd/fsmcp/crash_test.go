@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -113,7 +114,7 @@ func TestCrashDuringWrite(t *testing.T) {
 		nw := crashContent(rng, size)
 		s := start(t, root)
 		// The previous trial's crash has been swept by this worker.
-		noTempFiles(t, root)
+		waitSwept(t, root)
 		r := s.wantOK("fs_list", map[string]any{})
 		if names := listNames(r); fmt.Sprint(names) != "[big small]" {
 			t.Fatalf("trial %d: fs_list = %v", trial, names)
@@ -172,7 +173,7 @@ func TestCrashDuringWrite(t *testing.T) {
 	}
 	// The last crash is swept too.
 	s = start(t, root)
-	noTempFiles(t, root)
+	waitSwept(t, root)
 	if names := listNames(s.wantOK("fs_list", map[string]any{})); fmt.Sprint(names) != "[big small]" {
 		t.Fatalf("fs_list after the last trial = %v", names)
 	}
@@ -211,4 +212,21 @@ func listNames(r reply) []string {
 		names = append(names, n)
 	}
 	return names
+}
+
+// waitSwept waits for the worker's background sweep to remove every temp
+// file under dir, and fails if some remain after ten seconds.
+func waitSwept(t *testing.T, dir string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		left := false
+		filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			left = left || (err == nil && strings.HasPrefix(d.Name(), tempPrefix))
+			return nil
+		})
+		if !left {
+			return
+		}
+	}
+	noTempFiles(t, dir)
 }
