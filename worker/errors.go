@@ -112,7 +112,7 @@ func classify(err error) (fsmcpv1.ErrorCode, string) {
 		code = fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT
 	case syscall.EFBIG, syscall.ENOSPC, syscall.EDQUOT:
 		code = fsmcpv1.ErrorCode_ERROR_CODE_TOO_LARGE
-	case syscall.EXDEV, syscall.EOPNOTSUPP:
+	case syscall.EXDEV, syscall.EOPNOTSUPP, syscall.EBUSY:
 		code = fsmcpv1.ErrorCode_ERROR_CODE_UNSUPPORTED
 	}
 	return code, errno.Error()
