@@ -68,8 +68,8 @@ var denyAlways = []string{
 	// change it either.
 	"setuid", "setgid", "setreuid", "setregid", "setresuid", "setresgid",
 	"setfsuid", "setfsgid", "setgroups", "capset",
-	// Metadata by path. Landlock below ABI 9 does not cover these, so
-	// they would reach files outside the root. The descriptor-based twins
+	// Metadata by path. No Landlock ABI covers these, so they would
+	// reach files outside the root. The descriptor-based twins
 	// (fchmod, fchown, fsetxattr, fgetxattr, flistxattr, fremovexattr)
 	// stay: preserving a file's mode, owner and extended attributes on an
 	// atomic write needs them, on descriptors os.Root opened.
@@ -85,9 +85,9 @@ var denyAlways = []string{
 
 // denyNetwork lists what creates or connects sockets. Both processes
 // receive their sockets ready-made (the worker its end of the socketpair,
-// the front-end its listener), so a new socket can only be an attack: UDP,
-// MPTCP and pathname unix sockets, which Landlock's network rules do not
-// cover, included.
+// the front-end its listener), so a new socket can only be an attack.
+// Landlock covers TCP from ABI 4, pathname unix sockets from ABI 9 and UDP
+// from ABI 10; MPTCP, raw and netlink sockets by none.
 var denyNetwork = []string{"socket", "socketpair", "bind", "connect", "listen"}
 
 // denyAccept is refused unless a listener is in use.
