@@ -36,6 +36,9 @@ type auditLog struct {
 	f      *os.File // --audit-log, else nil (stderr)
 	stderr io.Writer
 	failed bool
+	// inFlight counts calls running, so that stopping can let them
+	// answer first.
+	inFlight sync.WaitGroup
 }
 
 // openAudit appends to path, or writes to stderr when path is empty. It
@@ -60,12 +63,15 @@ func (a *auditLog) close() {
 	}
 }
 
-// wrap records every call of h, whose tool is named tool.
+// wrap records every call of h, whose tool is named tool, and counts it
+// while it runs.
 func (a *auditLog) wrap(tool string, h mcp.ToolHandler) mcp.ToolHandler {
 	if a == nil {
 		return h
 	}
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		a.inFlight.Add(1)
+		defer a.inFlight.Done()
 		start := time.Now()
 		res, err := h(ctx, req)
 		a.write(auditLine(start, time.Since(start), tool, req, res, err))

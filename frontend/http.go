@@ -123,12 +123,56 @@ func (e *endpoint) close() {
 }
 
 // serve runs srv on stdio or HTTP until ctx ends or, for stdio, the
-// client hangs up.
+// client hangs up. When ctx ends, calls in flight answer before the
+// connection closes.
 func (e *endpoint) serve(ctx context.Context, srv *mcp.Server, stdin io.ReadCloser, stdout io.WriteCloser, stderr io.Writer) error {
 	if e.http == nil {
-		return srv.Run(ctx, &mcp.IOTransport{Reader: stdin, Writer: stdout})
+		return e.serveStdio(ctx, srv, stdin, stdout)
 	}
 	return e.http.serve(ctx, srv, stderr)
+}
+
+const (
+	// stopGrace is how long calls in flight may take to answer once the
+	// front-end is stopping, before they are cancelled.
+	stopGrace = 5 * time.Second
+	// replySettle is the time a finished call's reply takes to reach
+	// stdout after its handler returned.
+	replySettle = 200 * time.Millisecond
+)
+
+// serveStdio is mcp.Server.Run, except for stopping. The SDK runs tool
+// calls beside its JSON-RPC connection, whose Close does not wait for
+// them: closing at once would drop the reply of a call that failed
+// because the worker died, and the client would never learn why. So
+// stopping waits for the calls in flight (up to stopGrace, then cancels
+// them), lets their replies be written, and only then closes.
+func (e *endpoint) serveStdio(ctx context.Context, srv *mcp.Server, stdin io.ReadCloser, stdout io.WriteCloser) error {
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	ss, err := srv.Connect(sctx, &mcp.IOTransport{Reader: stdin, Writer: stdout}, nil)
+	if err != nil {
+		return err
+	}
+	ended := make(chan error, 1)
+	go func() { ended <- ss.Wait() }()
+	select {
+	case err := <-ended:
+		return err
+	case <-ctx.Done():
+	}
+	idle := make(chan struct{})
+	go func() { e.audit.inFlight.Wait(); close(idle) }()
+	select {
+	case <-idle:
+	case <-time.After(stopGrace):
+		cancel()
+		<-idle
+	}
+	time.Sleep(replySettle)
+	ss.Close()
+	<-ended
+	return ctx.Err()
 }
 
 // takeListenFDs returns how many sockets systemd passed to this process
