@@ -924,3 +924,74 @@ func TestSearchLeavesNoChildren(t *testing.T) {
 		}
 	}
 }
+
+// A file or directory rg cannot read does not fail the search: the others
+// are searched, and the reply counts what was unreadable (rg's exit status
+// 2 with results). Permission bits stop only a process without
+// CAP_DAC_OVERRIDE, so as root the server runs as nobody.
+func TestSearchUnreadableFiles(t *testing.T) {
+	base := t.TempDir()
+	exe := os.Args[0]
+	var cred *syscall.Credential
+	if os.Getuid() == 0 {
+		// nobody must reach the tree and the binary.
+		for d := base; d != filepath.Dir(d) && d != os.TempDir(); d = filepath.Dir(d) {
+			if err := os.Chmod(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		exe = filepath.Join(base, "fsmcp.test")
+		b, err := os.ReadFile(os.Args[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(exe, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		cred = &syscall.Credential{Uid: 65534, Gid: 65534}
+	}
+	root := filepath.Join(base, "root")
+	for _, d := range []string{root, filepath.Join(root, "locked-dir")} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{"open.txt", "locked.txt", "locked-dir/inner.txt"} {
+		if err := os.WriteFile(filepath.Join(root, f), []byte("needle\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(filepath.Join(root, "locked.txt"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(root, "locked-dir"), 0); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Chmod(filepath.Join(root, "locked-dir"), 0o755) })
+
+	cmd := exec.Command(exe, "--root", root)
+	cmd.Env = append(os.Environ(), "FSMCP_TEST_FRONTEND=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	client := mcp.NewClient(&mcp.Implementation{Name: "fsmcp-test", Version: "1"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	session, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v\n%s", err, stderr.String())
+	}
+	defer session.Close()
+	s := &server{t: t, cmd: cmd, session: session, stderr: stderr}
+
+	r := s.wantOK("fs_grep", map[string]any{"pattern": "needle"})
+	got := grepPage(t, r)
+	if len(got) != 1 || got[0].Path != "open.txt" || r.num("unreadable") != 2 {
+		t.Errorf("fs_grep(needle) = %s, want open.txt and 2 unreadable", r.text)
+	}
+	files, last := globAll(t, s, map[string]any{"pattern": "*"}, 1<<20)
+	if want := []string{"locked.txt", "open.txt"}; !slices.Equal(files, want) || last.num("unreadable") != 1 {
+		t.Errorf("fs_glob(*) = %q (%s), want %q and 1 unreadable", files, last.text, want)
+	}
+	noHostPath(t, r.text+last.text, root)
+}
