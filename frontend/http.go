@@ -47,6 +47,8 @@ const (
 	// maxRequestBytes bounds one request body (413 beyond): room for an
 	// fs_write of 24 MiB as base64, a quarter of a gRPC message.
 	maxRequestBytes = 32 << 20
+	// maxStdioLineBytes bounds one JSON-RPC message on stdio.
+	maxStdioLineBytes = maxMessageBytes
 )
 
 // endpoint is what the front-end acquires before it confines itself:
@@ -150,7 +152,10 @@ const (
 func (e *endpoint) serveStdio(ctx context.Context, srv *mcp.Server, stdin io.ReadCloser, stdout io.WriteCloser) error {
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
-	ss, err := srv.Connect(sctx, &mcp.IOTransport{Reader: stdin, Writer: stdout}, nil)
+	// A line longer than the limit ends the stdio session (the stream
+	// cannot be resynchronised), so the limit sits above anything a
+	// worker message may carry.
+	ss, err := srv.Connect(sctx, &mcp.IOTransport{Reader: stdin, Writer: stdout, MaxLineLength: maxStdioLineBytes}, nil)
 	if err != nil {
 		return err
 	}

@@ -183,8 +183,15 @@ func hex4(b []byte, at int) (rune, bool) {
 	return rune(v[0])<<8 | rune(v[1]), true
 }
 
+// maxPathBytes bounds a path argument. os.Root resolves one component at
+// a time, so a path may be longer than PATH_MAX, but not without limit.
+const maxPathBytes = 64 << 10
+
 // pathArg returns the path named by a text field or its _base64 twin.
 func pathArg(field string, text, b64 *string) ([]byte, error) {
+	if (text != nil && len(*text) > maxPathBytes) || (b64 != nil && len(*b64) > maxPathBytes*4/3+4) {
+		return nil, invalidf("%s is longer than %d bytes", field, maxPathBytes)
+	}
 	switch {
 	case text != nil && b64 != nil:
 		return nil, invalidf("give %s or %s_base64, not both", field, field)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"syscall"
+	"unicode/utf8"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"google.golang.org/grpc/codes"
@@ -48,14 +49,35 @@ func (e *Error) Is(target error) bool {
 	return ok && t.Code == e.Code
 }
 
+// maxErrorPath and maxErrorMessage bound what an error carries back. A
+// status travels in HTTP/2 headers: an unbounded one (a client's 64 MiB
+// path, echoed) would break the connection and with it the worker.
+const (
+	maxErrorPath    = 4096
+	maxErrorMessage = 1024
+)
+
+// clip shortens s to at most n bytes, at a UTF-8 boundary when s is text.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > n-utf8.UTFMax && cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
+}
+
 // GRPCStatus carries the error to the front-end as a status with an
 // fsmcp.v1.Error detail.
 func (e *Error) GRPCStatus() *status.Status {
-	st := status.New(codes.Unknown, e.Message)
+	msg := clip(e.Message, maxErrorMessage)
+	st := status.New(codes.Unknown, msg)
 	d, err := st.WithDetails(&fsmcpv1.Error{
 		Code:          e.Code,
-		Message:       e.Message,
-		Path:          []byte(e.Path),
+		Message:       msg,
+		Path:          []byte(clip(e.Path, maxErrorPath)),
 		CurrentSha256: e.CurrentSHA256,
 		Count:         e.Count,
 	})

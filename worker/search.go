@@ -214,9 +214,17 @@ func (t *searchTarget) pathArgs(args []string) []string {
 	return append(args, ".")
 }
 
+// maxArgBytes bounds a pattern or glob. The kernel refuses a single exec
+// argument over 128 KiB (MAX_ARG_STRLEN); stay well inside it so a long
+// argument is a clear refusal rather than an rg that cannot start.
+const maxArgBytes = 64 << 10
+
 func checkArg(op, what, v string) error {
 	if strings.IndexByte(v, 0) >= 0 {
 		return newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "", "%s: %s contains a NUL byte", op, what)
+	}
+	if len(v) > maxArgBytes {
+		return newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "", "%s: %s is longer than %d bytes", op, what, maxArgBytes)
 	}
 	return nil
 }

@@ -167,3 +167,17 @@ func TestConcurrentCalls(t *testing.T) {
 		t.Error(e)
 	}
 }
+// A 64 MiB request is answered with a clear error and the server keeps
+// serving: neither a huge path nor a huge pattern, echoed in an error, may
+// break the worker's connection.
+func TestHugeRequest(t *testing.T) {
+	root, _ := tree(t)
+	s := start(t, root)
+	// The error echoes the path, clipped: the reply stays small.
+	if r := s.wantErr("fs_stat", map[string]any{"path": strings.Repeat("x", 64<<20)}, "invalid_argument"); len(r.text) > 16<<10 {
+		t.Errorf("the refusal of a 64 MiB path is %d bytes", len(r.text))
+	}
+	s.wantErr("fs_grep", map[string]any{"pattern": "(" + strings.Repeat("x", 64<<20)}, "invalid_argument")
+	s.wantOK("fs_stat", map[string]any{"path": "a.txt"})
+	s.reportRSS(1024)
+}
