@@ -167,6 +167,7 @@ func TestConcurrentCalls(t *testing.T) {
 		t.Error(e)
 	}
 }
+
 // A 64 MiB request is answered with a clear error and the server keeps
 // serving: neither a huge path nor a huge pattern, echoed in an error, may
 // break the worker's connection.
