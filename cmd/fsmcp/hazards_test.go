@@ -78,7 +78,7 @@ func TestNamesAreBytes(t *testing.T) {
 	}
 }
 
-// Read tools under a race: a directory inside the root is swapped, over
+// Read and search tools under a race: a directory inside the root is swapped, over
 // and over, with a symlink to a canary directory outside. No reply ever
 // carries canary bytes and the canary is unchanged. A call that meets the
 // symlink half-way may fail (os.Root reports ELOOP then), never leak.
@@ -116,8 +116,15 @@ func TestReadToolsRace(t *testing.T) {
 		for _, c := range []struct {
 			tool string
 			path string
-		}{{"fs_read", "swap/secret.txt"}, {"fs_stat", "swap/secret.txt"}, {"fs_list", "swap"}} {
-			r := s.call(c.tool, map[string]any{"path": c.path})
+		}{{"fs_read", "swap/secret.txt"}, {"fs_stat", "swap/secret.txt"}, {"fs_list", "swap"}, {"fs_glob", "swap"}, {"fs_grep", "swap"}} {
+			args := map[string]any{"path": c.path}
+			switch c.tool {
+			case "fs_glob":
+				args["pattern"] = "*"
+			case "fs_grep":
+				args["pattern"] = "secret|inside"
+			}
+			r := s.call(c.tool, args)
 			calls++
 			if strings.Contains(r.text, "outside secret") || strings.Contains(r.text, outside) {
 				t.Fatalf("%s(%s) leaked the outside: %s", c.tool, c.path, r.text)
