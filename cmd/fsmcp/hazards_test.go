@@ -76,6 +76,9 @@ func TestNamesAreBytes(t *testing.T) {
 	if r := s.wantOK("fs_list", map[string]any{}); !strings.Contains(r.text, `"two\nlines"`) {
 		t.Errorf("fs_list does not show the name with a newline: %s", r.text)
 	}
+	if r := s.wantOK("fs_glob", map[string]any{"pattern": "two*"}); !strings.Contains(r.text, `"two\nlines"`) {
+		t.Errorf("fs_glob does not show the name with a newline: %s", r.text)
+	}
 }
 
 // Read and search tools under a race: a directory inside the root is swapped, over
