@@ -3,11 +3,18 @@ package worker
 import (
 	"bytes"
 	"context"
+	"io"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -43,16 +50,62 @@ func fuzzTree(f *testing.F) (base string, s *Service, canary map[string][]byte) 
 	r, err := os.OpenRoot(root)
 	must(err)
 	f.Cleanup(func() { r.Close() })
-	s, err = New(r, Options{MaxRead: 1 << 16})
+	devNull, err := os.Open(os.DevNull)
+	must(err)
+	f.Cleanup(func() { devNull.Close() })
+	rg, err := exec.LookPath("rg")
+	must(err)
+	s, err = New(r, Options{MaxRead: 1 << 16, RG: rg, DevNull: devNull})
 	must(err)
 	return base, s, canary
 }
 
-// FuzzPaths sends arbitrary paths to every read RPC. Whatever is accepted
-// or refused, no reply carries canary bytes or the host location of the
-// tree, and the canary files stay as they were.
+// fuzzClient serves s over a real socketpair and returns a client.
+func fuzzClient(f *testing.F, s *Service) fsmcpv1.WorkerServiceClient {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		f.Fatal(err)
+	}
+	mine, _ := net.FileConn(os.NewFile(uintptr(fds[0]), "client"))
+	theirs, _ := net.FileConn(os.NewFile(uintptr(fds[1]), "server"))
+	go Serve(theirs, s, nil)
+	cc, err := grpc.NewClient("passthrough:///worker", grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(context.Context, string) (net.Conn, error) { return mine, nil }),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes)))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { cc.Close() })
+	return fsmcpv1.NewWorkerServiceClient(cc)
+}
+
+// drain collects every message of a server stream.
+func drain[T proto.Message](stream interface{ Recv() (T, error) }, err error) ([]proto.Message, error) {
+	if err != nil {
+		return nil, err
+	}
+	var msgs []proto.Message
+	for {
+		m, err := stream.Recv()
+		if err == io.EOF {
+			return msgs, nil
+		}
+		if err != nil {
+			return msgs, err
+		}
+		msgs = append(msgs, m)
+	}
+}
+
+// FuzzPaths sends arbitrary paths to every RPC, through a real gRPC
+// connection and, for searches, a real rg (without Landlock: this is the
+// os.Root layer on its own). Whatever is accepted or refused, no reply
+// carries canary bytes or the host location of the tree, and the canary
+// files stay as they were. Mutations act on the fuzzed path inside the
+// root, which is the point: they must never reach outside it.
 func FuzzPaths(f *testing.F) {
 	base, s, canary := fuzzTree(f)
+	c := fuzzClient(f, s)
 	for _, seed := range []string{"", ".", "/", "f", "in", "out", "dirout/secret", "abs", "d/up", "d/e/upup/secret",
 		"..", "../canary/secret", "d/../../canary/secret", "/etc/passwd", "//etc/passwd", "loop", "d/e/../../f",
 		"f/", "d//e", "./././f", "\x00", "d/\xff", base + "/canary/secret"} {
@@ -62,12 +115,24 @@ func FuzzPaths(f *testing.F) {
 	f.Fuzz(func(t *testing.T, p []byte) {
 		var replies []proto.Message
 		var errs []error
-		st, err := s.Stat(ctx, &fsmcpv1.StatRequest{Path: p})
-		replies, errs = append(replies, st), append(errs, err)
-		ls, err := s.List(ctx, &fsmcpv1.ListRequest{Path: p, MaxBytes: 1 << 16})
-		replies, errs = append(replies, ls), append(errs, err)
-		rd, err := s.Read(ctx, &fsmcpv1.ReadRequest{Path: p, Length: 1 << 16})
-		replies, errs = append(replies, rd), append(errs, err)
+		one := func(m proto.Message, err error) {
+			replies, errs = append(replies, m), append(errs, err)
+		}
+		many := func(ms []proto.Message, err error) {
+			replies, errs = append(replies, ms...), append(errs, err)
+		}
+		one(c.Stat(ctx, &fsmcpv1.StatRequest{Path: p}))
+		one(c.List(ctx, &fsmcpv1.ListRequest{Path: p, MaxBytes: 1 << 16}))
+		one(c.Read(ctx, &fsmcpv1.ReadRequest{Path: p, Length: 1 << 16}))
+		many(drain(c.Glob(ctx, &fsmcpv1.GlobRequest{Pattern: "*", Path: p, Hidden: true, NoIgnore: true, MaxBytes: 1 << 16})))
+		many(drain(c.Grep(ctx, &fsmcpv1.GrepRequest{Pattern: "CANARY|inside", Path: p, Hidden: true, NoIgnore: true, MaxBytes: 1 << 16})))
+		one(c.Write(ctx, &fsmcpv1.WriteRequest{Path: p, Content: []byte("fuzz"), MustNotExist: true}))
+		one(c.Replace(ctx, &fsmcpv1.ReplaceRequest{Path: p, IfSha256: "0000000000000000000000000000000000000000000000000000000000000000",
+			Edits: []*fsmcpv1.Edit{{Old: []byte("CANARY"), New: []byte("x")}}}))
+		one(c.Mkdir(ctx, &fsmcpv1.MkdirRequest{Path: p}))
+		one(c.Move(ctx, &fsmcpv1.MoveRequest{From: p, To: []byte("moved")}))
+		one(c.Move(ctx, &fsmcpv1.MoveRequest{From: []byte("moved"), To: p}))
+		one(c.Delete(ctx, &fsmcpv1.DeleteRequest{Path: p, Recursive: true}))
 		for _, r := range replies {
 			b, _ := proto.Marshal(r)
 			if bytes.Contains(b, []byte(canaryText)) || bytes.Contains(b, []byte(base)) {
@@ -75,7 +140,7 @@ func FuzzPaths(f *testing.F) {
 			}
 		}
 		for _, err := range errs {
-			if err != nil && (bytes.Contains([]byte(err.Error()), []byte(base)) || bytes.Contains([]byte(err.Error()), []byte(canaryText))) {
+			if err != nil && (strings.Contains(err.Error(), base) || strings.Contains(err.Error(), canaryText)) {
 				t.Fatalf("path %q: error leaks the outside: %v", p, err)
 			}
 		}
