@@ -3,8 +3,10 @@ package worker
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path"
+	"strings"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"golang.org/x/sys/unix"
@@ -25,39 +27,65 @@ func (s *Service) Mkdir(ctx context.Context, req *fsmcpv1.MkdirRequest) (*fsmcpv
 	if isTempName(path.Base(p)) {
 		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, p, "mkdir: names starting with %s are reserved for fsmcp's temp files", tempPrefix)
 	}
-	// Which of the path's prefixes are missing now: those are the ones
-	// this call creates, and gives newDirMode.
-	var missing []string
-	for q := p; q != "." && q != "/" && q != ""; q = path.Dir(q) {
-		if _, err := s.root.Lstat(q); errors.Is(err, unix.ENOENT) {
-			missing = append(missing, q)
-		}
-	}
-	err = s.root.MkdirAll(p, newDirMode)
-	if err != nil {
-		// Whatever is there and not a directory (a file, a symlink to a
-		// file, a dangling symlink) is in the way.
-		if fi, serr := s.root.Lstat(p); serr == nil && !fi.IsDir() {
-			if st, serr := s.root.Stat(p); serr != nil || !st.IsDir() {
-				return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_ALREADY_EXISTS, p, "mkdir: something other than a directory exists at the path")
-			}
-		}
-		return nil, fsError("mkdir", p, err)
-	}
-	for _, q := range missing {
-		// O_NOFOLLOW: if a symlink took the new directory's place, leave
-		// whatever it points to alone.
-		d, err := s.root.OpenFile(q, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
-		if err != nil {
+	// Create one component at a time, as the client spelled the path:
+	// each prefix is resolved by the Root exactly as the final path will
+	// be ("x/../b" is "b"), so only what this call really creates gets
+	// newDirMode, and a directory reached through ".." keeps its mode.
+	made := map[[2]uint64]bool{} // (dev, inode) of each directory this call created
+	comps := strings.Split(p, "/")
+	for i, c := range comps {
+		if c == "" || c == "." || c == ".." {
 			continue
 		}
-		err = d.Chmod(newDirMode)
-		d.Close()
-		if err != nil {
-			return nil, fsError("chmod", q, err)
+		q := strings.Join(comps[:i+1], "/")
+		switch err := s.root.Mkdir(q, newDirMode); {
+		case err == nil:
+			if st, err := s.lstat(q); err == nil {
+				made[[2]uint64{uint64(st.Dev), st.Ino}] = true
+			}
+			if err := s.chmodNewDir(q); err != nil {
+				return nil, err
+			}
+		case errors.Is(err, fs.ErrExist):
+			// Whatever is there and not a directory (a file, a symlink to
+			// a file, a dangling symlink) is in the way.
+			st, serr := s.root.Stat(q)
+			if serr != nil && !errors.Is(serr, fs.ErrNotExist) {
+				return nil, fsError("mkdir", p, serr) // e.g. a symlink leaving the root
+			}
+			if serr != nil || !st.IsDir() {
+				if i == len(comps)-1 || strings.Trim(strings.Join(comps[i+1:], ""), "/.") == "" {
+					return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_ALREADY_EXISTS, p, "mkdir: something other than a directory exists at the path")
+				}
+				return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_NOT_A_DIRECTORY, p, "mkdir: a component of the path is not a directory")
+			}
+		default:
+			return nil, fsError("mkdir", p, err)
 		}
 	}
-	return &fsmcpv1.MkdirResponse{Created: len(missing) > 0 && missing[0] == p}, nil
+	// Created: the directory the whole path names is one this call made
+	// (with "..", that need not be the last one it made).
+	created := false
+	if fi, err := s.root.Stat(p); err == nil {
+		st := toStat(fi)
+		created = made[[2]uint64{uint64(st.Dev), st.Ino}]
+	}
+	return &fsmcpv1.MkdirResponse{Created: created}, nil
+}
+
+// chmodNewDir gives the directory this call just created at q newDirMode,
+// whatever the umask took. O_NOFOLLOW: if a symlink took its place, leave
+// whatever it points to alone.
+func (s *Service) chmodNewDir(q string) error {
+	d, err := s.root.OpenFile(q, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil
+	}
+	defer d.Close()
+	if err := d.Chmod(newDirMode); err != nil {
+		return fsError("chmod", q, err)
+	}
+	return nil
 }
 
 // Move implements fsmcpv1.WorkerServiceServer. It renames with

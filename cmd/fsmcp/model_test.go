@@ -21,11 +21,6 @@ import (
 var (
 	modelSeed  = flag.Uint64("model-seed", 20261130, "seed of TestModelMutations' operation sequence (0 picks one from the clock)")
 	modelSteps = flag.Int("model-steps", 1500, "operations TestModelMutations applies")
-	// Off by default: fs_mkdir decides which directories it created, and
-	// so which it chmods, by the path's spelling, so "x/../d" with x
-	// missing chmods an existing d to 0755 (and "x/.." the root), says
-	// created, and leaves the detour directory x with the umask's mode.
-	modelMkdirDetours = flag.Bool("model-mkdir-detours", false, "let TestModelMutations spell fs_mkdir paths with x/.. detours")
 )
 
 // mnode is one entry of the model tree: a directory, or a regular file
@@ -556,7 +551,7 @@ func (g *modelGen) mkdir() *modelOp {
 			}}
 	}
 	p := g.path(25, 35, anyNode)
-	spelled := g.spellPlain(p, *modelMkdirDetours)
+	spelled := g.spellPlain(p, true)
 	if g.pct(5) {
 		// A directory may be named with a trailing slash.
 		spelled += "/"
