@@ -16,6 +16,16 @@ import (
 // maxMessageBytes matches the worker's bound on one gRPC message.
 const maxMessageBytes = 128 << 20
 
+// The transport's sizing, the same on both ends (worker.Serve): a stream
+// window holds a default page (262144 bytes) and its framing whole, the
+// connection's a few of them, and one read or write system call moves
+// up to 64 KiB.
+const (
+	streamWindow  = 1 << 20
+	connWindow    = 4 << 20
+	ioBufferBytes = 64 << 10
+)
+
 // workerClient is the front-end's gRPC connection to the worker.
 type workerClient struct {
 	fsmcpv1.WorkerServiceClient
@@ -39,6 +49,18 @@ func dialWorker(conn net.Conn) (*workerClient, error) {
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithContextDialer(dial),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageBytes), grpc.MaxCallSendMsgSize(maxMessageBytes)),
+		// One peer on a socketpair: static flow-control windows large
+		// enough for a default page end the BDP pings and mid-message
+		// window updates, each an extra wake-up of both processes.
+		grpc.WithStaticStreamWindowSize(streamWindow),
+		grpc.WithStaticConnWindowSize(connWindow),
+		grpc.WithReadBufferSize(ioBufferBytes),
+		grpc.WithWriteBufferSize(ioBufferBytes),
+		// No service config is ever fetched and no call is retried: a
+		// retry would keep a copy of every request (a write's content)
+		// until the call commits.
+		grpc.WithDisableServiceConfig(),
+		grpc.WithDisableRetry(),
 	)
 	if err != nil {
 		return nil, err

@@ -162,6 +162,13 @@ func Serve(conn net.Conn, svc *Service, extra grpc.UnaryServerInterceptor) error
 		grpc.ChainStreamInterceptor(recoverStream),
 		grpc.MaxRecvMsgSize(MaxMessageBytes),
 		grpc.MaxSendMsgSize(MaxMessageBytes),
+		// The front-end's sizing (frontend/client.go): static windows end
+		// the BDP pings and mid-message window updates; 64 KiB per read
+		// or write system call.
+		grpc.StaticStreamWindowSize(1<<20),
+		grpc.StaticConnWindowSize(4<<20),
+		grpc.ReadBufferSize(64<<10),
+		grpc.WriteBufferSize(64<<10),
 	)
 	fsmcpv1.RegisterWorkerServiceServer(srv, svc)
 	l := newOneConnListener(conn)
