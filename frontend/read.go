@@ -3,6 +3,7 @@ package frontend
 import (
 	"context"
 	"encoding/base64"
+	"slices"
 	"unicode/utf8"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
@@ -181,11 +182,15 @@ func (s *server) read(ctx context.Context, in *readIn, _ *mcp.CallToolRequest) (
 	// the truncation fields.
 	head := newObj().bool("ok", true).name("path", displayPath(p))
 	overhead := head.size() + len(`,"content":"","encoding":"base64","offset":,"length":,"size":,"eof":false,"truncated":true,"next_offset":`) + 4*20
-	n, encoding := fitContent(data, int(s.cfg.MaxResponseBytes)-overhead)
+	n, encoded, encoding := fitContent(data, int(s.cfg.MaxResponseBytes)-overhead)
 	data = data[:n]
 	doc := head
+	// The whole document in one allocation: the page is not copied over
+	// and over as it grows.
+	doc.b = slices.Grow(doc.b, overhead+encoded)
 	if encoding == "utf8" {
-		doc.str("content", string(data))
+		doc.key("content")
+		doc.b = appendString(doc.b, data)
 	} else {
 		doc.key("content")
 		doc.b = append(doc.b, '"')
@@ -205,34 +210,36 @@ func (s *server) read(ctx context.Context, in *readIn, _ *mcp.CallToolRequest) (
 }
 
 // fitContent returns how many leading bytes of data fit in avail bytes of
-// encoded JSON string content, and the encoding judged on exactly those
-// bytes: utf8 if valid UTF-8, else base64. A UTF-8 range is cut only at a
-// rune boundary, so the shortened range stays valid.
-func fitContent(data []byte, avail int) (int, string) {
+// encoded JSON string content, their encoded length, and the encoding
+// judged on exactly those bytes: utf8 if valid UTF-8, else base64. A UTF-8
+// range is cut only at a rune boundary, so the shortened range stays valid.
+func fitContent(data []byte, avail int) (n, encoded int, encoding string) {
 	if avail < 0 {
 		avail = 0
 	}
 	if !utf8.Valid(data) {
 		n := min(len(data), avail/4*3)
 		if !utf8.Valid(data[:n]) {
-			return n, "base64"
+			return n, base64.StdEncoding.EncodedLen(n), "base64"
 		}
 		data = data[:n]
 	}
-	used, n := 0, 0
-	for n < len(data) {
-		r, size := utf8.DecodeRune(data[n:])
-		cost := size
-		if r < utf8.RuneSelf {
-			cost = escapedLen(data[n])
-		}
+	// data is valid UTF-8: a multi-byte rune costs its bytes, an ASCII
+	// byte its escape. Past the budget, the cut backs up to the start of
+	// the rune that did not fit.
+	used := 0
+	for i, c := range data {
+		cost := escapedLen(c)
 		if used+cost > avail {
-			break
+			for i > 0 && !utf8.RuneStart(data[i]) {
+				i--
+				used--
+			}
+			return i, used, "utf8"
 		}
 		used += cost
-		n += size
 	}
-	return n, "utf8"
+	return len(data), used, "utf8"
 }
 
 // trimPartialRune drops an incomplete UTF-8 sequence at the end of data.

@@ -70,7 +70,7 @@ func (o *obj) bool(k string, v bool) *obj { o.key(k); o.b = strconv.AppendBool(o
 func (o *obj) name(k string, v []byte) *obj {
 	if utf8.Valid(v) {
 		o.key(k)
-		o.b = appendString(o.b, string(v))
+		o.b = appendString(o.b, v)
 		return o
 	}
 	o.key(k + "_base64")
@@ -96,14 +96,23 @@ func (o *obj) rawValue(k string, v []byte) *obj {
 
 func (o *obj) bytes() []byte { return append(o.b[:len(o.b):len(o.b)], '}') }
 
+// text closes the document and returns it; o is not used afterwards. It
+// copies the document once, where string(o.bytes()) would copy it twice: a
+// page is up to --max-response-bytes.
+func (o *obj) text() string {
+	o.b = append(o.b, '}')
+	return string(o.b)
+}
+
 // size is the length of the document if it were closed now.
 func (o *obj) size() int { return len(o.b) + 1 }
 
 const hexDigits = "0123456789abcdef"
 
 // appendString appends s, which must be valid UTF-8, as a JSON string. It
-// escapes only what JSON requires.
-func appendString(b []byte, s string) []byte {
+// escapes only what JSON requires. s may be a []byte, so that file content
+// is not copied into a string first.
+func appendString[S string | []byte](b []byte, s S) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); i++ {
@@ -131,15 +140,23 @@ func appendString(b []byte, s string) []byte {
 }
 
 // escapedLen is the length appendString adds for the byte c, beyond quotes.
-func escapedLen(c byte) int {
-	switch {
-	case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t':
-		return 2
-	case c < 0x20:
-		return 6
+func escapedLen(c byte) int { return int(escapedLens[c]) }
+
+// escapedLens is escapedLen as a table: fitting a page's content looks up
+// every byte.
+var escapedLens = func() (t [256]uint8) {
+	for c := range t {
+		switch {
+		case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t':
+			t[c] = 2
+		case c < 0x20:
+			t[c] = 6
+		default:
+			t[c] = 1
+		}
 	}
-	return 1
-}
+	return t
+}()
 
 func formatTime(ns int64) string {
 	return time.Unix(0, ns).UTC().Format("2006-01-02T15:04:05.000000000Z07:00")
@@ -153,7 +170,7 @@ func typeName(t fsmcpv1.FileType) string {
 
 // okResult wraps a success document: {"ok":true, ...}.
 func okResult(doc *obj) *mcp.CallToolResult {
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(doc.bytes())}}}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: doc.text()}}}
 }
 
 // errorResult renders a failure as the contract's error document with
@@ -170,7 +187,7 @@ func errorResult(e *toolError) *mcp.CallToolResult {
 		inner.int("count", e.count)
 	}
 	doc := newObj().bool("ok", false).object("error", inner)
-	res := &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(doc.bytes())}}}
+	res := &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: doc.text()}}}
 	if e.code == fsmcpv1.ErrorCode_ERROR_CODE_OUTSIDE_ROOT {
 		res.Meta = mcp.Meta{"scope_violation": true}
 	}

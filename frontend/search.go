@@ -267,7 +267,8 @@ func grepItem(o *obj, l *fsmcpv1.GrepLine, text []byte) []byte {
 	o.str("type", typ).name("path", l.GetPath()).
 		int("line_number", l.GetLineNumber()).int("offset", l.GetOffset())
 	if utf8.Valid(text) {
-		o.str("text", string(text))
+		o.key("text")
+		o.b = appendString(o.b, text)
 	} else {
 		o.key("text_base64")
 		o.b = append(o.b, '"')
@@ -320,7 +321,7 @@ func fitGrepItem(l *fsmcpv1.GrepLine, avail int) []byte {
 	if room < 0 {
 		return nil
 	}
-	n, _ := fitContent(l.GetText(), room)
+	n, _, _ := fitContent(l.GetText(), room)
 	item := grepItem(&obj{}, l, l.GetText()[:n])
 	if len(item) > avail {
 		return nil
