@@ -1,6 +1,7 @@
 package frontend
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"testing"
@@ -41,4 +42,56 @@ func FuzzArguments(f *testing.F) {
 			}
 		}
 	})
+}
+
+// FuzzFitContent checks fitContent against the rune-by-rune definition:
+// the longest prefix whose JSON string content fits avail bytes, cut at a
+// rune boundary when it is UTF-8, and the encoded length it reports.
+func FuzzFitContent(f *testing.F) {
+	for _, seed := range []string{"", "abc", "a\"b\\c\n", "\x00\x01", "héllo wörld", "日本語", "\xff\xfe", "ab\xe6\x97"} {
+		for _, avail := range []int{-1, 0, 1, 2, 5, 6, 7, 64} {
+			f.Add([]byte(seed), avail)
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte, avail int) {
+		n, encoded, encoding := fitContent(data, avail)
+		wantN, wantEncoding := fitReference(data, avail)
+		if n != wantN || encoding != wantEncoding {
+			t.Fatalf("fitContent(%q, %d) = %d %s, want %d %s", data, avail, n, encoding, wantN, wantEncoding)
+		}
+		var got int
+		if encoding == "utf8" {
+			got = len(appendString(nil, data[:n])) - 2
+		} else {
+			got = len(base64.StdEncoding.EncodeToString(data[:n]))
+		}
+		if got != encoded {
+			t.Fatalf("fitContent(%q, %d): encoded length %d, the encoding is %d", data, avail, encoded, got)
+		}
+	})
+}
+
+func fitReference(data []byte, avail int) (int, string) {
+	avail = max(avail, 0)
+	if !utf8.Valid(data) {
+		n := min(len(data), avail/4*3)
+		if !utf8.Valid(data[:n]) {
+			return n, "base64"
+		}
+		data = data[:n]
+	}
+	used, n := 0, 0
+	for n < len(data) {
+		r, size := utf8.DecodeRune(data[n:])
+		cost := size
+		if r < utf8.RuneSelf {
+			cost = len(appendString(nil, data[n:n+1])) - 2
+		}
+		if used+cost > avail {
+			break
+		}
+		used += cost
+		n += size
+	}
+	return n, "utf8"
 }
