@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -507,7 +508,7 @@ func (pp *pathPage) add(p []byte) {
 // result returns the page in order and whether paths follow it.
 func (pp *pathPage) result() ([][]byte, bool) {
 	out := [][]byte(pp.h)
-	sort.Slice(out, func(i, j int) bool { return bytes.Compare(out[i], out[j]) < 0 })
+	slices.SortFunc(out, bytes.Compare)
 	return out, pp.dropped
 }
 
