@@ -68,7 +68,19 @@ func defineTool[In any](name, description string, readOnly, destructive, idempot
 	}
 	t := &tool{name: name, description: description, readOnly: readOnly, destructive: destructive,
 		idempotent: idempotent, schema: schema, resolved: resolved}
+	// Only file content makes arguments large: the other tools' arguments
+	// are refused unread past maxSmallArguments, before any decoding.
+	maxArgs := maxSmallArguments
+	if _, ok := schema.Properties["content"]; ok {
+		maxArgs = maxMessageBytes
+	}
+	if _, ok := schema.Properties["edits"]; ok {
+		maxArgs = maxMessageBytes
+	}
 	t.decode = func(req *mcp.CallToolRequest) (any, error) {
+		if n := len(req.Params.Arguments); n > maxArgs {
+			return nil, invalidf("arguments of %d bytes exceed the %d this tool accepts", n, maxArgs)
+		}
 		raw, err := checkArguments(req, resolved)
 		if err != nil {
 			return nil, err
@@ -182,6 +194,10 @@ func hex4(b []byte, at int) (rune, bool) {
 	}
 	return rune(v[0])<<8 | rune(v[1]), true
 }
+
+// maxSmallArguments bounds the raw arguments of a tool without file
+// content: paths and patterns are at most 64 KiB each.
+const maxSmallArguments = 1 << 20
 
 // maxPathBytes bounds a path argument. os.Root resolves one component at
 // a time, so a path may be longer than PATH_MAX, but not without limit.
