@@ -114,7 +114,7 @@ func StartWorker(exe string, cfg WorkerConfig, stderr io.Writer) (*Worker, error
 	// ExtraFiles[i] becomes fd 3+i in the child.
 	cfg.SockFD = 3 + len(cmd.ExtraFiles) - 1
 	cmd.Args = append([]string{exe}, cfg.argv()...)
-	cmd.Env = []string{}
+	cmd.Env = workerEnv
 	cmd.Stderr = stderr
 	cmd.SysProcAttr = workerProcAttr()
 
