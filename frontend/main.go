@@ -163,7 +163,7 @@ func serve(ctx context.Context, cfg *Config, hooks Hooks, stdin io.ReadCloser, s
 // take precedence: the operator knows the machine.
 const (
 	frontendGCPercent  = 400
-	frontendMemoryBase = 24 << 20
+	frontendMemoryBase = 16 << 20
 	// frontendPageCopies is how many copies of one page a call may hold
 	// at once: the worker's reply, the document, its string, the
 	// go-sdk's encodings, the stdio write.
