@@ -33,16 +33,7 @@ func newWriteService(t *testing.T) (*Service, string) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { root.Close() })
-	s, err := New(root, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s, dir
+	return newTestService(t, dir), dir
 }
 
 func wput(t *testing.T, p, content string) {
