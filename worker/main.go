@@ -153,7 +153,6 @@ func rgVersion(rg string) (string, error) {
 // Serve serves svc on conn until the peer closes it. opts add interceptors
 // inside panic recovery.
 func Serve(conn net.Conn, svc *Service, extra grpc.UnaryServerInterceptor) error {
-	svc.tuneGC()
 	unary := []grpc.UnaryServerInterceptor{recoverUnary}
 	if extra != nil {
 		unary = append(unary, extra)

@@ -68,22 +68,6 @@ func New(root *os.Root, opts Options) (*Service, error) {
 	}, nil
 }
 
-// The worker's soft memory limit. Its collector is left at GOGC=100: the
-// worker allocates little per call besides the pages it reads (profiled,
-// the collector takes under 2% of its CPU on fs_stat). The limit bounds
-// the heap when several large reads are in flight at once: each holds its
-// buffer and the encoded reply. The worker's environment is empty, so no
-// GOGC or GOMEMLIMIT can be passed to it.
-const (
-	workerMemoryBase = 24 << 20
-	workerPageCopies = 4
-)
-
-// tuneGC sets the worker's soft memory limit from its read bound.
-func (s *Service) tuneGC() {
-	debug.SetMemoryLimit(workerMemoryBase + workerPageCopies*s.maxRead)
-}
-
 // Hello implements fsmcpv1.WorkerServiceServer.
 func (s *Service) Hello(ctx context.Context, req *fsmcpv1.HelloRequest) (*fsmcpv1.HelloResponse, error) {
 	if req.GetVersion() != fsmcpv1.ProtocolVersion_PROTOCOL_VERSION_1 {
