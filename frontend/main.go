@@ -159,8 +159,10 @@ func serve(ctx context.Context, cfg *Config, hooks Hooks, stdin io.ReadCloser, s
 // ten or twenty calls and took about a quarter of the front-end's CPU on
 // fs_stat; at 400 it runs a quarter as often, for some MiB more heap. The
 // soft memory limit keeps the heap from growing past what a few pages in
-// flight need, whatever GOGC allows. GOGC or GOMEMLIMIT in the environment
-// take precedence: the operator knows the machine.
+// flight need, whatever GOGC allows. A request whose content alone exceeds
+// it (a write of tens of MiB) keeps the collector running through that
+// call, at up to half the CPU. GOGC or GOMEMLIMIT in the environment take
+// precedence: the operator knows the machine and its writes.
 const (
 	frontendGCPercent  = 400
 	frontendMemoryBase = 16 << 20
