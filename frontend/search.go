@@ -75,6 +75,31 @@ func progressFunc(ctx context.Context, req *mcp.CallToolRequest) func(progress f
 	}
 }
 
+// searchMessage is what Glob and Grep stream: progress, then one message
+// marked done that carries the page.
+type searchMessage interface {
+	GetDone() bool
+	GetProgress() *fsmcpv1.Progress
+}
+
+// finalMessage reads a search stream up to its page, passing each progress
+// message to progress.
+func finalMessage[M searchMessage](stream interface{ Recv() (M, error) }, progress func(*fsmcpv1.Progress)) (M, error) {
+	for {
+		m, err := stream.Recv()
+		if err == io.EOF {
+			var zero M
+			return zero, errf(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "the worker ended the search without a reply")
+		}
+		if err != nil || m.GetDone() {
+			return m, err
+		}
+		if pr := m.GetProgress(); pr != nil {
+			progress(pr)
+		}
+	}
+}
+
 func (s *server) glob(ctx context.Context, in *globIn, req *mcp.CallToolRequest) (*obj, error) {
 	p, err := pathArg("path", in.Path, in.PathBase64)
 	if err != nil {
@@ -90,20 +115,11 @@ func (s *server) glob(ctx context.Context, in *globIn, req *mcp.CallToolRequest)
 		return nil, err
 	}
 	notify := progressFunc(ctx, req)
-	var resp *fsmcpv1.GlobResponse
-	for resp == nil {
-		m, err := stream.Recv()
-		if err == io.EOF {
-			return nil, errf(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "the worker ended the search without a reply")
-		}
-		if err != nil {
-			return nil, err
-		}
-		if m.GetDone() {
-			resp = m
-		} else if pr := m.GetProgress(); pr != nil {
-			notify(float64(pr.GetFilesSearched()), fmt.Sprintf("%d files listed", pr.GetFilesSearched()))
-		}
+	resp, err := finalMessage(stream, func(pr *fsmcpv1.Progress) {
+		notify(float64(pr.GetFilesSearched()), fmt.Sprintf("%d files listed", pr.GetFilesSearched()))
+	})
+	if err != nil {
+		return nil, err
 	}
 
 	max := int(s.cfg.MaxResponseBytes)
@@ -190,21 +206,12 @@ func (s *server) grep(ctx context.Context, in *grepIn, req *mcp.CallToolRequest)
 		return nil, err
 	}
 	notify := progressFunc(ctx, req)
-	var resp *fsmcpv1.GrepResponse
-	for resp == nil {
-		m, err := stream.Recv()
-		if err == io.EOF {
-			return nil, errf(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "the worker ended the search without a reply")
-		}
-		if err != nil {
-			return nil, err
-		}
-		if m.GetDone() {
-			resp = m
-		} else if pr := m.GetProgress(); pr != nil {
-			notify(float64(pr.GetMatches()), fmt.Sprintf("%d files with results, %d matching lines so far",
-				pr.GetFilesSearched(), pr.GetMatches()))
-		}
+	resp, err := finalMessage(stream, func(pr *fsmcpv1.Progress) {
+		notify(float64(pr.GetMatches()), fmt.Sprintf("%d files with results, %d matching lines so far",
+			pr.GetFilesSearched(), pr.GetMatches()))
+	})
+	if err != nil {
+		return nil, err
 	}
 	return s.grepPage(p, resp)
 }
