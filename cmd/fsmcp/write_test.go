@@ -957,3 +957,29 @@ func TestWriteToolsNonUTF8Names(t *testing.T) {
 		t.Errorf("%q still exists: %v", dir, err)
 	}
 }
+
+// A full filesystem is too_large: the write is refused whole, the old
+// content stays, and no temp file is left behind.
+func TestWriteNoSpace(t *testing.T) {
+	root, _ := tree(t)
+	mnt := filepath.Join(root, "small")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("tmpfs", mnt, "tmpfs", 0, "size=64k"); err != nil {
+		t.Skipf("cannot mount a small tmpfs to fill: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
+	s := start(t, root)
+	s.wantOK("fs_write", map[string]any{"path": "small/f", "content": "fits", "if_sha256": nil})
+	big := strings.Repeat("x", 1<<20)
+	s.wantErr("fs_write", map[string]any{"path": "small/f", "content": big, "if_sha256": sha([]byte("fits"))}, "too_large")
+	s.wantErr("fs_write", map[string]any{"path": "small/g", "content": big, "if_sha256": nil}, "too_large")
+	if got := readFile(t, filepath.Join(mnt, "f")); string(got) != "fits" {
+		t.Errorf("small/f = %.20q after a refused write", got)
+	}
+	if _, err := os.Lstat(filepath.Join(mnt, "g")); !os.IsNotExist(err) {
+		t.Errorf("small/g exists after a refused create: %v", err)
+	}
+	noTempFiles(t, root)
+}
