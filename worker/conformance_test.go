@@ -1,17 +1,12 @@
 package worker
 
 import (
-	"context"
-	"net"
 	"os"
 	"os/exec"
-	"syscall"
 	"testing"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/worker/workertest"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 )
 
 // The escape table against a worker served in this process over a real
@@ -36,19 +31,6 @@ func TestConformanceInProcess(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		mine, _ := net.FileConn(os.NewFile(uintptr(fds[0]), "client"))
-		theirs, _ := net.FileConn(os.NewFile(uintptr(fds[1]), "server"))
-		go Serve(theirs, s, nil)
-		cc, err := grpc.NewClient("passthrough:///worker", grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithContextDialer(func(context.Context, string) (net.Conn, error) { return mine, nil }))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cc.Close() })
-		return fsmcpv1.NewWorkerServiceClient(cc)
+		return serveInProcess(t, s)
 	})
 }

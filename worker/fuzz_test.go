@@ -3,7 +3,6 @@ package worker
 import (
 	"bytes"
 	"context"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -13,6 +12,7 @@ import (
 	"testing"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/worker/workertest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
@@ -60,11 +60,11 @@ func fuzzTree(f *testing.F) (base string, s *Service, canary map[string][]byte) 
 	return base, s, canary
 }
 
-// fuzzClient serves s over a real socketpair and returns a client.
-func fuzzClient(f *testing.F, s *Service) fsmcpv1.WorkerServiceClient {
+// serveInProcess serves s over a real socketpair and returns a client.
+func serveInProcess(tb testing.TB, s *Service) fsmcpv1.WorkerServiceClient {
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
-		f.Fatal(err)
+		tb.Fatal(err)
 	}
 	mine, _ := net.FileConn(os.NewFile(uintptr(fds[0]), "client"))
 	theirs, _ := net.FileConn(os.NewFile(uintptr(fds[1]), "server"))
@@ -73,28 +73,10 @@ func fuzzClient(f *testing.F, s *Service) fsmcpv1.WorkerServiceClient {
 		grpc.WithContextDialer(func(context.Context, string) (net.Conn, error) { return mine, nil }),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes)))
 	if err != nil {
-		f.Fatal(err)
+		tb.Fatal(err)
 	}
-	f.Cleanup(func() { cc.Close() })
+	tb.Cleanup(func() { cc.Close() })
 	return fsmcpv1.NewWorkerServiceClient(cc)
-}
-
-// drain collects every message of a server stream.
-func drain[T proto.Message](stream interface{ Recv() (T, error) }, err error) ([]proto.Message, error) {
-	if err != nil {
-		return nil, err
-	}
-	var msgs []proto.Message
-	for {
-		m, err := stream.Recv()
-		if err == io.EOF {
-			return msgs, nil
-		}
-		if err != nil {
-			return msgs, err
-		}
-		msgs = append(msgs, m)
-	}
 }
 
 // FuzzPaths sends arbitrary paths to every RPC, through a real gRPC
@@ -105,7 +87,7 @@ func drain[T proto.Message](stream interface{ Recv() (T, error) }, err error) ([
 // root, which is the point: they must never reach outside it.
 func FuzzPaths(f *testing.F) {
 	base, s, canary := fuzzTree(f)
-	c := fuzzClient(f, s)
+	c := serveInProcess(f, s)
 	for _, seed := range []string{"", ".", "/", "f", "in", "out", "dirout/secret", "abs", "d/up", "d/e/upup/secret",
 		"..", "../canary/secret", "d/../../canary/secret", "/etc/passwd", "//etc/passwd", "loop", "d/e/../../f",
 		"f/", "d//e", "./././f", "\x00", "d/\xff", base + "/canary/secret"} {
@@ -124,8 +106,8 @@ func FuzzPaths(f *testing.F) {
 		one(c.Stat(ctx, &fsmcpv1.StatRequest{Path: p}))
 		one(c.List(ctx, &fsmcpv1.ListRequest{Path: p, MaxBytes: 1 << 16}))
 		one(c.Read(ctx, &fsmcpv1.ReadRequest{Path: p, Length: 1 << 16}))
-		many(drain(c.Glob(ctx, &fsmcpv1.GlobRequest{Pattern: "*", Path: p, Hidden: true, NoIgnore: true, MaxBytes: 1 << 16})))
-		many(drain(c.Grep(ctx, &fsmcpv1.GrepRequest{Pattern: "CANARY|inside", Path: p, Hidden: true, NoIgnore: true, MaxBytes: 1 << 16})))
+		many(workertest.Drain(c.Glob(ctx, &fsmcpv1.GlobRequest{Pattern: "*", Path: p, Hidden: true, NoIgnore: true, MaxBytes: 1 << 16})))
+		many(workertest.Drain(c.Grep(ctx, &fsmcpv1.GrepRequest{Pattern: "CANARY|inside", Path: p, Hidden: true, NoIgnore: true, MaxBytes: 1 << 16})))
 		one(c.Write(ctx, &fsmcpv1.WriteRequest{Path: p, Content: []byte("fuzz"), MustNotExist: true}))
 		one(c.Replace(ctx, &fsmcpv1.ReplaceRequest{Path: p, IfSha256: "0000000000000000000000000000000000000000000000000000000000000000",
 			Edits: []*fsmcpv1.Edit{{Old: []byte("CANARY"), New: []byte("x")}}}))

@@ -168,10 +168,10 @@ func calls(p []byte) []call {
 			return one(c.List(ctx, &fsmcpv1.ListRequest{Path: p, MaxBytes: 1 << 16}))
 		}},
 		{"Glob", true, func(ctx context.Context, c fsmcpv1.WorkerServiceClient) ([]proto.Message, error) {
-			return drain(c.Glob(ctx, &fsmcpv1.GlobRequest{Pattern: "*", Path: p, Hidden: true, NoIgnore: true, MaxBytes: 1 << 16}))
+			return Drain(c.Glob(ctx, &fsmcpv1.GlobRequest{Pattern: "*", Path: p, Hidden: true, NoIgnore: true, MaxBytes: 1 << 16}))
 		}},
 		{"Grep", true, func(ctx context.Context, c fsmcpv1.WorkerServiceClient) ([]proto.Message, error) {
-			return drain(c.Grep(ctx, &fsmcpv1.GrepRequest{Pattern: "OUTSIDE", Path: p, Hidden: true, NoIgnore: true, MaxBytes: 1 << 16}))
+			return Drain(c.Grep(ctx, &fsmcpv1.GrepRequest{Pattern: "OUTSIDE", Path: p, Hidden: true, NoIgnore: true, MaxBytes: 1 << 16}))
 		}},
 		{"Write", true, func(ctx context.Context, c fsmcpv1.WorkerServiceClient) ([]proto.Message, error) {
 			return one(c.Write(ctx, &fsmcpv1.WriteRequest{Path: p, Content: []byte("pwned"), IfSha256: secretSHA}))
@@ -202,7 +202,8 @@ func calls(p []byte) []call {
 	}
 }
 
-func drain[T proto.Message](stream interface{ Recv() (T, error) }, err error) ([]proto.Message, error) {
+// Drain collects every message of a server stream.
+func Drain[T proto.Message](stream interface{ Recv() (T, error) }, err error) ([]proto.Message, error) {
 	if err != nil {
 		return nil, err
 	}
