@@ -73,8 +73,9 @@ func (a *auditLog) wrap(tool string, h mcp.ToolHandler) mcp.ToolHandler {
 		a.inFlight.Add(1)
 		defer a.inFlight.Done()
 		start := time.Now()
+		ctx, note := withNote(ctx)
 		res, err := h(ctx, req)
-		a.write(auditLine(start, time.Since(start), tool, req, res, err))
+		a.write(auditLine(start, time.Since(start), tool, req, res, err, note))
 		return res, err
 	}
 }
@@ -89,7 +90,7 @@ func (a *auditLog) write(line []byte) {
 }
 
 // auditLine renders one call as a JSON line.
-func auditLine(start time.Time, d time.Duration, tool string, req *mcp.CallToolRequest, res *mcp.CallToolResult, err error) []byte {
+func auditLine(start time.Time, d time.Duration, tool string, req *mcp.CallToolRequest, res *mcp.CallToolResult, err error, note *callNote) []byte {
 	o := newObj().str("time", formatTime(start.UnixNano())).str("event", "tool_call")
 	session, peer := "", ""
 	if req != nil && req.Session != nil {
@@ -127,9 +128,18 @@ func auditLine(start time.Time, d time.Duration, tool string, req *mcp.CallToolR
 		if res.IsError {
 			outcome = errorCode(res)
 		}
+		if res.InputRequests != nil {
+			outcome = "input_required"
+		}
 		scope, _ = res.Meta["scope_violation"].(bool)
 	}
 	o.str("outcome", outcome).int("duration_us", d.Microseconds()).int("reply_bytes", bytes).bool("scope_violation", scope)
+	if note != nil && note.decision != "" {
+		o.str("decision", note.decision)
+	}
+	if note != nil && note.undo != "" {
+		o.str("undo", note.undo)
+	}
 	return append(o.bytes(), '\n')
 }
 

@@ -26,8 +26,12 @@ type Config struct {
 	RG               string
 	AllowNoLandlock  bool
 	CallTimeout      time.Duration
-	Version          bool
-	Help             bool
+	// Ask names the tools, or classes of tools, that wait for the
+	// person's approval (--ask).
+	Ask      []string
+	ToolHelp bool
+	Version  bool
+	Help     bool
 }
 
 // minResponseBytes keeps a page able to hold at least one entry with the
@@ -64,6 +68,11 @@ func parseFlags(args []string, stderr io.Writer) (*Config, *flag.FlagSet, error)
 	fs.StringVar(&c.RG, "rg", "", "ripgrep binary (default: rg on PATH)")
 	fs.BoolVar(&c.AllowNoLandlock, "allow-no-landlock", false, "run on a kernel without Landlock, with only os.Root as containment")
 	fs.DurationVar(&c.CallTimeout, "call-timeout", 60*time.Second, "deadline of one tool call")
+	fs.Func("ask", "ask the person at the client (MCP elicitation) before calls of this tool, or of a class: writes, destructive, exec; repeatable", func(v string) error {
+		c.Ask = append(c.Ask, v)
+		return nil
+	})
+	fs.BoolVar(&c.ToolHelp, "tool-help", false, "print the tools and parameters the other flags would serve, and exit")
 	fs.BoolVar(&c.Version, "version", false, "print the version and exit")
 	fs.Usage = func() {}
 	// One line for a bad command line; the full usage only for --help.
@@ -87,9 +96,19 @@ func parseFlags(args []string, stderr io.Writer) (*Config, *flag.FlagSet, error)
 	return c, fs, nil
 }
 
+// checkTools validates the flags that decide which tools are served and
+// how; --tool-help needs no more than these.
+func (c *Config) checkTools() error {
+	_, err := askedTools(c.Ask, c.ToolsPrefix, allTools())
+	return err
+}
+
 // check validates the configuration and resolves --root and --rg. It runs
 // before the front-end confines itself.
 func (c *Config) check() error {
+	if err := c.checkTools(); err != nil {
+		return err
+	}
 	if c.Root == "" {
 		return errors.New("--root is required")
 	}

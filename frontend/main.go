@@ -47,6 +47,13 @@ func Main(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.Wri
 	case cfg.Version:
 		fmt.Fprintf(stdout, "fsmcp %s (%s)\nkernel landlock ABI %d\n", Version, runtime.Version(), sandbox.KernelABI())
 		return 0
+	case cfg.ToolHelp:
+		if err := cfg.checkTools(); err != nil {
+			fmt.Fprintf(stderr, "fsmcp: %v\n", err)
+			return 2
+		}
+		writeToolHelp(stdout, cfg)
+		return 0
 	}
 	if err := cfg.check(); err != nil {
 		fmt.Fprintf(stderr, "fsmcp: %v\n", err)

@@ -27,6 +27,9 @@ type server struct {
 	wrap func(name string, h mcp.ToolHandler) mcp.ToolHandler
 	// audit records every call; nil records nothing.
 	audit *auditLog
+	// approvals asks the person before the calls --ask names; nil asks
+	// nothing.
+	approvals *approvals
 }
 
 // tool is one MCP tool: its metadata, strict input schema and handler.
@@ -232,13 +235,23 @@ func displayPath(p []byte) []byte {
 	return p
 }
 
-// register adds the tools to srv: all of them, or only the read tools.
-func (s *server) register(srv *mcp.Server, tools []*tool) {
-	f := false
+// registered returns the tools the configuration serves: all of them, or
+// only the read tools. Serving and --tool-help both ask it.
+func (c *Config) registered(tools []*tool) []*tool {
+	var out []*tool
 	for _, t := range tools {
-		if s.cfg.ReadOnly && !t.readOnly {
+		if c.ReadOnly && !t.readOnly {
 			continue
 		}
+		out = append(out, t)
+	}
+	return out
+}
+
+// register adds the tools the configuration serves to srv.
+func (s *server) register(srv *mcp.Server, tools []*tool) {
+	f := false
+	for _, t := range s.cfg.registered(tools) {
 		destructive := t.destructive
 		mt := &mcp.Tool{
 			Name:        s.cfg.ToolsPrefix + t.name,
@@ -277,6 +290,11 @@ func (s *server) handler(t *tool) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		ctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
 		defer cancel()
+		if s.approvals.needed(t.name) {
+			if res := s.approve(ctx, t, req); res != nil {
+				return res, nil
+			}
+		}
 		doc, cerr := t.call(ctx, s, req)
 		if cerr != nil {
 			return errorResult(s.callError(ctx, cerr)), nil
@@ -311,6 +329,12 @@ func (s *server) build() *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "fsmcp", Version: Version}, &mcp.ServerOptions{
 		Instructions: "Tools over one directory. Paths are relative to it. Every reply is one JSON document.",
 	})
-	s.register(srv, allTools())
+	tools := allTools()
+	if asked, err := askedTools(s.cfg.Ask, s.cfg.ToolsPrefix, tools); err != nil {
+		panic("BUG(fsmcp): --ask passed check but not build: " + err.Error())
+	} else if asked != nil {
+		s.approvals = newApprovals(asked)
+	}
+	s.register(srv, tools)
 	return srv
 }

@@ -116,7 +116,13 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // the protocol revision given ("" for the SDK's newest).
 func (h *httpServer) connect(protocol string) *server {
 	h.t.Helper()
-	client := mcp.NewClient(&mcp.Implementation{Name: "fsmcp-http-test", Version: "1"}, nil)
+	return h.connectWith(protocol, nil)
+}
+
+// connectWith is connect with a client built with opts.
+func (h *httpServer) connectWith(protocol string, opts *mcp.ClientOptions) *server {
+	h.t.Helper()
+	client := mcp.NewClient(&mcp.Implementation{Name: "fsmcp-http-test", Version: "1"}, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	tr := &mcp.StreamableClientTransport{
@@ -743,6 +749,8 @@ type auditEntry struct {
 	DurationUS     *int64            `json:"duration_us"`
 	ReplyBytes     int64             `json:"reply_bytes"`
 	ScopeViolation *bool             `json:"scope_violation"`
+	Decision       string            `json:"decision"`
+	Undo           string            `json:"undo"`
 }
 
 // auditLines parses every audit line in text, failing on a line that

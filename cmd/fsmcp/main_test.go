@@ -80,24 +80,7 @@ type server struct {
 // start runs fsmcp on root and connects a go-sdk client over its stdio.
 func start(t *testing.T, root string, flags ...string) *server {
 	t.Helper()
-	s := spawn(t, root, flags...)
-	client := mcp.NewClient(&mcp.Implementation{Name: "fsmcp-test", Version: "1"}, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	stdout, err := s.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.run(); err != nil {
-		t.Fatal(err)
-	}
-	session, err := client.Connect(ctx, &mcp.IOTransport{Reader: stdout, Writer: s.stdin}, nil)
-	if err != nil {
-		t.Fatalf("connect: %v\nstderr:\n%s", err, s.stderr.String())
-	}
-	s.session = session
-	t.Cleanup(func() { session.Close() })
-	return s
+	return startWith(t, root, nil, "", flags...)
 }
 
 // spawn prepares fsmcp on root; run starts it. Cleanup ends it.

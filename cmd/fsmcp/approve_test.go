@@ -1,0 +1,394 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The protocol revisions the approval flow is tested under: the newest
+// (2026-07-28, where the elicitation travels in the tool's result and the
+// client retries) and 2025-11-25 (where the server sends
+// elicitation/create while the call is open).
+var approveProtocols = []string{"2026-07-28", "2025-11-25"}
+
+// person answers elicitations the way a test says, and records them.
+type person struct {
+	mu       sync.Mutex
+	answer   func(*mcp.ElicitRequest) *mcp.ElicitResult
+	messages []string
+}
+
+func (p *person) handle(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.messages = append(p.messages, req.Params.Message)
+	return p.answer(req), nil
+}
+
+func (p *person) asked() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.messages...)
+}
+
+func answering(action string, remember bool) func(*mcp.ElicitRequest) *mcp.ElicitResult {
+	return func(*mcp.ElicitRequest) *mcp.ElicitResult {
+		r := &mcp.ElicitResult{Action: action}
+		if action == "accept" {
+			r.Content = map[string]any{"remember": remember}
+		}
+		return r
+	}
+}
+
+// startWith runs fsmcp on root over stdio and connects a go-sdk client with
+// opts at protocol ("" for the SDK's newest).
+func startWith(t *testing.T, root string, opts *mcp.ClientOptions, protocol string, flags ...string) *server {
+	t.Helper()
+	s := spawn(t, root, flags...)
+	client := mcp.NewClient(&mcp.Implementation{Name: "fsmcp-approve-test", Version: "1"}, opts)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	stdout, err := s.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.run(); err != nil {
+		t.Fatal(err)
+	}
+	session, err := client.Connect(ctx, &mcp.IOTransport{Reader: stdout, Writer: s.stdin}, &mcp.ClientSessionOptions{ProtocolVersion: protocol})
+	if err != nil {
+		t.Fatalf("connect: %v\nstderr:\n%s", err, s.stderr.String())
+	}
+	if got := session.InitializeResult().ProtocolVersion; protocol != "" && got != protocol {
+		t.Fatalf("negotiated protocol %s, want %s", got, protocol)
+	}
+	s.session = session
+	t.Cleanup(func() { session.Close() })
+	return s
+}
+
+func exists(t *testing.T, p string) bool {
+	t.Helper()
+	_, err := os.Lstat(p)
+	return err == nil
+}
+
+// wantDecisions waits for the audit lines of tool's calls and fails unless
+// their decisions are want.
+func wantDecisions(t *testing.T, s *server, tool string, want ...string) {
+	t.Helper()
+	decisions := func() []string {
+		var out []string
+		for _, e := range auditLines(t, s.stderr.String()) {
+			if e.Tool == tool {
+				out = append(out, e.Decision)
+			}
+		}
+		return out
+	}
+	waitFor(t, func() bool { return len(decisions()) >= len(want) })
+	if got := decisions(); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("audit decisions %q, want %q", got, want)
+	}
+}
+
+// TestApproveAnswers: with --ask fs_delete, a delete waits for the person.
+// Accept runs it; decline and cancel are permission_denied and the file
+// stays; the person saw the tool and the path. Reads are not asked.
+func TestApproveAnswers(t *testing.T) {
+	for _, protocol := range approveProtocols {
+		t.Run(protocol, func(t *testing.T) {
+			root, _ := tree(t)
+			p := &person{}
+			s := startWith(t, root, &mcp.ClientOptions{ElicitationHandler: p.handle}, protocol, "--ask", "fs_delete")
+			for _, action := range []string{"decline", "cancel"} {
+				p.answer = answering(action, false)
+				r := s.wantErr("fs_delete", map[string]any{"path": "sub/b.txt"}, "permission_denied")
+				if !strings.Contains(r.text, "nothing was changed") {
+					t.Errorf("%s: %s", action, r.text)
+				}
+				if !exists(t, filepath.Join(root, "sub", "b.txt")) {
+					t.Fatalf("%s removed the file", action)
+				}
+			}
+			s.wantOK("fs_read", map[string]any{"path": "sub/b.txt"})
+			p.answer = answering("accept", false)
+			s.wantOK("fs_delete", map[string]any{"path": "sub/b.txt"})
+			if exists(t, filepath.Join(root, "sub", "b.txt")) {
+				t.Fatal("accepted delete left the file")
+			}
+			asked := p.asked()
+			if len(asked) != 3 {
+				t.Fatalf("asked %d times, want 3: %q", len(asked), asked)
+			}
+			for _, m := range asked {
+				if !strings.Contains(m, "fs_delete") || !strings.Contains(m, `path: "sub/b.txt"`) {
+					t.Errorf("the question does not show the call: %q", m)
+				}
+			}
+			wantDecisions(t, s, "fs_delete", "asked", "declined", "asked", "cancelled", "asked", "accepted")
+		})
+	}
+}
+
+// TestApproveSession: "remember" allows the same tool for the rest of the
+// session without asking again; without it every call asks. It covers one
+// tool only.
+func TestApproveSession(t *testing.T) {
+	for _, protocol := range approveProtocols {
+		t.Run(protocol, func(t *testing.T) {
+			root, _ := tree(t)
+			for _, n := range []string{"x1", "x2", "x3"} {
+				os.WriteFile(filepath.Join(root, n), []byte(n), 0o644)
+			}
+			p := &person{answer: answering("accept", false)}
+			s := startWith(t, root, &mcp.ClientOptions{ElicitationHandler: p.handle}, protocol, "--ask", "destructive")
+			s.wantOK("fs_delete", map[string]any{"path": "x1"})
+			p.answer = answering("accept", true)
+			s.wantOK("fs_delete", map[string]any{"path": "x2"})
+			p.answer = answering("decline", false)
+			s.wantOK("fs_delete", map[string]any{"path": "x3"})
+			if n := len(p.asked()); n != 2 {
+				t.Errorf("asked %d times, want 2 (the third delete was allowed for the session)", n)
+			}
+			// fs_move is destructive too, and was not allowed for the session.
+			s.wantErr("fs_move", map[string]any{"from": "a.txt", "to": "moved.txt"}, "permission_denied")
+			if !exists(t, filepath.Join(root, "a.txt")) {
+				t.Fatal("declined move moved the file")
+			}
+			wantDecisions(t, s, "fs_delete", "asked", "accepted", "asked", "accepted", "allowed")
+		})
+	}
+}
+
+// TestApproveNoElicitation: a client that did not declare elicitation
+// cannot be asked, so the call is permission_denied saying why.
+func TestApproveNoElicitation(t *testing.T) {
+	for _, protocol := range approveProtocols {
+		t.Run(protocol, func(t *testing.T) {
+			root, _ := tree(t)
+			s := startWith(t, root, nil, protocol, "--ask", "writes")
+			r := s.wantErr("fs_write", map[string]any{"path": "new.txt", "content": "x", "if_sha256": nil}, "permission_denied")
+			if !strings.Contains(r.text, "elicitation") {
+				t.Errorf("the refusal does not say why: %s", r.text)
+			}
+			if exists(t, filepath.Join(root, "new.txt")) {
+				t.Fatal("the refused write created the file")
+			}
+			s.wantOK("fs_stat", map[string]any{"path": "a.txt"})
+		})
+	}
+}
+
+// TestApproveInvalidFirst: arguments that fail validation are refused
+// before anyone is asked.
+func TestApproveInvalidFirst(t *testing.T) {
+	root, _ := tree(t)
+	p := &person{answer: answering("accept", false)}
+	s := startWith(t, root, &mcp.ClientOptions{ElicitationHandler: p.handle}, "2026-07-28", "--ask", "fs_write")
+	s.wantErr("fs_write", map[string]any{"path": "a.txt", "content": "x"}, "invalid_argument")
+	if n := len(p.asked()); n != 0 {
+		t.Errorf("asked %d times about an invalid call", n)
+	}
+}
+
+// TestApproveState drives the 2026-07-28 round trip by hand: a forged
+// requestState, one answered twice, and one carried over to other
+// arguments are all refused, and nothing changes.
+func TestApproveState(t *testing.T) {
+	root, _ := tree(t)
+	opts := &mcp.ClientOptions{
+		ElicitationHandler: (&person{answer: answering("accept", false)}).handle,
+		MultiRoundTrip:     &mcp.MultiRoundTripOptions{Disabled: true},
+	}
+	s := startWith(t, root, opts, "2026-07-28", "--ask", "fs_delete")
+	ctx := context.Background()
+	args := map[string]any{"path": "a.txt"}
+	ask := func(args map[string]any) *mcp.CallToolResult {
+		t.Helper()
+		res, err := s.session.CallTool(ctx, &mcp.CallToolParams{Name: "fs_delete", Arguments: args})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.NeedsInput() || res.RequestState == "" {
+			t.Fatalf("first call: %+v, want input_required with a state", res)
+		}
+		ep, ok := res.InputRequests["approve"].(*mcp.ElicitParams)
+		if !ok || ep.Mode != "form" {
+			t.Fatalf("input requests %+v", res.InputRequests)
+		}
+		return res
+	}
+	answer := func(args map[string]any, state string) reply {
+		t.Helper()
+		res, err := s.session.CallTool(ctx, &mcp.CallToolParams{Name: "fs_delete", Arguments: args,
+			InputResponses: mcp.InputResponseMap{"approve": &mcp.ElicitResult{Action: "accept", Content: map[string]any{"remember": false}}},
+			RequestState:   state})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return checkReply(t, "fs_delete", res)
+	}
+	first := ask(args)
+	forged := []byte(first.RequestState)
+	forged[len(forged)/2] ^= 1
+	for name, state := range map[string]string{"forged": string(forged), "garbage": "x", "truncated": first.RequestState[:20]} {
+		if r := answer(args, state); r.code() != "permission_denied" {
+			t.Errorf("%s state: %s", name, r.text)
+		}
+	}
+	// An answer to one call does not approve another.
+	if r := answer(map[string]any{"path": "sub/b.txt"}, first.RequestState); r.code() != "permission_denied" {
+		t.Errorf("state moved to other arguments: %s", r.text)
+	}
+	if !exists(t, filepath.Join(root, "a.txt")) || !exists(t, filepath.Join(root, "sub", "b.txt")) {
+		t.Fatal("a refused approval deleted a file")
+	}
+	second := ask(args)
+	if r := answer(args, second.RequestState); r.isError {
+		t.Fatalf("answered call: %s", r.text)
+	}
+	os.WriteFile(filepath.Join(root, "a.txt"), []byte("again"), 0o644)
+	if r := answer(args, second.RequestState); r.code() != "permission_denied" || !strings.Contains(r.text, "already used") {
+		t.Errorf("replayed state: %s", r.text)
+	}
+	if !exists(t, filepath.Join(root, "a.txt")) {
+		t.Fatal("a replayed approval deleted the file")
+	}
+	// Unsolicited answers without a state are not an approval: the call asks.
+	res, err := s.session.CallTool(ctx, &mcp.CallToolParams{Name: "fs_delete", Arguments: args,
+		InputResponses: mcp.InputResponseMap{"approve": &mcp.ElicitResult{Action: "accept"}}})
+	if err != nil || !res.NeedsInput() {
+		t.Errorf("unsolicited answer: %+v, %v; want a question", res, err)
+	}
+}
+
+// TestApproveHTTP: the same flow over Streamable HTTP with go-sdk's HTTP
+// client. fsmcp's HTTP endpoint keeps sessions, so a client asking for the
+// newest revision settles on 2025-11-25 there; "remember" lasts for the
+// Mcp-Session-Id session and no other.
+func TestApproveHTTP(t *testing.T) {
+	root, _ := tree(t)
+	h := startHTTP(t, root, "--ask", "fs_delete")
+	for _, protocol := range []string{"", "2025-11-25"} {
+		t.Run("protocol="+protocol, func(t *testing.T) {
+			h.t = t
+			name := "h" + protocol
+			p := &person{answer: answering("decline", false)}
+			s := h.connectWith(protocol, &mcp.ClientOptions{ElicitationHandler: p.handle})
+			if got := s.session.InitializeResult().ProtocolVersion; got != "2025-11-25" {
+				t.Errorf("negotiated %s over HTTP, want 2025-11-25", got)
+			}
+			os.WriteFile(filepath.Join(root, name), nil, 0o644)
+			s.wantErr("fs_delete", map[string]any{"path": name}, "permission_denied")
+			p.answer = answering("accept", true)
+			s.wantOK("fs_delete", map[string]any{"path": name})
+			if exists(t, filepath.Join(root, name)) {
+				t.Fatal("accepted delete left the file")
+			}
+			os.WriteFile(filepath.Join(root, name), nil, 0o644)
+			p.answer = answering("decline", false)
+			s.wantOK("fs_delete", map[string]any{"path": name})
+			if n := len(p.asked()); n != 2 {
+				t.Errorf("asked %d times, want 2: the session allowed fs_delete", n)
+			}
+			// Another session was not allowed anything.
+			other := h.connectWith(protocol, &mcp.ClientOptions{ElicitationHandler: p.handle})
+			os.WriteFile(filepath.Join(root, name), nil, 0o644)
+			other.wantErr("fs_delete", map[string]any{"path": name}, "permission_denied")
+		})
+	}
+}
+
+// toolHelp runs fsmcp --tool-help with flags (and no --root) and returns
+// its exit code, stdout and stderr.
+func toolHelp(t *testing.T, flags ...string) (int, string, string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], append([]string{"--tool-help"}, flags...)...)
+	cmd.Env = append(os.Environ(), "FSMCP_TEST_FRONTEND=1", "GORACE=atexit_sleep_ms=0")
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return code, stdout.String(), stderr.String()
+}
+
+var toolHelpLine = regexp.MustCompile(`(?m)^(\S+) \[([^\]]*)\]$`)
+
+// TestToolHelp: --tool-help prints exactly the tools a server started with
+// the same flags lists, each with its parameters, and exits 0 without a
+// client or a root; a bad --ask is a start-up error there too.
+func TestToolHelp(t *testing.T) {
+	root, _ := tree(t)
+	for _, flags := range [][]string{
+		nil,
+		{"--read-only"},
+		{"--ask", "destructive"},
+		{"--tools-prefix", "p_", "--ask", "p_fs_write", "--ask", "exec"},
+		{"--read-only", "--ask", "writes"},
+	} {
+		t.Run(strings.Join(flags, " "), func(t *testing.T) {
+			code, out, stderr := toolHelp(t, flags...)
+			if code != 0 || stderr != "" {
+				t.Fatalf("exit %d, stderr %q", code, stderr)
+			}
+			s := start(t, root, flags...)
+			res, err := s.session.ListTools(context.Background(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var listed, printed []string
+			for _, tl := range res.Tools {
+				listed = append(listed, tl.Name)
+				for p := range tl.InputSchema.(map[string]any)["properties"].(map[string]any) {
+					if !strings.Contains(out, "\n  "+p+" (") {
+						t.Errorf("%s: parameter %s not printed", tl.Name, p)
+					}
+				}
+			}
+			tags := map[string]string{}
+			for _, m := range toolHelpLine.FindAllStringSubmatch(out, -1) {
+				printed = append(printed, m[1])
+				tags[m[1]] = m[2]
+			}
+			slices.Sort(printed)
+			slices.Sort(listed)
+			if strings.Join(printed, " ") != strings.Join(listed, " ") {
+				t.Errorf("--tool-help prints %q, tools/list has %q", printed, listed)
+			}
+			asks := slices.Contains(flags, "destructive") || slices.Contains(flags, "p_fs_write")
+			if got := strings.Contains(tags[toolName(flags, "fs_write")], "asks the person first"); got != asks {
+				t.Errorf("fs_write asks=%v, want %v: %q", got, asks, tags)
+			}
+			if strings.Contains(tags[toolName(flags, "fs_read")], "asks") {
+				t.Errorf("fs_read asks: %q", tags)
+			}
+		})
+	}
+	if code, _, stderr := toolHelp(t, "--ask", "fs_nothing"); code != 2 || !strings.Contains(stderr, "fs_nothing") {
+		t.Errorf("bad --ask: exit %d, %q", code, stderr)
+	}
+}
+
+func toolName(flags []string, name string) string {
+	if i := slices.Index(flags, "--tools-prefix"); i >= 0 {
+		return flags[i+1] + name
+	}
+	return name
+}
