@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"slices"
+	"sort"
 	"unicode/utf8"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
@@ -26,6 +27,9 @@ type readIn struct {
 	PathBase64 *string `json:"path_base64,omitempty" jsonschema:"the path as base64, for names that are not UTF-8"`
 	Offset     *int64  `json:"offset,omitempty" jsonschema:"first byte to read; default 0"`
 	Length     *int64  `json:"length,omitempty" jsonschema:"bytes to read; default to the end of the file"`
+	Line       *int64  `json:"line,omitempty" jsonschema:"first line to read instead of offset: 1-based, negative counts from the end (-1 is the last line); numbered as fs_grep's line_number"`
+	Lines      *int64  `json:"lines,omitempty" jsonschema:"with line: how many lines; default as many as fit"`
+	IfSHA256   *string `json:"if_sha256,omitempty" jsonschema:"the sha256 of an earlier reply: refused with precondition_failed if the file has changed since"`
 }
 
 func readTools() []*tool {
@@ -36,8 +40,12 @@ func readTools() []*tool {
 		defineTool("fs_list", "One directory's immediate entries, sorted by name bytes: name, type, size, mtime, mode. "+
 			"A truncated reply carries a cursor to continue.",
 			true, false, true, (*server).list),
-		defineTool("fs_read", "A byte range of a regular file. encoding is utf8 when the range is valid UTF-8, else base64. "+
-			"A truncated reply carries next_offset.",
+		defineTool("fs_read", "Read a regular file by lines or by bytes. Give line (1-based; -1 is the last line, -20 the last "+
+			"twenty) and optionally lines, or offset and length. Lines are numbered as fs_grep's line_number, so a match can "+
+			"be read with its surroundings; the reply names first_line, line_count and the exact byte offset and length. "+
+			"encoding is utf8 when the bytes are valid UTF-8, else base64. A reply that stops early says truncated and "+
+			"carries next_line (and next_offset): call again with it. sha256 is the version read; pass it as if_sha256 "+
+			"on later pages (or to fs_write) to be refused with precondition_failed if the file changed meanwhile.",
 			true, false, true, (*server).read),
 	}
 }
@@ -152,47 +160,105 @@ func (s *server) read(ctx context.Context, in *readIn, _ *mcp.CallToolRequest) (
 	if err != nil {
 		return nil, err
 	}
-	var offset int64
-	if in.Offset != nil {
-		offset = *in.Offset
-	}
-	length := s.cfg.MaxResponseBytes
-	if in.Length != nil {
-		length = min(*in.Length, length)
-	}
-	if offset < 0 || length < 0 {
-		return nil, invalidf("offset and length must not be negative")
-	}
-	resp, err := s.wc.Read(ctx, &fsmcpv1.ReadRequest{Path: p, Offset: offset, Length: length})
+	req, err := readRequest(p, in, s.cfg.MaxResponseBytes)
 	if err != nil {
 		return nil, err
 	}
-	data := resp.GetData()
-	size := resp.GetSize()
-	asked := size - offset
-	if in.Length != nil {
-		asked = min(*in.Length, asked)
+	resp, err := s.wc.Read(ctx, req)
+	if err != nil {
+		return nil, err
 	}
-	if int64(len(data)) < asked {
+	return readReply(newObj().bool("ok", true).name("path", displayPath(p)), req, in.Length, resp, int(s.cfg.MaxResponseBytes)), nil
+}
+
+// readRequest checks a read's arguments and builds its request, asking for
+// at most bound bytes.
+func readRequest(p []byte, in *readIn, bound int64) (*fsmcpv1.ReadRequest, error) {
+	req := &fsmcpv1.ReadRequest{Path: p, Length: bound}
+	if in.Offset != nil {
+		req.Offset = *in.Offset
+	}
+	if in.Length != nil {
+		req.Length = min(*in.Length, bound)
+	}
+	if req.Offset < 0 || req.Length < 0 {
+		return nil, invalidf("offset and length must not be negative")
+	}
+	if in.Line != nil {
+		switch {
+		case in.Offset != nil:
+			return nil, invalidf("give line or offset, not both")
+		case in.Length != nil:
+			return nil, invalidf("with line, give lines (a count of lines), not length")
+		case *in.Line == 0:
+			return nil, invalidf("line is 1-based; -1 is the last line")
+		}
+		req.ByLine, req.Line = true, *in.Line
+	}
+	if in.Lines != nil {
+		if in.Line == nil {
+			return nil, invalidf("lines needs line")
+		}
+		if req.Lines = *in.Lines; req.Lines < 1 {
+			return nil, invalidf("lines must be at least 1")
+		}
+	}
+	if in.IfSHA256 != nil {
+		if len(*in.IfSHA256) != 64 || !isLowerHex(*in.IfSHA256) {
+			return nil, invalidf("if_sha256 must be 64 lowercase hex digits")
+		}
+		req.IfSha256 = *in.IfSHA256
+	}
+	return req, nil
+}
+
+// readOverhead is the most a read reply's fields other than path and
+// content take, with room for the largest numbers.
+const readOverhead = len(`,"content":"","encoding":"base64","offset":,"length":,"size":,"eof":false,"truncated":true,"next_offset":`+
+	`,"first_line":,"line_count":,"next_line":,"text_truncated":true,"line_length":,"sha256":""`) + 8*20 + 64
+
+// readReply completes head, which holds the fields before the content,
+// with the worker's reply to req, fitted into max bytes. A line read is
+// cut after a whole line; only a first line that does not fit alone is
+// cut inside, on a character boundary, and says text_truncated.
+func readReply(head *obj, req *fsmcpv1.ReadRequest, length *int64, resp *fsmcpv1.ReadResponse, max int) *obj {
+	data := resp.GetData()
+	size, offset := resp.GetSize(), resp.GetOffset()
+	asked := size - offset
+	if length != nil {
+		asked = min(*length, asked)
+	}
+	if int64(len(data)) < asked && !req.GetByLine() {
 		// The worker stopped at its bound, not where the client asked:
 		// don't let that cut turn a UTF-8 range into base64.
 		data = trimPartialRune(data)
 	}
-	// Everything but the content, with room for the largest numbers and
-	// the truncation fields.
-	head := newObj().bool("ok", true).name("path", displayPath(p))
-	overhead := head.size() + len(`,"content":"","encoding":"base64","offset":,"length":,"size":,"eof":false,"truncated":true,"next_offset":`) + 4*20
-	n, encoded, encoding := fitContent(data, int(s.cfg.MaxResponseBytes)-overhead)
+	avail := max - head.size() - readOverhead
+	n, encoded, encoding := fitContent(data, avail)
+	ends := resp.GetLineEnds()
+	lineCount := 0
+	if req.GetByLine() {
+		// The whole lines that fit: shortening a range can change its
+		// encoding, so fit again until the cut stays on a line end.
+		lineCount = sort.Search(len(ends), func(i int) bool { return ends[i] > int64(n) })
+		for lineCount > 0 && ends[lineCount-1] != int64(n) {
+			n, encoded, encoding = fitContent(data[:ends[lineCount-1]], avail)
+			lineCount = sort.Search(len(ends), func(i int) bool { return ends[i] > int64(n) })
+		}
+		if lineCount == 0 && n > 0 {
+			// One line, cut: its first bytes, labelled.
+			lineCount = 1
+		}
+	}
 	data = data[:n]
 	doc := head
 	// The whole document in one allocation: the page is not copied over
 	// and over as it grows.
-	doc.b = slices.Grow(doc.b, overhead+encoded)
+	doc.b = slices.Grow(doc.b, readOverhead+encoded)
+	doc.key("content")
 	if encoding == "utf8" {
-		doc.key("content")
 		doc.b = appendString(doc.b, data)
 	} else {
-		doc.key("content")
 		doc.b = append(doc.b, '"')
 		doc.b = base64.StdEncoding.AppendEncode(doc.b, data)
 		doc.b = append(doc.b, '"')
@@ -200,13 +266,36 @@ func (s *server) read(ctx context.Context, in *readIn, _ *mcp.CallToolRequest) (
 	end := offset + int64(n)
 	eof := end >= size
 	doc.str("encoding", encoding).int("offset", offset).int("length", int64(n)).int("size", size).bool("eof", eof)
-	if int64(n) < asked {
+	cutLine := req.GetByLine() && lineCount > 0 && (len(ends) == 0 || ends[0] > int64(n))
+	switch {
+	case !req.GetByLine() && int64(n) < asked,
+		req.GetByLine() && !eof && (req.GetLines() == 0 || int64(lineCount) < req.GetLines() || cutLine):
 		doc.bool("truncated", true)
 	}
 	if !eof {
 		doc.int("next_offset", end)
 	}
-	return doc, nil
+	if req.GetByLine() {
+		doc.int("first_line", resp.GetFirstLine()).int("line_count", int64(lineCount))
+		lineEnd := end
+		if cutLine {
+			lineLen := resp.GetLineLength()
+			if len(ends) > 0 {
+				lineLen = ends[0]
+			}
+			lineEnd = offset + lineLen
+			doc.bool("text_truncated", true).int("line_length", lineLen)
+		}
+		if lineEnd < size {
+			doc.int("next_line", resp.GetFirstLine()+int64(lineCount))
+		}
+	}
+	if resp.GetSha256() != "" {
+		doc.str("sha256", resp.GetSha256())
+	} else {
+		doc.bool("sha256_omitted", true)
+	}
+	return doc
 }
 
 // fitContent returns how many leading bytes of data fit in avail bytes of

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -320,27 +321,168 @@ func (s *Service) List(ctx context.Context, req *fsmcpv1.ListRequest) (*fsmcpv1.
 // its name; the front-end cuts the page exactly.
 const entryAllowance = 128
 
+// inlineHashBytes is the largest file whose sha256 a read computes when it
+// is not cached: about 10 ms of hashing. A larger file's reply omits the
+// sum (sha256_omitted) unless the read carries if_sha256, which needs it.
+const inlineHashBytes = 16 << 20
+
 // Read implements fsmcpv1.WorkerServiceServer. It returns at most
-// MaxRead bytes from offset; a short result with offset+len < size means the
-// caller should continue.
+// MaxRead bytes, from offset or from the start of a line, and the sha256 of
+// the version it read them from. A short result with offset+len < size
+// means the caller should continue.
 func (s *Service) Read(ctx context.Context, req *fsmcpv1.ReadRequest) (*fsmcpv1.ReadResponse, error) {
 	p, err := cleanPath(req.GetPath())
 	if err != nil {
 		return nil, err
 	}
-	if req.GetOffset() < 0 || req.GetLength() < 0 {
-		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, p, "read: negative offset or length")
+	if err := checkRead(p, req); err != nil {
+		return nil, err
 	}
 	f, st, err := s.openRegular("read", p)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	n := min(req.GetLength(), s.maxRead, max(st.Size-req.GetOffset(), 0))
+	defer func() { f.Close() }()
+	for range 3 {
+		resp, err := s.readVersion(ctx, p, f, st, req)
+		if err != nil {
+			return nil, err
+		}
+		// The bytes, the sum and the line numbers all belong to one
+		// version if the file is unchanged now, and the path still
+		// names it: else read again, from the file the path names now.
+		after, err := fstat(f)
+		if err != nil {
+			return nil, fsError("fstat", p, err)
+		}
+		if keyOf(after) == keyOf(st) {
+			if fi, err := s.root.Stat(p); err == nil && sameInode(toStat(fi), st) {
+				return resp, nil
+			}
+			f.Close()
+			if f, st, err = s.openRegular("read", p); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		st = after
+	}
+	return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, p, "read: the file kept changing while it was read")
+}
+
+func checkRead(p string, req *fsmcpv1.ReadRequest) error {
+	invalid := func(msg string) error {
+		return newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, p, "read: %s", msg)
+	}
+	switch {
+	case req.GetOffset() < 0 || req.GetLength() < 0:
+		return invalid("negative offset or length")
+	case req.GetByLine() && req.GetLine() == 0:
+		return invalid("line is 1-based (negative counts from the end)")
+	case req.GetByLine() && req.GetOffset() != 0:
+		return invalid("give line or offset, not both")
+	case req.GetLines() < 0:
+		return invalid("lines must not be negative")
+	}
+	return nil
+}
+
+// readVersion reads from f, whose fstat is st, what req asks.
+func (s *Service) readVersion(ctx context.Context, p string, f *os.File, st *unix.Stat_t, req *fsmcpv1.ReadRequest) (*fsmcpv1.ReadResponse, error) {
+	resp := &fsmcpv1.ReadResponse{Size: st.Size, Offset: req.GetOffset()}
+	sum, ok := s.hashes.get(keyOf(st))
+	if !ok && (st.Size <= inlineHashBytes || req.GetIfSha256() != "") {
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return nil, fsError("read", p, err)
+		}
+		var err error
+		if sum, err = s.hashOpen(ctx, f, st); err != nil {
+			return nil, fsError("read", p, err)
+		}
+	}
+	resp.Sha256, resp.Sha256Omitted = sum, sum == ""
+	if want := req.GetIfSha256(); want != "" && want != sum {
+		return nil, &Error{Code: fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, Path: p, CurrentSHA256: sum,
+			Message: "read: the file has changed (its sha256 is not if_sha256)"}
+	}
+	limit := min(req.GetLength(), s.maxRead)
+	if req.GetByLine() {
+		if err := s.locateLine(ctx, f, st, req.GetLine(), resp); err != nil {
+			return nil, fsError("read", p, err)
+		}
+	}
+	n := min(limit, max(st.Size-resp.Offset, 0))
 	buf := make([]byte, n)
-	got, err := f.ReadAt(buf, req.GetOffset())
+	got, err := f.ReadAt(buf, resp.Offset)
 	if err != nil && err != io.EOF {
 		return nil, fsError("read", p, err)
 	}
-	return &fsmcpv1.ReadResponse{Data: buf[:got], Size: st.Size}, nil
+	resp.Data = buf[:got]
+	if req.GetByLine() {
+		if err := lineEnds(ctx, f, st, req.GetLines(), resp); err != nil {
+			return nil, fsError("read", p, err)
+		}
+	}
+	return resp, nil
+}
+
+// locateLine sets resp.Offset and resp.FirstLine to where line (1-based,
+// or negative from the end) starts. A line past the end starts at the
+// end of the file; a tail longer than the file starts at line 1.
+func (s *Service) locateLine(ctx context.Context, f *os.File, st *unix.Stat_t, line int64, resp *fsmcpv1.ReadResponse) error {
+	ls := s.lines.scan(ctx, f, st)
+	defer func() {
+		if ls.grew {
+			s.lines.put(st, ls.m)
+		}
+	}()
+	if line > 0 {
+		start, _, err := ls.start(line)
+		resp.Offset, resp.FirstLine = start, line
+		return err
+	}
+	start, err := ls.tail(-line)
+	if err != nil {
+		return err
+	}
+	resp.Offset = start
+	if ls.m.complete {
+		resp.FirstLine = max(ls.m.lines+line+1, 1)
+		return nil
+	}
+	// A tail's number counts the lines before it, once: the count is
+	// kept, so the next tail of this version reads only itself.
+	if resp.FirstLine, err = ls.lineAt(start); err != nil {
+		return err
+	}
+	_, err = ls.total()
+	return err
+}
+
+// lineEnds cuts resp.Data after lines whole lines (0: no limit) and
+// records where each line in it ends; when no line ends in it, the
+// length of the one it starts.
+func lineEnds(ctx context.Context, f *os.File, st *unix.Stat_t, lines int64, resp *fsmcpv1.ReadResponse) error {
+	data := resp.Data
+	for at := 0; lines == 0 || int64(len(resp.LineEnds)) < lines; {
+		j := bytes.IndexByte(data[at:], '\n')
+		if j < 0 {
+			if at < len(data) && resp.Offset+int64(len(data)) == st.Size {
+				resp.LineEnds = append(resp.LineEnds, int64(len(data)))
+			}
+			break
+		}
+		at += j + 1
+		resp.LineEnds = append(resp.LineEnds, int64(at))
+	}
+	if k := len(resp.LineEnds); k > 0 {
+		resp.Data = data[:resp.LineEnds[k-1]]
+		return nil
+	}
+	if len(data) > 0 {
+		n, err := lineLength(ctx, f, resp.Offset, st.Size)
+		resp.LineLength = n
+		return err
+	}
+	return nil
 }

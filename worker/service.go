@@ -28,6 +28,7 @@ type Service struct {
 	// directory. Tests use it to swap the directory for a symlink.
 	beforeDescend func(name string)
 	hashes        *hashCache
+	lines         *lineIndex
 }
 
 var _ fsmcpv1.WorkerServiceServer = (*Service)(nil)
@@ -65,6 +66,7 @@ func New(root *os.Root, opts Options) (*Service, error) {
 		devNull:     opts.DevNull,
 		maxRead:     opts.MaxRead,
 		hashes:      newHashCache(),
+		lines:       newLineIndex(),
 	}, nil
 }
 

@@ -860,10 +860,18 @@ func (x *ListResponse) GetMore() bool {
 }
 
 type ReadRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Path          []byte                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
-	Offset        int64                  `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
-	Length        int64                  `protobuf:"varint,3,opt,name=length,proto3" json:"length,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Path   []byte                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Offset int64                  `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	Length int64                  `protobuf:"varint,3,opt,name=length,proto3" json:"length,omitempty"`
+	// When by_line is set, line (1-based; negative counts from the end)
+	// selects the first line instead of offset, and lines (0: as many as
+	// length allows) how many.
+	Line   int64 `protobuf:"varint,4,opt,name=line,proto3" json:"line,omitempty"`
+	ByLine bool  `protobuf:"varint,5,opt,name=by_line,json=byLine,proto3" json:"by_line,omitempty"`
+	Lines  int64 `protobuf:"varint,6,opt,name=lines,proto3" json:"lines,omitempty"`
+	// When set, the file must hash to this, else precondition_failed.
+	IfSha256      string `protobuf:"bytes,7,opt,name=if_sha256,json=ifSha256,proto3" json:"if_sha256,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -919,11 +927,53 @@ func (x *ReadRequest) GetLength() int64 {
 	return 0
 }
 
+func (x *ReadRequest) GetLine() int64 {
+	if x != nil {
+		return x.Line
+	}
+	return 0
+}
+
+func (x *ReadRequest) GetByLine() bool {
+	if x != nil {
+		return x.ByLine
+	}
+	return false
+}
+
+func (x *ReadRequest) GetLines() int64 {
+	if x != nil {
+		return x.Lines
+	}
+	return 0
+}
+
+func (x *ReadRequest) GetIfSha256() string {
+	if x != nil {
+		return x.IfSha256
+	}
+	return ""
+}
+
 type ReadResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Data  []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
 	// The size of the file when it was read.
-	Size          int64 `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	Size int64 `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	// Hex sha256 of the whole file as read; empty when omitted.
+	Sha256 string `protobuf:"bytes,3,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	// The file was too large to hash within the call and is not cached.
+	Sha256Omitted bool `protobuf:"varint,4,opt,name=sha256_omitted,json=sha256Omitted,proto3" json:"sha256_omitted,omitempty"`
+	// The byte offset data starts at (the first line's, for a line read).
+	Offset int64 `protobuf:"varint,5,opt,name=offset,proto3" json:"offset,omitempty"`
+	// For a line read: the number of the first line, as rg numbers it.
+	FirstLine int64 `protobuf:"varint,6,opt,name=first_line,json=firstLine,proto3" json:"first_line,omitempty"`
+	// For a line read: the end of each whole line in data, relative to
+	// offset (after its newline, or at the end of the file).
+	LineEnds []int64 `protobuf:"varint,7,rep,packed,name=line_ends,json=lineEnds,proto3" json:"line_ends,omitempty"`
+	// For a line read whose first line does not end within data: that
+	// line's length in bytes.
+	LineLength    int64 `protobuf:"varint,8,opt,name=line_length,json=lineLength,proto3" json:"line_length,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -968,6 +1018,48 @@ func (x *ReadResponse) GetData() []byte {
 func (x *ReadResponse) GetSize() int64 {
 	if x != nil {
 		return x.Size
+	}
+	return 0
+}
+
+func (x *ReadResponse) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
+func (x *ReadResponse) GetSha256Omitted() bool {
+	if x != nil {
+		return x.Sha256Omitted
+	}
+	return false
+}
+
+func (x *ReadResponse) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *ReadResponse) GetFirstLine() int64 {
+	if x != nil {
+		return x.FirstLine
+	}
+	return 0
+}
+
+func (x *ReadResponse) GetLineEnds() []int64 {
+	if x != nil {
+		return x.LineEnds
+	}
+	return nil
+}
+
+func (x *ReadResponse) GetLineLength() int64 {
+	if x != nil {
+		return x.LineLength
 	}
 	return 0
 }
@@ -2243,14 +2335,26 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\tmax_bytes\x18\x04 \x01(\x03R\bmaxBytes\"M\n" +
 	"\fListResponse\x12)\n" +
 	"\aentries\x18\x01 \x03(\v2\x0f.fsmcp.v1.EntryR\aentries\x12\x12\n" +
-	"\x04more\x18\x02 \x01(\bR\x04more\"Q\n" +
+	"\x04more\x18\x02 \x01(\bR\x04more\"\xb1\x01\n" +
 	"\vReadRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\fR\x04path\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12\x16\n" +
-	"\x06length\x18\x03 \x01(\x03R\x06length\"6\n" +
+	"\x06length\x18\x03 \x01(\x03R\x06length\x12\x12\n" +
+	"\x04line\x18\x04 \x01(\x03R\x04line\x12\x17\n" +
+	"\aby_line\x18\x05 \x01(\bR\x06byLine\x12\x14\n" +
+	"\x05lines\x18\x06 \x01(\x03R\x05lines\x12\x1b\n" +
+	"\tif_sha256\x18\a \x01(\tR\bifSha256\"\xea\x01\n" +
 	"\fReadResponse\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12\x12\n" +
-	"\x04size\x18\x02 \x01(\x03R\x04size\"K\n" +
+	"\x04size\x18\x02 \x01(\x03R\x04size\x12\x16\n" +
+	"\x06sha256\x18\x03 \x01(\tR\x06sha256\x12%\n" +
+	"\x0esha256_omitted\x18\x04 \x01(\bR\rsha256Omitted\x12\x16\n" +
+	"\x06offset\x18\x05 \x01(\x03R\x06offset\x12\x1d\n" +
+	"\n" +
+	"first_line\x18\x06 \x01(\x03R\tfirstLine\x12\x1b\n" +
+	"\tline_ends\x18\a \x03(\x03R\blineEnds\x12\x1f\n" +
+	"\vline_length\x18\b \x01(\x03R\n" +
+	"lineLength\"K\n" +
 	"\bProgress\x12%\n" +
 	"\x0efiles_searched\x18\x01 \x01(\x03R\rfilesSearched\x12\x18\n" +
 	"\amatches\x18\x02 \x01(\x03R\amatches\"\xc0\x01\n" +
