@@ -39,6 +39,8 @@ type options struct {
 	gotree  string
 	samples int
 	spin    time.Duration
+	// read: only the reading rows (lines, tree, grep modes, read_many).
+	read bool
 }
 
 // row is one line of the report.
@@ -63,6 +65,7 @@ func main() {
 	flag.BoolVar(&o.smoke, "smoke", false, "a few samples of everything, to check the harness runs")
 	flag.StringVar(&o.bin, "fsmcp", "", "fsmcp binary to measure (default: build ./cmd/fsmcp)")
 	flag.StringVar(&o.gotree, "gotree", filepath.Join(goroot(), "src"), "source tree for the search benchmarks")
+	flag.BoolVar(&o.read, "read", false, "only the rows of the reading tools (lines, tree, grep modes, several files)")
 	flag.Parse()
 	o.samples, o.spin = 300, 1500*time.Millisecond
 	if o.smoke {
@@ -299,6 +302,9 @@ func run(o options) ([]row, error) {
 	if err := generate(root, bigSize); err != nil {
 		return nil, err
 	}
+	if o.read {
+		return readRows(o, tmp)
+	}
 	var rows []row
 
 	// Cold start: spawn → initialize answered, worker and Landlock included.
@@ -337,6 +343,12 @@ func run(o options) ([]row, error) {
 	rows = append(rows, more...)
 
 	more, err = searchRows(o)
+	if err != nil {
+		return nil, err
+	}
+	rows = append(rows, more...)
+
+	more, err = readRows(o, tmp)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+)
+
+// readRows are the rows of the reading tools.
+func readRows(o options, tmp string) ([]row, error) {
+	return lineRows(o, tmp)
+}
+
+// lineRows measures fs_read by line on a large text file: the first call
+// on a version (which counts lines up to the one asked) against an
+// os.Root read of the same range plus one sequential scan of the file, and
+// later calls (an index hit) against fs_read of the same bytes by offset.
+func lineRows(o options, tmp string) ([]row, error) {
+	dir := filepath.Join(tmp, "lines")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	size := 100 << 20
+	n := max(o.samples/30, 5)
+	if o.smoke {
+		size, n = 4<<20, 2
+	}
+	// Lines of 20 to 120 bytes.
+	var b bytes.Buffer
+	b.Grow(size + 200)
+	lines := 0
+	for b.Len() < size {
+		lines++
+		fmt.Fprintf(&b, "%08d %s\n", lines, bytes.Repeat([]byte{'a' + byte(lines%26)}, 10+lines*7919%100))
+	}
+	p := filepath.Join(dir, "text")
+	if err := os.WriteFile(p, b.Bytes(), 0o644); err != nil {
+		return nil, err
+	}
+	b = bytes.Buffer{}
+	s, err := startStdio(o.bin, dir)
+	if err != nil {
+		return nil, err
+	}
+	defer s.cs.Close()
+	r, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	// A change of ctime makes a new version whose count is not kept for
+	// a second (the index waits for a version to settle): every call
+	// within that second is a first call.
+	fresh := func() error { now := time.Now(); return os.Chtimes(p, now, now) }
+	byteRead := func(off, length int64) error {
+		f, err := r.Open("text")
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = f.ReadAt(make([]byte, length), off)
+		if err == io.EOF {
+			err = nil
+		}
+		return err
+	}
+	scan := func() error {
+		f, err := r.Open("text")
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		buf := make([]byte, 256<<10)
+		for {
+			k, err := f.Read(buf)
+			bytes.Count(buf[:k], []byte{'\n'})
+			if err == io.EOF {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	var rows []row
+	for _, c := range []struct {
+		name string
+		line int
+	}{{"10%", lines / 10}, {"50%", lines / 2}, {"90%", lines * 9 / 10}, {"-1", -1}} {
+		args := map[string]any{"path": "text", "line": c.line}
+		var off, length int64
+		var first, base []float64
+		for range n {
+			if err := fresh(); err != nil {
+				return nil, err
+			}
+			l, err := sample(1, func() error {
+				doc, err := s.call("fs_read", args)
+				if err == nil {
+					off, length = int64(doc["offset"].(float64)), int64(doc["length"].(float64))
+				}
+				return err
+			})
+			if err != nil {
+				return nil, fmt.Errorf("fs_read line %d: %w", c.line, err)
+			}
+			bl, err := sample(1, func() error {
+				if err := byteRead(off, length); err != nil {
+					return err
+				}
+				return scan()
+			})
+			if err != nil {
+				return nil, err
+			}
+			first, base = append(first, l...), append(base, bl...)
+		}
+		slices.Sort(first)
+		slices.Sort(base)
+		rows = append(rows, latencyRow("fs_read line "+c.name+" of 100 MiB, first call", first,
+			"os.Root read + one scan", base, "≤ 1.50x", ratioAtMost(1.5)))
+
+		// Settle, count once, then the index answers.
+		time.Sleep(1100 * time.Millisecond)
+		if _, err := s.call("fs_read", args); err != nil {
+			return nil, err
+		}
+		byOffset := map[string]any{"path": "text", "offset": off, "length": length}
+		var hit, bhit []float64
+		for range n * 4 {
+			l, err := sample(1, func() error { _, err := s.call("fs_read", args); return err })
+			if err != nil {
+				return nil, err
+			}
+			bl, err := sample(1, func() error { _, err := s.call("fs_read", byOffset); return err })
+			if err != nil {
+				return nil, err
+			}
+			hit, bhit = append(hit, l...), append(bhit, bl...)
+		}
+		slices.Sort(hit)
+		slices.Sort(bhit)
+		rows = append(rows, latencyRow("fs_read line "+c.name+" of 100 MiB, later call", hit,
+			"fs_read by offset", bhit, "≤ 1.20x", ratioAtMost(1.2)))
+	}
+	return rows, nil
+}
