@@ -18,17 +18,18 @@ const maxWalkDepth = 1024
 // symlink (never what it points to) or an empty directory; a directory
 // with entries only with recursive.
 func (s *Service) Delete(ctx context.Context, req *fsmcpv1.DeleteRequest) (*fsmcpv1.DeleteResponse, error) {
-	p, err := cleanPath(req.GetPath())
+	p, err := clientPath(req.GetPath())
 	if err != nil {
 		return nil, err
 	}
 	if p == "." {
 		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, p, "delete: the root cannot be deleted")
 	}
-	d, base, err := s.openParent("delete", p)
+	d, base, unlockRenames, err := s.openMutationPath("delete", p, accessMutate)
 	if err != nil {
 		return nil, err
 	}
+	defer unlockRenames()
 	defer d.close()
 	st, err := fstatat(d.fd, base)
 	if err != nil {
@@ -55,6 +56,10 @@ func (s *Service) Delete(ctx context.Context, req *fsmcpv1.DeleteRequest) (*fsmc
 	}
 	if !req.GetRecursive() {
 		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_NOT_EMPTY, p, "delete: the directory is not empty (recursive is not set)")
+	}
+	// Nothing is removed if anything beneath is protected.
+	if err := s.judgeTree(ctx, "delete", p, d, base, ""); err != nil {
+		return nil, err
 	}
 	w := &walker{ctx: ctx, path: p, beforeOpen: s.beforeDescend}
 	if err := w.removeAll(d.fd, base, 0); err != nil {

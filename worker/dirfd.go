@@ -25,11 +25,14 @@ type parent struct {
 	fd  int
 	st  unix.Stat_t
 	dir string
+	// rel is the directory's real root-relative path ("" for the root),
+	// as the kernel names the descriptor (resolve.go).
+	rel string
 }
 
 func (d *parent) close() { d.f.Close() }
 
-// splitName splits the client path p (as cleanPath returned it) into its
+// splitName splits the client path p (as clientPath returned it) into its
 // directory and its final component, which must be a plain name: not the
 // root, not "." or "..", no trailing slash, and not a temp name of ours.
 func splitName(op, p string) (string, string, error) {
@@ -49,26 +52,6 @@ func splitName(op, p string) (string, string, error) {
 		dir = "."
 	}
 	return dir, base, nil
-}
-
-// openParent opens the directory part of p through the Root (following
-// symlinks that stay inside it, like every other tool) and returns it with
-// the final component.
-func (s *Service) openParent(op, p string) (*parent, string, error) {
-	dir, base, err := splitName(op, p)
-	if err != nil {
-		return nil, "", err
-	}
-	f, err := s.root.OpenFile(dir, os.O_RDONLY|unix.O_DIRECTORY, 0)
-	if err != nil {
-		return nil, "", fsError(op, p, err)
-	}
-	d := &parent{f: f, fd: int(f.Fd()), dir: dir}
-	if err := unix.Fstat(d.fd, &d.st); err != nil {
-		f.Close()
-		return nil, "", fsError(op, p, err)
-	}
-	return d, base, nil
 }
 
 // isRoot reports whether st is the root directory.

@@ -38,6 +38,8 @@ type Error struct {
 	CurrentSHA256 string
 	// Count is set on ambiguous_match.
 	Count int64
+	// PolicyViolation marks a refusal by the operator's policy.
+	PolicyViolation bool
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -75,11 +77,12 @@ func (e *Error) GRPCStatus() *status.Status {
 	msg := clip(e.Message, maxErrorMessage)
 	st := status.New(codes.Unknown, msg)
 	d, err := st.WithDetails(&fsmcpv1.Error{
-		Code:          e.Code,
-		Message:       msg,
-		Path:          []byte(clip(e.Path, maxErrorPath)),
-		CurrentSha256: e.CurrentSHA256,
-		Count:         e.Count,
+		Code:            e.Code,
+		Message:         msg,
+		Path:            []byte(clip(e.Path, maxErrorPath)),
+		CurrentSha256:   e.CurrentSHA256,
+		Count:           e.Count,
+		PolicyViolation: e.PolicyViolation,
 	})
 	if err != nil {
 		bug(err)

@@ -23,7 +23,7 @@ const canaryText = "CANARY-outside-the-root"
 // fuzzTree builds base/root, served, and base/canary beside it, which no
 // request may read, name or change. Symlinks inside the root point both
 // ways.
-func fuzzTree(f *testing.F) (base string, s *Service, canary map[string][]byte) {
+func fuzzTree(f testing.TB) (base string, s *Service, canary map[string][]byte) {
 	base = f.TempDir()
 	root := filepath.Join(base, "root")
 	must := func(err error) {
@@ -60,8 +60,9 @@ func fuzzTree(f *testing.F) (base string, s *Service, canary map[string][]byte) 
 	return base, s, canary
 }
 
-// serveInProcess serves s over a real socketpair and returns a client.
-func serveInProcess(tb testing.TB, s *Service) fsmcpv1.WorkerServiceClient {
+// serveInProcess serves s over a real socketpair and returns a client;
+// opts are added to the client's.
+func serveInProcess(tb testing.TB, s *Service, opts ...grpc.DialOption) fsmcpv1.WorkerServiceClient {
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		tb.Fatal(err)
@@ -69,9 +70,10 @@ func serveInProcess(tb testing.TB, s *Service) fsmcpv1.WorkerServiceClient {
 	mine, _ := net.FileConn(os.NewFile(uintptr(fds[0]), "client"))
 	theirs, _ := net.FileConn(os.NewFile(uintptr(fds[1]), "server"))
 	go Serve(theirs, s, nil)
-	cc, err := grpc.NewClient("passthrough:///worker", grpc.WithTransportCredentials(insecure.NewCredentials()),
+	cc, err := grpc.NewClient("passthrough:///worker", append([]grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithContextDialer(func(context.Context, string) (net.Conn, error) { return mine, nil }),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes)))
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes))}, opts...)...)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -93,43 +95,46 @@ func FuzzPaths(f *testing.F) {
 		"f/", "d//e", "./././f", "\x00", "d/\xff", base + "/canary/secret"} {
 		f.Add([]byte(seed))
 	}
+	f.Fuzz(func(t *testing.T, p []byte) { fuzzPath(t, c, p, base, canary) })
+}
+
+// fuzzPath is one input of FuzzPaths: p sent to every RPC.
+func fuzzPath(t *testing.T, c fsmcpv1.WorkerServiceClient, p []byte, base string, canary map[string][]byte) {
 	ctx := context.Background()
-	f.Fuzz(func(t *testing.T, p []byte) {
-		var replies []proto.Message
-		var errs []error
-		one := func(m proto.Message, err error) {
-			replies, errs = append(replies, m), append(errs, err)
+	var replies []proto.Message
+	var errs []error
+	one := func(m proto.Message, err error) {
+		replies, errs = append(replies, m), append(errs, err)
+	}
+	many := func(ms []proto.Message, err error) {
+		replies, errs = append(replies, ms...), append(errs, err)
+	}
+	one(c.Stat(ctx, &fsmcpv1.StatRequest{Path: p}))
+	one(c.List(ctx, &fsmcpv1.ListRequest{Path: p, MaxBytes: 1 << 16}))
+	one(c.Read(ctx, &fsmcpv1.ReadRequest{Path: p, Length: 1 << 16}))
+	many(workertest.Drain(c.Glob(ctx, &fsmcpv1.GlobRequest{Pattern: "*", Path: p, Hidden: true, NoIgnore: true, MaxBytes: 1 << 16})))
+	many(workertest.Drain(c.Grep(ctx, &fsmcpv1.GrepRequest{Pattern: "CANARY|inside", Path: p, Hidden: true, NoIgnore: true, MaxBytes: 1 << 16})))
+	one(c.Write(ctx, &fsmcpv1.WriteRequest{Path: p, Content: []byte("fuzz"), MustNotExist: true}))
+	one(c.Replace(ctx, &fsmcpv1.ReplaceRequest{Path: p, IfSha256: "0000000000000000000000000000000000000000000000000000000000000000",
+		Edits: []*fsmcpv1.Edit{{Old: []byte("CANARY"), New: []byte("x")}}}))
+	one(c.Mkdir(ctx, &fsmcpv1.MkdirRequest{Path: p}))
+	one(c.Move(ctx, &fsmcpv1.MoveRequest{From: p, To: []byte("moved")}))
+	one(c.Move(ctx, &fsmcpv1.MoveRequest{From: []byte("moved"), To: p}))
+	one(c.Delete(ctx, &fsmcpv1.DeleteRequest{Path: p, Recursive: true}))
+	for _, r := range replies {
+		b, _ := proto.Marshal(r)
+		if bytes.Contains(b, []byte(canaryText)) || bytes.Contains(b, []byte(base)) {
+			t.Fatalf("path %q: reply leaks the outside: %q", p, b)
 		}
-		many := func(ms []proto.Message, err error) {
-			replies, errs = append(replies, ms...), append(errs, err)
+	}
+	for _, err := range errs {
+		if err != nil && (strings.Contains(err.Error(), base) || strings.Contains(err.Error(), canaryText)) {
+			t.Fatalf("path %q: error leaks the outside: %v", p, err)
 		}
-		one(c.Stat(ctx, &fsmcpv1.StatRequest{Path: p}))
-		one(c.List(ctx, &fsmcpv1.ListRequest{Path: p, MaxBytes: 1 << 16}))
-		one(c.Read(ctx, &fsmcpv1.ReadRequest{Path: p, Length: 1 << 16}))
-		many(workertest.Drain(c.Glob(ctx, &fsmcpv1.GlobRequest{Pattern: "*", Path: p, Hidden: true, NoIgnore: true, MaxBytes: 1 << 16})))
-		many(workertest.Drain(c.Grep(ctx, &fsmcpv1.GrepRequest{Pattern: "CANARY|inside", Path: p, Hidden: true, NoIgnore: true, MaxBytes: 1 << 16})))
-		one(c.Write(ctx, &fsmcpv1.WriteRequest{Path: p, Content: []byte("fuzz"), MustNotExist: true}))
-		one(c.Replace(ctx, &fsmcpv1.ReplaceRequest{Path: p, IfSha256: "0000000000000000000000000000000000000000000000000000000000000000",
-			Edits: []*fsmcpv1.Edit{{Old: []byte("CANARY"), New: []byte("x")}}}))
-		one(c.Mkdir(ctx, &fsmcpv1.MkdirRequest{Path: p}))
-		one(c.Move(ctx, &fsmcpv1.MoveRequest{From: p, To: []byte("moved")}))
-		one(c.Move(ctx, &fsmcpv1.MoveRequest{From: []byte("moved"), To: p}))
-		one(c.Delete(ctx, &fsmcpv1.DeleteRequest{Path: p, Recursive: true}))
-		for _, r := range replies {
-			b, _ := proto.Marshal(r)
-			if bytes.Contains(b, []byte(canaryText)) || bytes.Contains(b, []byte(base)) {
-				t.Fatalf("path %q: reply leaks the outside: %q", p, b)
-			}
+	}
+	for path, want := range canary {
+		if got, err := os.ReadFile(path); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("path %q: canary %s changed", p, path)
 		}
-		for _, err := range errs {
-			if err != nil && (strings.Contains(err.Error(), base) || strings.Contains(err.Error(), canaryText)) {
-				t.Fatalf("path %q: error leaks the outside: %v", p, err)
-			}
-		}
-		for path, want := range canary {
-			if got, err := os.ReadFile(path); err != nil || !bytes.Equal(got, want) {
-				t.Fatalf("path %q: canary %s changed", p, path)
-			}
-		}
-	})
+	}
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"io/fs"
-	"os"
-	"path"
 	"strings"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
@@ -20,47 +18,42 @@ const newDirMode = 0o755
 // and any missing parents through the Root; an existing directory is
 // success, anything else already at the path is already_exists.
 func (s *Service) Mkdir(ctx context.Context, req *fsmcpv1.MkdirRequest) (*fsmcpv1.MkdirResponse, error) {
-	p, err := cleanPath(req.GetPath())
+	p, err := clientPath(req.GetPath())
 	if err != nil {
 		return nil, err
 	}
-	if isTempName(path.Base(p)) {
-		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, p, "mkdir: names starting with %s are reserved for fsmcp's temp files", tempPrefix)
-	}
+	unlock := s.lockRenames(false)
+	defer unlock()
 	// Create one component at a time, as the client spelled the path:
 	// each prefix is resolved by the Root exactly as the final path will
 	// be ("x/../b" is "b"), so only what this call really creates gets
 	// newDirMode, and a directory reached through ".." keeps its mode.
+	// Each component it creates is judged as a mutation of its real path
+	// (no temp name, nothing protected) before it is made in its
+	// parent's descriptor.
 	made := map[[2]uint64]bool{} // (dev, inode) of each directory this call created
 	comps := strings.Split(p, "/")
 	for i, c := range comps {
 		if c == "" || c == "." || c == ".." {
 			continue
 		}
-		q := strings.Join(comps[:i+1], "/")
-		switch err := s.root.Mkdir(q, newDirMode); {
-		case err == nil:
-			if st, err := s.lstat(q); err == nil {
-				made[[2]uint64{uint64(st.Dev), st.Ino}] = true
-			}
-			if err := s.chmodNewDir(q); err != nil {
-				return nil, err
-			}
-		case errors.Is(err, fs.ErrExist):
-			// Whatever is there and not a directory (a file, a symlink to
-			// a file, a dangling symlink) is in the way.
-			st, serr := s.root.Stat(q)
-			if serr != nil && !errors.Is(serr, fs.ErrNotExist) {
-				return nil, fsError("mkdir", p, serr) // e.g. a symlink leaving the root
-			}
-			if serr != nil || !st.IsDir() {
-				if i == len(comps)-1 || strings.Trim(strings.Join(comps[i+1:], ""), "/.") == "" {
-					return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_ALREADY_EXISTS, p, "mkdir: something other than a directory exists at the path")
-				}
-				return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_NOT_A_DIRECTORY, p, "mkdir: a component of the path is not a directory")
-			}
-		default:
-			return nil, fsError("mkdir", p, err)
+		// The parent as spelled, never cleaned: through a symlink, "x/.."
+		// need not be the directory that holds x.
+		dir := strings.Join(comps[:i], "/")
+		if dir == "" {
+			dir = "."
+		}
+		d, err := s.openDir("mkdir", p, dir)
+		if err != nil {
+			return nil, err
+		}
+		created, err := s.mkdirOne(p, d, c, i == len(comps)-1 || strings.Trim(strings.Join(comps[i+1:], ""), "/.") == "")
+		if err == nil && created != nil {
+			made[[2]uint64{uint64(created.Dev), created.Ino}] = true
+		}
+		d.close()
+		if err != nil {
+			return nil, err
 		}
 	}
 	// Created: the directory the whole path names is one this call made
@@ -73,19 +66,60 @@ func (s *Service) Mkdir(ctx context.Context, req *fsmcpv1.MkdirRequest) (*fsmcpv
 	return &fsmcpv1.MkdirResponse{Created: created}, nil
 }
 
-// chmodNewDir gives the directory this call just created at q newDirMode,
-// whatever the umask took. O_NOFOLLOW: if a symlink took its place, leave
-// whatever it points to alone.
-func (s *Service) chmodNewDir(q string) error {
-	d, err := s.root.OpenFile(q, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+// mkdirOne makes the directory name in d unless one is there, and returns
+// the lstat of the one it made (nil if it existed). last says name is
+// the path's final directory, for the error when something else is in
+// the way.
+func (s *Service) mkdirOne(p string, d *parent, name string, last bool) (*unix.Stat_t, error) {
+	st, err := fstatat(d.fd, name)
+	if err == nil {
+		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			return nil, nil
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			// Follow a symlink as the Root would: to a directory inside
+			// the root is a directory; outside it, outside_root.
+			fi, serr := s.root.Stat(d.dir + "/" + name)
+			if serr != nil && !errors.Is(serr, fs.ErrNotExist) {
+				return nil, fsError("mkdir", p, serr)
+			}
+			if serr == nil && fi.IsDir() {
+				return nil, nil
+			}
+		}
+		if last {
+			return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_ALREADY_EXISTS, p, "mkdir: something other than a directory exists at the path")
+		}
+		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_NOT_A_DIRECTORY, p, "mkdir: a component of the path is not a directory")
+	}
+	if !errors.Is(err, unix.ENOENT) {
+		return nil, fsError("mkdir", p, err)
+	}
+	if err := s.judge("mkdir", p, joinRel(d.rel, name), accessMutate); err != nil {
+		return nil, err
+	}
+	if err := unix.Mkdirat(d.fd, name, newDirMode); err != nil {
+		if errors.Is(err, unix.EEXIST) {
+			// Made meanwhile by someone else: judge it as found.
+			return s.mkdirOne(p, d, name, last)
+		}
+		return nil, fsError("mkdir", p, err)
+	}
+	// Give it newDirMode whatever the umask took. O_NOFOLLOW: if a
+	// symlink took its place, leave whatever it points to alone.
+	fd, err := unix.Openat(d.fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil
+		return nil, nil
 	}
-	defer d.Close()
-	if err := d.Chmod(newDirMode); err != nil {
-		return fsError("chmod", q, err)
+	defer unix.Close(fd)
+	if err := unix.Fchmod(fd, newDirMode); err != nil {
+		return nil, fsError("chmod", p, err)
 	}
-	return nil
+	var made unix.Stat_t
+	if err := unix.Fstat(fd, &made); err != nil {
+		return nil, nil
+	}
+	return &made, nil
 }
 
 // Move implements fsmcpv1.WorkerServiceServer. It renames with
@@ -93,11 +127,11 @@ func (s *Service) chmodNewDir(q string) error {
 // opened through the Root, so an existing destination is never replaced
 // and neither final component is followed.
 func (s *Service) Move(ctx context.Context, req *fsmcpv1.MoveRequest) (*fsmcpv1.MoveResponse, error) {
-	from, err := cleanPath(req.GetFrom())
+	from, err := clientPath(req.GetFrom())
 	if err != nil {
 		return nil, err
 	}
-	to, err := cleanPath(req.GetTo())
+	to, err := clientPath(req.GetTo())
 	if err != nil {
 		return nil, err
 	}
@@ -107,12 +141,16 @@ func (s *Service) Move(ctx context.Context, req *fsmcpv1.MoveRequest) (*fsmcpv1.
 	if to == "." {
 		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_ALREADY_EXISTS, to, "move: the destination is the root")
 	}
-	fd, fbase, err := s.openParent("move", from)
+	// Exclusively: moving a directory changes the real path of all
+	// beneath it, which no other mutation's judgement may straddle.
+	unlock := s.lockRenames(true)
+	defer unlock()
+	fd, fbase, err := s.openName("move", from, accessMutate)
 	if err != nil {
 		return nil, err
 	}
 	defer fd.close()
-	td, tbase, err := s.openParent("move", to)
+	td, tbase, err := s.openName("move", to, accessMutate)
 	if err != nil {
 		return nil, err
 	}
@@ -120,6 +158,10 @@ func (s *Service) Move(ctx context.Context, req *fsmcpv1.MoveRequest) (*fsmcpv1.
 	st, err := fstatat(fd.fd, fbase)
 	if err != nil {
 		return nil, fsError("move", from, err)
+	}
+	fromRel, toRel := joinRel(fd.rel, fbase), joinRel(td.rel, tbase)
+	if err := s.judgeCarry("move", from, fromRel, toRel); err != nil {
+		return nil, err
 	}
 	switch fileType(st.Mode) {
 	case fsmcpv1.FileType_FILE_TYPE_FIFO, fsmcpv1.FileType_FILE_TYPE_SOCKET, fsmcpv1.FileType_FILE_TYPE_DEVICE, fsmcpv1.FileType_FILE_TYPE_OTHER:
@@ -134,6 +176,11 @@ func (s *Service) Move(ctx context.Context, req *fsmcpv1.MoveRequest) (*fsmcpv1.
 		}
 		if inside {
 			return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, to, "move: a directory cannot move into itself")
+		}
+		// Nothing moves if anything beneath is protected, would become
+		// protected, or is denied and would not be.
+		if err := s.judgeTree(ctx, "move", from, fd, fbase, toRel); err != nil {
+			return nil, err
 		}
 	}
 	err = unix.Renameat2(fd.fd, fbase, td.fd, tbase, unix.RENAME_NOREPLACE)

@@ -74,19 +74,20 @@ func fstat(f *os.File) (*unix.Stat_t, error) {
 
 func sameInode(a, b *unix.Stat_t) bool { return a.Dev == b.Dev && a.Ino == b.Ino }
 
-// Stat implements fsmcpv1.WorkerServiceServer.
+// Stat implements fsmcpv1.WorkerServiceServer. A denied file is
+// described without its sha256.
 func (s *Service) Stat(ctx context.Context, req *fsmcpv1.StatRequest) (*fsmcpv1.StatResponse, error) {
-	p, err := cleanPath(req.GetPath())
+	n, err := s.statName("lstat", req.GetPath())
 	if err != nil {
 		return nil, err
 	}
-	st, err := s.lstat(p)
-	if err != nil {
-		return nil, fsError("lstat", p, err)
-	}
+	p, st := n.p, n.st
 	resp := &fsmcpv1.StatResponse{Entry: entryFromStat(path.Base(p), st)}
 	switch resp.Entry.Type {
 	case fsmcpv1.FileType_FILE_TYPE_FILE:
+		if _, denied := s.policy.denied(n.rel); denied {
+			break
+		}
 		sum, err := s.hash(ctx, p, st)
 		if err != nil {
 			return nil, err
@@ -137,33 +138,6 @@ func (s *Service) linkTarget(p string) (string, bool, error) {
 	return target, true, nil
 }
 
-// openRegular opens p for reading, following symlinks that stay inside the
-// root, only if it is a regular file. It checks the type before opening, so
-// that a fifo or device is never opened, and again on the open descriptor.
-// The open is non-blocking, so a fifo swapped in between cannot block it.
-func (s *Service) openRegular(op, p string) (*os.File, *unix.Stat_t, error) {
-	fi, err := s.root.Stat(p)
-	if err != nil {
-		return nil, nil, fsError(op, p, err)
-	}
-	if err := regularOnly(op, p, toStat(fi)); err != nil {
-		return nil, nil, err
-	}
-	f, err := s.root.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, nil, fsError(op, p, err)
-	}
-	st, err := fstat(f)
-	if err == nil {
-		err = regularOnly(op, p, st)
-	}
-	if err != nil {
-		f.Close()
-		return nil, nil, fsError(op, p, err)
-	}
-	return f, st, nil
-}
-
 func regularOnly(op, p string, st *unix.Stat_t) error {
 	switch fileType(st.Mode) {
 	case fsmcpv1.FileType_FILE_TYPE_FILE:
@@ -182,7 +156,7 @@ var hashBufs = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b
 // is retried, a few times at most.
 func (s *Service) hash(ctx context.Context, p string, st *unix.Stat_t) (string, error) {
 	for range 3 {
-		f, opened, err := s.openRegular("hash", p)
+		f, opened, _, err := s.openContentPath("hash", p)
 		if err != nil {
 			return "", err
 		}
@@ -248,22 +222,11 @@ func hashFile(ctx context.Context, f *os.File) (string, error) {
 // bytes; a page starts after req.After and ends once the names add up to
 // req.MaxBytes (plus a per-entry allowance for the reply's other fields).
 func (s *Service) List(ctx context.Context, req *fsmcpv1.ListRequest) (*fsmcpv1.ListResponse, error) {
-	p, err := cleanPath(req.GetPath())
+	d, _, _, p, err := s.openListing("list", req.GetPath())
 	if err != nil {
 		return nil, err
 	}
-	d, err := s.root.Open(p)
-	if err != nil {
-		return nil, fsError("open", p, err)
-	}
 	defer d.Close()
-	st, err := fstat(d)
-	if err != nil {
-		return nil, fsError("fstat", p, err)
-	}
-	if fileType(st.Mode) != fsmcpv1.FileType_FILE_TYPE_DIRECTORY {
-		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_NOT_A_DIRECTORY, p, "list: not a directory")
-	}
 	names, err := d.Readdirnames(-1)
 	if err != nil {
 		return nil, fsError("readdir", p, err)
@@ -331,14 +294,14 @@ const inlineHashBytes = 16 << 20
 // the version it read them from. A short result with offset+len < size
 // means the caller should continue.
 func (s *Service) Read(ctx context.Context, req *fsmcpv1.ReadRequest) (*fsmcpv1.ReadResponse, error) {
-	p, err := cleanPath(req.GetPath())
+	p, err := clientPath(req.GetPath())
 	if err != nil {
 		return nil, err
 	}
 	if err := checkRead(p, req); err != nil {
 		return nil, err
 	}
-	f, st, err := s.openRegular("read", p)
+	f, st, _, err := s.openContentPath("read", p)
 	if err != nil {
 		return nil, err
 	}

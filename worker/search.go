@@ -74,8 +74,13 @@ type searchTarget struct {
 	dir  *os.File
 	file *os.File
 	// prefix is the root-relative path of dir ("" for the root), or of
-	// file when file is set.
+	// file when file is set, as the client spelled it.
 	prefix string
+	// rel is the real root-relative path of dir, or of file when file
+	// is set (resolve.go).
+	rel string
+	// deny, when set, drops every result whose real path it denies.
+	deny *policy
 }
 
 func (t *searchTarget) close() {
@@ -89,50 +94,6 @@ func (t *searchTarget) close() {
 // fd 3 (ExtraFiles[0]). Reopening it through /proc reaches exactly the
 // inode the worker checked, with no path string to swap.
 const fileArg = "/proc/self/fd/3"
-
-// resolveTarget resolves the client path p through the Root. A path that
-// leaves the root is outside_root here, before rg starts; a fifo, socket or
-// device is not_regular, so rg never opens (and blocks on) one.
-func (s *Service) resolveTarget(op string, raw []byte) (*searchTarget, error) {
-	p, err := cleanPath(raw)
-	if err != nil {
-		return nil, err
-	}
-	for _, c := range strings.Split(p, "/") {
-		if isTempName(c) {
-			return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_NOT_FOUND, p, "%s: no such file or directory", op)
-		}
-	}
-	fi, err := s.root.Stat(p)
-	if err != nil {
-		return nil, fsError(op, p, err)
-	}
-	t := &searchTarget{prefix: displayPrefix(p)}
-	switch fileType(toStat(fi).Mode) {
-	case fsmcpv1.FileType_FILE_TYPE_DIRECTORY:
-		// O_DIRECTORY: should p have been swapped for a fifo since the
-		// stat, the open fails instead of blocking.
-		d, err := s.root.OpenFile(p, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NONBLOCK, 0)
-		if err != nil {
-			return nil, fsError(op, p, err)
-		}
-		t.dir = d
-	case fsmcpv1.FileType_FILE_TYPE_FILE:
-		f, _, err := s.openRegular(op, p)
-		if err != nil {
-			return nil, err
-		}
-		d, err := s.root.OpenFile(".", os.O_RDONLY|syscall.O_DIRECTORY, 0)
-		if err != nil {
-			f.Close()
-			return nil, fsError(op, ".", err)
-		}
-		t.dir, t.file = d, f
-	default:
-		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_NOT_REGULAR, p, "%s: not a regular file or directory", op)
-	}
-	return t, nil
-}
 
 // displayPrefix is how results under p are named. "." and redundant
 // slashes go; a path with ".." is kept as the client wrote it, because
@@ -161,6 +122,11 @@ func (t *searchTarget) display(rgPath []byte) ([]byte, bool) {
 	rel := bytes.TrimPrefix(rgPath, []byte("./"))
 	if hasTempComponent(rel) {
 		return nil, false
+	}
+	if t.deny != nil {
+		if _, denied := t.deny.denied(joinRel(t.rel, string(rel))); denied {
+			return nil, false
+		}
 	}
 	if t.prefix == "" {
 		return rel, true
@@ -412,7 +378,7 @@ func (s *Service) Glob(req *fsmcpv1.GlobRequest, stream grpc.ServerStreamingServ
 	if err := checkArg(op, "pattern", req.GetPattern()); err != nil {
 		return err
 	}
-	t, err := s.resolveTarget(op, req.GetPath())
+	t, err := s.openSearch(op, req.GetPath(), accessMeta)
 	if err != nil {
 		return err
 	}
@@ -542,7 +508,7 @@ func (s *Service) Grep(req *fsmcpv1.GrepRequest, stream grpc.ServerStreamingServ
 	if req.GetMaxCount() < 0 || req.GetContext() < 0 {
 		return newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "", "%s: max_count and context must not be negative", op)
 	}
-	t, err := s.resolveTarget(op, req.GetPath())
+	t, err := s.openSearch(op, req.GetPath(), accessContent)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"sync"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"google.golang.org/grpc"
@@ -21,6 +22,14 @@ type Service struct {
 	maxRead     int64
 	// locks serialises writes and replaces of one directory entry.
 	locks pathLocks
+	// rootPath is the kernel's name of the root, for realPath.
+	rootPath *rootPath
+	// policy is the operator's protected and denied paths.
+	policy *policy
+	// renames is held shared by a mutation from its judgement to its
+	// last system call, and exclusively by a move of a directory, which
+	// changes the real path of everything beneath it.
+	renames sync.RWMutex
 	// beforeCommit, when set, runs between a write's checks and its
 	// rename. Tests use it to change the file behind the worker's back.
 	beforeCommit func(path string)
@@ -44,6 +53,8 @@ type Options struct {
 	DevNull *os.File
 	// MaxRead bounds the bytes one Read returns.
 	MaxRead int64
+	// Policy is the operator's protected and denied paths.
+	Policy Policy
 }
 
 // New returns a Service over root.
@@ -58,7 +69,17 @@ func New(root *os.Root, opts Options) (*Service, error) {
 	if opts.Confinement == nil {
 		opts.Confinement = &fsmcpv1.Confinement{Seccomp: "none"}
 	}
+	pol, err := compilePolicy(opts.Policy)
+	if err != nil {
+		return nil, err
+	}
+	rp, err := newRootPath(root)
+	if err != nil {
+		return nil, fmt.Errorf("name the root through /proc/self/fd: %w", err)
+	}
 	return &Service{
+		rootPath:    rp,
+		policy:      pol,
 		root:        root,
 		rootInfo:    fi,
 		confinement: opts.Confinement,

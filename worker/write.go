@@ -26,17 +26,19 @@ const newFileMode = 0o644
 // Write implements fsmcpv1.WorkerServiceServer. It replaces or creates the
 // regular file at the path atomically, if the precondition holds.
 func (s *Service) Write(ctx context.Context, req *fsmcpv1.WriteRequest) (*fsmcpv1.WriteResponse, error) {
-	p, err := cleanPath(req.GetPath())
+	p, err := clientPath(req.GetPath())
 	if err != nil {
 		return nil, err
 	}
 	if err := checkPrecondition(p, req.GetIfSha256(), req.GetMustNotExist()); err != nil {
 		return nil, err
 	}
-	d, base, err := s.openParent("write", p)
+	// accessRewrite: the precondition hashes the current file.
+	d, base, unlockRenames, err := s.openMutationPath("write", p, accessRewrite)
 	if err != nil {
 		return nil, err
 	}
+	defer unlockRenames()
 	defer d.close()
 	unlock, err := s.locks.lock(ctx, lockKey{d.st.Dev, d.st.Ino, base})
 	if err != nil {
@@ -63,7 +65,7 @@ func (s *Service) Write(ctx context.Context, req *fsmcpv1.WriteRequest) (*fsmcpv
 // order to the file's bytes and commits the result like Write; if any edit
 // fails, nothing is written.
 func (s *Service) Replace(ctx context.Context, req *fsmcpv1.ReplaceRequest) (*fsmcpv1.ReplaceResponse, error) {
-	p, err := cleanPath(req.GetPath())
+	p, err := clientPath(req.GetPath())
 	if err != nil {
 		return nil, err
 	}
@@ -80,10 +82,11 @@ func (s *Service) Replace(ctx context.Context, req *fsmcpv1.ReplaceRequest) (*fs
 	if err := checkPrecondition(p, req.GetIfSha256(), req.GetIfSha256() == ""); err != nil {
 		return nil, err
 	}
-	d, base, err := s.openParent("replace", p)
+	d, base, unlockRenames, err := s.openMutationPath("replace", p, accessRewrite)
 	if err != nil {
 		return nil, err
 	}
+	defer unlockRenames()
 	defer d.close()
 	unlock, err := s.locks.lock(ctx, lockKey{d.st.Dev, d.st.Ino, base})
 	if err != nil {

@@ -251,9 +251,12 @@ type Error struct {
 	// For precondition_failed: the file's current sha256, if it exists.
 	CurrentSha256 string `protobuf:"bytes,4,opt,name=current_sha256,json=currentSha256,proto3" json:"current_sha256,omitempty"`
 	// For ambiguous_match: how many matches there were.
-	Count         int64 `protobuf:"varint,5,opt,name=count,proto3" json:"count,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Count int64 `protobuf:"varint,5,opt,name=count,proto3" json:"count,omitempty"`
+	// For permission_denied: the operator's policy (--protect, --deny)
+	// refused the call.
+	PolicyViolation bool `protobuf:"varint,6,opt,name=policy_violation,json=policyViolation,proto3" json:"policy_violation,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Error) Reset() {
@@ -319,6 +322,13 @@ func (x *Error) GetCount() int64 {
 		return x.Count
 	}
 	return 0
+}
+
+func (x *Error) GetPolicyViolation() bool {
+	if x != nil {
+		return x.PolicyViolation
+	}
+	return false
 }
 
 // Confinement is what the worker enforces, as measured after it confined
@@ -2290,13 +2300,14 @@ var File_fsmcp_v1_worker_proto protoreflect.FileDescriptor
 
 const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\n" +
-	"\x15fsmcp/v1/worker.proto\x12\bfsmcp.v1\"\x9b\x01\n" +
+	"\x15fsmcp/v1/worker.proto\x12\bfsmcp.v1\"\xc6\x01\n" +
 	"\x05Error\x12'\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x13.fsmcp.v1.ErrorCodeR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x12\n" +
 	"\x04path\x18\x03 \x01(\fR\x04path\x12%\n" +
 	"\x0ecurrent_sha256\x18\x04 \x01(\tR\rcurrentSha256\x12\x14\n" +
-	"\x05count\x18\x05 \x01(\x03R\x05count\"\xa6\x02\n" +
+	"\x05count\x18\x05 \x01(\x03R\x05count\x12)\n" +
+	"\x10policy_violation\x18\x06 \x01(\bR\x0fpolicyViolation\"\xa6\x02\n" +
 	"\vConfinement\x12!\n" +
 	"\flandlock_abi\x18\x01 \x01(\x05R\vlandlockAbi\x12,\n" +
 	"\x12read_only_enforced\x18\x02 \x01(\bR\x10readOnlyEnforced\x12%\n" +

@@ -1,0 +1,585 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"golang.org/x/sys/unix"
+)
+
+// Name resolution: the one place where the worker turns a client's path
+// into something it acts on. Every RPC reaches files only through the
+// functions below, each named for what the call needs:
+//
+//	openContent(op, raw)        a regular file whose bytes are read or hashed
+//	openMutation(op, raw, kind) the parent directory of a name to create,
+//	                            replace or remove, and that name
+//	openListing(op, raw)        a directory whose names are listed
+//	openSearch(op, raw)         the directory or file a search runs on
+//	statName(op, raw)           lstat of one name, never followed
+//
+// Each cleans the client's bytes (clientPath), opens what they name
+// through the os.Root, derives from the kernel the root-relative path that
+// the opened object really has (realPath), and judges that path with the
+// access kind against the operator's policy (judge). The path judged is
+// never the client's spelling: "a/../.git/config", "//.git/config", a
+// symlinked or renamed parent and a path_base64 twin all resolve to the
+// same descriptor, and so to the same real path.
+//
+// What it does not prevent: a second name the kernel cannot tell from the
+// first (a hard link, a bind mount of a protected directory elsewhere in
+// the root) is judged by the name the call used; and an outside process
+// that renames a directory between the judgement and the system call
+// that uses its descriptor. Within the worker, a mutation holds
+// s.renames shared from its judgement to its last system call and a
+// directory move holds it exclusively, so no RPC can rename a directory
+// under another's judgement.
+
+// access is what a call does with the name it resolves.
+type access uint8
+
+const (
+	// accessMeta reads names and lstat information only: never refused
+	// by the policy.
+	accessMeta access = iota
+	// accessContent reads a file's bytes or their hash: refused for a
+	// denied path.
+	accessContent
+	// accessMutate creates, replaces or removes a name: refused for a
+	// protected path and for a temp name anywhere in the path.
+	accessMutate
+	// accessRewrite replaces a file's content after reading or hashing
+	// the current one: refused when accessMutate or accessContent is.
+	accessRewrite
+)
+
+// clientPath turns a client path into a name for os.Root: one leading "/"
+// is stripped, "" names the root, and a NUL byte is refused. It does no
+// other canonicalisation: "..", further slashes and symlinks are the
+// Root's to resolve or refuse, and the policy judges what they resolved
+// to, not this string.
+func clientPath(p []byte) (string, error) {
+	if len(p) > 0 && bytesIndexNUL(p) >= 0 {
+		return "", newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "", "path contains a NUL byte")
+	}
+	if len(p) > 0 && p[0] == '/' {
+		p = p[1:]
+	}
+	if len(p) == 0 {
+		return ".", nil
+	}
+	return string(p), nil
+}
+
+func bytesIndexNUL(p []byte) int {
+	for i, c := range p {
+		if c == 0 {
+			return i
+		}
+	}
+	return -1
+}
+
+// rootPath is the kernel's name for the root directory, against which the
+// names of opened descriptors are made root-relative.
+type rootPath struct {
+	fd   int // O_PATH descriptor of the root, held for the Service's life
+	name atomic.Pointer[string]
+}
+
+func newRootPath(root *os.Root) (*rootPath, error) {
+	f, err := root.OpenFile(".", unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return nil, err
+	}
+	// The descriptor is kept for the Service's lifetime; os.File would
+	// close it when collected.
+	fd, err := unix.Dup(int(f.Fd()))
+	f.Close()
+	if err != nil {
+		return nil, err
+	}
+	unix.CloseOnExec(fd)
+	r := &rootPath{fd: fd}
+	if _, err := r.refresh(); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return r, nil
+}
+
+// refresh reads the root's name again: the host may have renamed it.
+func (r *rootPath) refresh() (string, error) {
+	name, err := fdName(r.fd)
+	if err != nil {
+		return "", err
+	}
+	r.name.Store(&name)
+	return name, nil
+}
+
+// deletedSuffix is what the kernel appends to the name of a descriptor
+// whose file was unlinked.
+const deletedSuffix = " (deleted)"
+
+// fdName is the kernel's absolute name of an open descriptor, read from
+// /proc/self/fd. The kernel builds it from the descriptor's own dentry and
+// mount, so it is the object's name now, whatever path opened it. It
+// works under the worker's confinement: Landlock does not govern readlink
+// and the seccomp filter allows readlinkat; /proc/self is the worker's own
+// even when it is not dumpable.
+func fdName(fd int) (string, error) {
+	var buf [unix.PathMax + 1]byte
+	n, err := unix.Readlink("/proc/self/fd/"+strconv.Itoa(fd), buf[:])
+	if err != nil {
+		return "", err
+	}
+	if n > unix.PathMax {
+		return "", unix.ENAMETOOLONG
+	}
+	return string(buf[:n]), nil
+}
+
+// realPath is the root-relative path of the open descriptor fd, "" for
+// the root itself. A descriptor that is no longer under the root (moved
+// out by another process) is outside_root; one whose file was removed is
+// not_found.
+func (s *Service) realPath(op, p string, fd int) (string, error) {
+	name, err := fdName(fd)
+	if errors.Is(err, unix.ENAMETOOLONG) {
+		return "", newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, p,
+			"%s: the path is too long for the kernel to name (over %d bytes with the root's)", op, unix.PathMax)
+	}
+	if err != nil {
+		return "", fsError(op, p, err)
+	}
+	if strings.HasSuffix(name, deletedSuffix) {
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err == nil && st.Nlink == 0 {
+			return "", newError(fsmcpv1.ErrorCode_ERROR_CODE_NOT_FOUND, p, "%s: removed while it was opened", op)
+		}
+	}
+	if rel, ok := under(name, *s.rootPath.name.Load()); ok {
+		return rel, nil
+	}
+	// The root itself may have been renamed on the host since.
+	rootName, err := s.rootPath.refresh()
+	if err != nil {
+		return "", fsError(op, p, err)
+	}
+	if rel, ok := under(name, rootName); ok {
+		return rel, nil
+	}
+	return "", newError(fsmcpv1.ErrorCode_ERROR_CODE_OUTSIDE_ROOT, p, "%s: the path leads outside the root", op)
+}
+
+// under makes name relative to root, if it lies there.
+func under(name, root string) (string, bool) {
+	switch {
+	case name == root:
+		return "", true
+	case root == "/":
+		return name[1:], strings.HasPrefix(name, "/")
+	case len(name) > len(root) && name[len(root)] == '/' && name[:len(root)] == root:
+		return name[len(root)+1:], true
+	}
+	return "", false
+}
+
+// joinRel joins a root-relative directory and a name.
+func joinRel(dir, name string) string {
+	if dir == "" {
+		return name
+	}
+	return dir + "/" + name
+}
+
+// judge refuses what the access kind may not do to the real
+// root-relative path rel (p is the client's path, for the error).
+func (s *Service) judge(op, p, rel string, kind access) error {
+	if kind == accessMutate || kind == accessRewrite {
+		if hasTempComponent([]byte(rel)) {
+			return newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, p,
+				"%s: names starting with %s are reserved for fsmcp's temp files", op, tempPrefix)
+		}
+		if glob, ok := s.policy.protected(rel); ok {
+			return policyError(op, p, rel, "is protected", "--protect", glob)
+		}
+	}
+	if kind == accessContent || kind == accessRewrite {
+		if glob, ok := s.policy.denied(rel); ok {
+			return policyError(op, p, rel, "is denied", "--deny", glob)
+		}
+	}
+	return nil
+}
+
+// openContent opens the regular file p for its content, following
+// symlinks that stay inside the root. It checks the type before opening,
+// so that a fifo or device is never opened, and again on the open
+// descriptor; the open is non-blocking, so a fifo swapped in between
+// cannot block it. It returns the file, its fstat and its real
+// root-relative path; a denied path is refused.
+func (s *Service) openContent(op string, raw []byte) (*os.File, *unix.Stat_t, string, error) {
+	p, err := clientPath(raw)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	return s.openContentPath(op, p)
+}
+
+// openContentPath is openContent for a path clientPath already cleaned.
+func (s *Service) openContentPath(op, p string) (*os.File, *unix.Stat_t, string, error) {
+	f, st, rel, err := s.openFile(op, p)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	if err := s.judge(op, p, rel, accessContent); err != nil {
+		f.Close()
+		return nil, nil, "", err
+	}
+	return f, st, rel, nil
+}
+
+// openFile opens the regular file p as openContentPath does, without
+// judging it.
+func (s *Service) openFile(op, p string) (*os.File, *unix.Stat_t, string, error) {
+	fi, err := s.root.Stat(p)
+	if err != nil {
+		return nil, nil, "", fsError(op, p, err)
+	}
+	if err := regularOnly(op, p, toStat(fi)); err != nil {
+		return nil, nil, "", err
+	}
+	f, err := s.root.OpenFile(p, os.O_RDONLY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, "", fsError(op, p, err)
+	}
+	st, err := fstat(f)
+	if err == nil {
+		err = regularOnly(op, p, st)
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, "", fsError(op, p, err)
+	}
+	rel, err := s.realPath(op, p, int(f.Fd()))
+	if err != nil {
+		f.Close()
+		return nil, nil, "", err
+	}
+	return f, st, rel, nil
+}
+
+// openMutation opens, through the Root, the directory that holds the
+// final component of the client path raw, for a mutation of that one
+// name, and judges the name's real path with kind (accessMutate or
+// accessRewrite). The final component must be a plain name (not the
+// root, "." or "..", no trailing slash, not a temp name) and is never
+// followed: the caller acts on it with *at system calls relative to the
+// returned descriptor. It holds s.renames shared until the caller calls
+// the returned unlock, after its last system call on the name.
+func (s *Service) openMutation(op string, raw []byte, kind access) (*parent, string, func(), error) {
+	p, err := clientPath(raw)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return s.openMutationPath(op, p, kind)
+}
+
+// openMutationPath is openMutation for a path clientPath already cleaned.
+func (s *Service) openMutationPath(op, p string, kind access) (*parent, string, func(), error) {
+	unlock := s.lockRenames(false)
+	d, base, err := s.openName(op, p, kind)
+	if err != nil {
+		unlock()
+		return nil, "", nil, err
+	}
+	return d, base, unlock, nil
+}
+
+// openName is openMutationPath for a caller that holds s.renames itself.
+func (s *Service) openName(op, p string, kind access) (*parent, string, error) {
+	dir, base, err := splitName(op, p)
+	if err != nil {
+		return nil, "", err
+	}
+	d, err := s.openDir(op, p, dir)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := s.judge(op, p, joinRel(d.rel, base), kind); err != nil {
+		d.close()
+		return nil, "", err
+	}
+	return d, base, nil
+}
+
+// lockRenames takes s.renames shared, or exclusively, and returns the
+// unlock.
+func (s *Service) lockRenames(exclusive bool) func() {
+	if exclusive {
+		s.renames.Lock()
+		return s.renames.Unlock
+	}
+	s.renames.RLock()
+	return s.renames.RUnlock
+}
+
+// judgeCarry judges one name that a recursive delete removes from the
+// real path from (to == ""), or that a move carries from from to to.
+// Neither end may be protected, and denied content may not move to a
+// path that is not denied.
+func (s *Service) judgeCarry(op, p, from, to string) error {
+	if glob, ok := s.policy.protected(from); ok {
+		return policyError(op, p, from, "is protected", "--protect", glob)
+	}
+	if to == "" {
+		return nil
+	}
+	if glob, ok := s.policy.protected(to); ok {
+		return policyError(op, p, to, "would be protected", "--protect", glob)
+	}
+	if glob, ok := s.policy.denied(from); ok {
+		if _, still := s.policy.denied(to); !still {
+			return policyError(op, p, from, "is denied (and would not be where it moves)", "--deny", glob)
+		}
+	}
+	return nil
+}
+
+// judgeTree judges, before anything changes, every name beneath the
+// directory base of d (never followed) with judgeCarry: what a recursive
+// delete would remove (to == ""), or what a move would carry beneath the
+// real path to.
+func (s *Service) judgeTree(ctx context.Context, op, p string, d *parent, base, to string) error {
+	if len(s.policy.protect) == 0 && len(s.policy.deny) == 0 {
+		return nil
+	}
+	fd, err := unix.Openat(d.fd, base, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return fsError(op, p, err)
+	}
+	defer unix.Close(fd)
+	return s.judgeDir(ctx, op, p, fd, joinRel(d.rel, base), to, 0)
+}
+
+func (s *Service) judgeDir(ctx context.Context, op, p string, fd int, from, to string, depth int) error {
+	if depth > maxWalkDepth {
+		return newError(fsmcpv1.ErrorCode_ERROR_CODE_TOO_LARGE, p, "%s: the tree is deeper than %d levels", op, maxWalkDepth)
+	}
+	dup, err := unix.Dup(fd)
+	if err != nil {
+		return fsError(op, p, err)
+	}
+	unix.CloseOnExec(dup)
+	f := os.NewFile(uintptr(dup), "dir")
+	defer f.Close()
+	for {
+		names, rerr := f.Readdirnames(512)
+		for _, n := range names {
+			if err := ctx.Err(); err != nil {
+				return fsError(op, p, err)
+			}
+			nf, nt := from+"/"+n, ""
+			if to != "" {
+				nt = to + "/" + n
+			}
+			if err := s.judgeCarry(op, p, nf, nt); err != nil {
+				return err
+			}
+			st, err := fstatat(fd, n)
+			if err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+				continue // gone since readdir, or not a directory
+			}
+			sub, err := unix.Openat(fd, n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+			if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
+				continue
+			}
+			if err != nil {
+				return fsError(op, p, err)
+			}
+			err = s.judgeDir(ctx, op, p, sub, nf, nt, depth+1)
+			unix.Close(sub)
+			if err != nil {
+				return err
+			}
+		}
+		if errors.Is(rerr, io.EOF) || rerr == nil && len(names) == 0 {
+			return nil
+		}
+		if rerr != nil {
+			// What could not be read could not be judged.
+			return fsError(op, p, rerr)
+		}
+	}
+}
+
+// openDir opens the directory dir (the directory part of the client path
+// p) through the Root, with its fstat and real path.
+func (s *Service) openDir(op, p, dir string) (*parent, error) {
+	f, err := s.root.OpenFile(dir, os.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return nil, fsError(op, p, err)
+	}
+	d := &parent{f: f, fd: int(f.Fd()), dir: dir}
+	if err := unix.Fstat(d.fd, &d.st); err != nil {
+		f.Close()
+		return nil, fsError(op, p, err)
+	}
+	if d.rel, err = s.realPath(op, p, d.fd); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// openListing opens the directory raw names, following symlinks that
+// stay inside the root, for listing its names (accessMeta). It returns the
+// directory, its fstat, its real root-relative path and the cleaned
+// client path.
+func (s *Service) openListing(op string, raw []byte) (*os.File, *unix.Stat_t, string, string, error) {
+	p, err := clientPath(raw)
+	if err != nil {
+		return nil, nil, "", "", err
+	}
+	f, err := s.root.OpenFile(p, os.O_RDONLY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, "", p, fsError(op, p, err)
+	}
+	st, err := fstat(f)
+	if err != nil {
+		f.Close()
+		return nil, nil, "", p, fsError("fstat", p, err)
+	}
+	if fileType(st.Mode) != fsmcpv1.FileType_FILE_TYPE_DIRECTORY {
+		f.Close()
+		return nil, nil, "", p, newError(fsmcpv1.ErrorCode_ERROR_CODE_NOT_A_DIRECTORY, p, "%s: not a directory", op)
+	}
+	rel, err := s.realPath(op, p, int(f.Fd()))
+	if err != nil {
+		f.Close()
+		return nil, nil, "", p, err
+	}
+	return f, st, rel, p, nil
+}
+
+// named is one name resolved for lstat: its real root-relative path and
+// its lstat, the final component never followed.
+type named struct {
+	p   string // the cleaned client path
+	rel string
+	st  *unix.Stat_t
+}
+
+// statName resolves raw for lstat (accessMeta). A final component "." or
+// ".." (or the root) is a directory, opened as such; any other is
+// lstat'ed in its parent's descriptor.
+func (s *Service) statName(op string, raw []byte) (*named, error) {
+	p, err := clientPath(raw)
+	if err != nil {
+		return nil, err
+	}
+	dir, base := path.Split(p)
+	if base == "." || base == ".." || base == "" {
+		f, err := s.root.OpenFile(p, unix.O_PATH|unix.O_DIRECTORY, 0)
+		if err != nil {
+			return nil, fsError(op, p, err)
+		}
+		defer f.Close()
+		st, err := fstat(f)
+		if err != nil {
+			return nil, fsError(op, p, err)
+		}
+		rel, err := s.realPath(op, p, int(f.Fd()))
+		if err != nil {
+			return nil, err
+		}
+		return &named{p: p, rel: rel, st: st}, nil
+	}
+	if dir == "" {
+		dir = "."
+	}
+	f, err := s.root.OpenFile(dir, unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return nil, fsError(op, p, err)
+	}
+	defer f.Close()
+	st, err := fstatat(int(f.Fd()), base)
+	if err != nil {
+		return nil, fsError(op, p, err)
+	}
+	rel, err := s.realPath(op, p, int(f.Fd()))
+	if err != nil {
+		return nil, err
+	}
+	return &named{p: p, rel: joinRel(rel, base), st: st}, nil
+}
+
+// openSearch resolves the path argument of a search through the Root,
+// for kind: accessMeta lists names (fs_glob), accessContent reads content
+// (fs_grep). A path that leaves the root is outside_root here, before rg
+// starts; a fifo, socket or device is not_regular, so rg never opens (and
+// blocks on) one; a temp name is not_found. For content, a denied file or
+// directory is refused, and the target filters denied paths from what rg
+// finds beneath a directory.
+func (s *Service) openSearch(op string, raw []byte, kind access) (*searchTarget, error) {
+	p, err := clientPath(raw)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := s.root.Stat(p)
+	if err != nil {
+		return nil, fsError(op, p, err)
+	}
+	t := &searchTarget{prefix: displayPrefix(p)}
+	switch fileType(toStat(fi).Mode) {
+	case fsmcpv1.FileType_FILE_TYPE_DIRECTORY:
+		// O_DIRECTORY: should p have been swapped for a fifo since the
+		// stat, the open fails instead of blocking.
+		d, err := s.root.OpenFile(p, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NONBLOCK, 0)
+		if err != nil {
+			return nil, fsError(op, p, err)
+		}
+		t.dir = d
+		if t.rel, err = s.realPath(op, p, int(d.Fd())); err != nil {
+			d.Close()
+			return nil, err
+		}
+	case fsmcpv1.FileType_FILE_TYPE_FILE:
+		// Judged below, with kind.
+		f, _, rel, err := s.openFile(op, p)
+		if err != nil {
+			return nil, err
+		}
+		d, err := s.root.OpenFile(".", os.O_RDONLY|unix.O_DIRECTORY, 0)
+		if err != nil {
+			f.Close()
+			return nil, fsError(op, ".", err)
+		}
+		t.dir, t.file, t.rel = d, f, rel
+	default:
+		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_NOT_REGULAR, p, "%s: not a regular file or directory", op)
+	}
+	if hasTempComponent([]byte(t.rel)) {
+		t.close()
+		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_NOT_FOUND, p, "%s: no such file or directory", op)
+	}
+	if kind == accessContent {
+		if err := s.judge(op, p, t.rel, accessContent); err != nil {
+			t.close()
+			return nil, err
+		}
+		if len(s.policy.deny) > 0 {
+			t.deny = s.policy
+		}
+	}
+	return t, nil
+}
