@@ -323,7 +323,7 @@ func (s *Service) Read(ctx context.Context, req *fsmcpv1.ReadRequest) (*fsmcpv1.
 				return resp, nil
 			}
 			f.Close()
-			if f, st, err = s.openRegular("read", p); err != nil {
+			if f, st, _, err = s.openContentPath("read", p); err != nil {
 				return nil, err
 			}
 			continue
