@@ -34,6 +34,10 @@ type Config struct {
 	Help     bool
 }
 
+// defaultMaxResponseBytes bounds a reply where agent hosts still take it
+// whole: they truncate or refuse tool results far below 256 KiB.
+const defaultMaxResponseBytes = 64 << 10
+
 // minResponseBytes keeps a page able to hold at least one entry with the
 // longest legal name, base64-encoded.
 const minResponseBytes = 4096
@@ -50,7 +54,7 @@ func parseFlags(args []string, stderr io.Writer) (*Config, *flag.FlagSet, error)
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.Root, "root", "", "directory to serve (required)")
 	fs.BoolVar(&c.ReadOnly, "read-only", false, "serve only the read tools; the kernel refuses writes")
-	fs.Int64Var(&c.MaxResponseBytes, "max-response-bytes", 262144, "upper bound of every reply's JSON document")
+	fs.Int64Var(&c.MaxResponseBytes, "max-response-bytes", defaultMaxResponseBytes, "upper bound of every reply's JSON document")
 	fs.StringVar(&c.Transport, "transport", "stdio", "stdio or http")
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "address for --transport http")
 	fs.StringVar(&c.TokenFile, "token-file", "", "file holding the bearer token for --transport http (default: generate one and print it)")

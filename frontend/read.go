@@ -12,41 +12,38 @@ import (
 )
 
 type statIn struct {
-	Path       *string `json:"path,omitempty" jsonschema:"path relative to the root; empty or . names the root"`
-	PathBase64 *string `json:"path_base64,omitempty" jsonschema:"the path as base64, for names that are not UTF-8"`
+	Path       *string `json:"path,omitempty" jsonschema:"\"\" is the root; required unless path_base64"`
+	PathBase64 *string `json:"path_base64,omitempty" jsonschema:"path as base64, for non-UTF-8 names"`
 }
 
 type listIn struct {
-	Path       *string `json:"path,omitempty" jsonschema:"directory relative to the root; empty or . names the root"`
-	PathBase64 *string `json:"path_base64,omitempty" jsonschema:"the path as base64, for names that are not UTF-8"`
-	Cursor     *string `json:"cursor,omitempty" jsonschema:"the cursor of a truncated reply, to continue after it"`
+	Path       *string `json:"path,omitempty" jsonschema:"\"\" is the root; required unless path_base64"`
+	PathBase64 *string `json:"path_base64,omitempty" jsonschema:"path as base64, for non-UTF-8 names"`
+	Cursor     *string `json:"cursor,omitempty" jsonschema:"cursor from a truncated reply"`
 }
 
 type readIn struct {
-	Path       *string `json:"path,omitempty" jsonschema:"file relative to the root"`
-	PathBase64 *string `json:"path_base64,omitempty" jsonschema:"the path as base64, for names that are not UTF-8"`
-	Offset     *int64  `json:"offset,omitempty" jsonschema:"first byte to read; default 0"`
-	Length     *int64  `json:"length,omitempty" jsonschema:"bytes to read; default to the end of the file"`
-	Line       *int64  `json:"line,omitempty" jsonschema:"first line to read instead of offset: 1-based, negative counts from the end (-1 is the last line); numbered as fs_grep's line_number"`
-	Lines      *int64  `json:"lines,omitempty" jsonschema:"with line: how many lines; default as many as fit"`
-	IfSHA256   *string `json:"if_sha256,omitempty" jsonschema:"the sha256 of an earlier reply: refused with precondition_failed if the file has changed since"`
+	Path       *string `json:"path,omitempty" jsonschema:"file; required unless path_base64"`
+	PathBase64 *string `json:"path_base64,omitempty" jsonschema:"path as base64, for non-UTF-8 names"`
+	Offset     *int64  `json:"offset,omitempty" jsonschema:"first byte; default 0"`
+	Length     *int64  `json:"length,omitempty" jsonschema:"bytes; default: as many as one reply holds"`
+	Line       *int64  `json:"line,omitempty" jsonschema:"first line instead of offset, 1-based; -1 is the last"`
+	Lines      *int64  `json:"lines,omitempty" jsonschema:"with line: how many; default as many as fit"`
+	IfSHA256   *string `json:"if_sha256,omitempty" jsonschema:"sha256 of an earlier reply: refused if the file changed since"`
 }
 
 func readTools() []*tool {
 	return []*tool{
-		defineTool("fs_stat", "lstat one path: type, size, mtime, mode, nlink; sha256 of a regular file; "+
-			"a symlink's target when it stays inside the root. On the root, also the enforced confinement.",
-			true, false, true, (*server).stat),
-		defineTool("fs_list", "One directory's immediate entries, sorted by name bytes: name, type, size, mtime, mode. "+
-			"A truncated reply carries a cursor to continue.",
-			true, false, true, (*server).list),
-		defineTool("fs_read", "Read a regular file by lines or by bytes. Give line (1-based; -1 is the last line, -20 the last "+
-			"twenty) and optionally lines, or offset and length. Lines are numbered as fs_grep's line_number, so a match can "+
-			"be read with its surroundings; the reply names first_line, line_count and the exact byte offset and length. "+
-			"encoding is utf8 when the bytes are valid UTF-8, else base64. A reply that stops early says truncated and "+
-			"carries next_line (and next_offset): call again with it. sha256 is the version read; pass it as if_sha256 "+
-			"on later pages (or to fs_write) to be refused with precondition_failed if the file changed meanwhile.",
-			true, false, true, (*server).read),
+		defineTool("fs_stat", "Describe one path: type, size, mtime, mode, and a file's sha256. Pass that sha256 as "+
+			"if_sha256 to fs_write or fs_replace. Symlinks are not followed; path \"\" shows the confinement.",
+			true, false, true, (*server).stat).titled("Inspect path"),
+		defineTool("fs_list", "List one directory's entries (name, type, size, mtime, mode), sorted by name. "+
+			"When truncated is true, call again with the reply's cursor. To find files in a whole tree use fs_glob.",
+			true, false, true, (*server).list).titled("List directory"),
+		defineTool("fs_read", "Read a file by lines (line, lines) or bytes (offset, length), as utf8 text or base64. "+
+			"Lines are numbered as fs_grep's line_number. When truncated is true, call again with next_line (or "+
+			"next_offset). The reply's sha256 is the if_sha256 for later pages and for fs_write or fs_replace.",
+			true, false, true, (*server).read).titled("Read file"),
 	}
 }
 
@@ -58,7 +55,7 @@ func entryFields(o *obj, e *fsmcpv1.Entry) *obj {
 }
 
 func (s *server) stat(ctx context.Context, in *statIn, _ *mcp.CallToolRequest) (*obj, error) {
-	p, err := pathArg("path", in.Path, in.PathBase64)
+	p, err := requiredPath("path", in.Path, in.PathBase64)
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +111,7 @@ func parseCursor(c *string) ([]byte, bool, error) {
 const pageTail = len(`],"truncated":true,"cursor":""}`)
 
 func (s *server) list(ctx context.Context, in *listIn, _ *mcp.CallToolRequest) (*obj, error) {
-	p, err := pathArg("path", in.Path, in.PathBase64)
+	p, err := requiredPath("path", in.Path, in.PathBase64)
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +153,7 @@ func (s *server) list(ctx context.Context, in *listIn, _ *mcp.CallToolRequest) (
 }
 
 func (s *server) read(ctx context.Context, in *readIn, _ *mcp.CallToolRequest) (*obj, error) {
-	p, err := pathArg("path", in.Path, in.PathBase64)
+	p, err := requiredPath("path", in.Path, in.PathBase64)
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
@@ -14,26 +15,26 @@ import (
 )
 
 type globIn struct {
-	Pattern    string  `json:"pattern" jsonschema:"an rg glob, e.g. **/*.go or !*_test.go, matched below path"`
-	Path       *string `json:"path,omitempty" jsonschema:"directory relative to the root; default the root"`
-	PathBase64 *string `json:"path_base64,omitempty" jsonschema:"the path as base64, for names that are not UTF-8"`
-	Hidden     *bool   `json:"hidden,omitempty" jsonschema:"also list hidden files and directories"`
-	NoIgnore   *bool   `json:"no_ignore,omitempty" jsonschema:"do not honour .gitignore, .ignore and .rgignore files"`
-	Cursor     *string `json:"cursor,omitempty" jsonschema:"the cursor of a truncated reply, to continue after it"`
+	Pattern    string  `json:"pattern" jsonschema:"glob, e.g. **/*.go"`
+	Path       *string `json:"path,omitempty" jsonschema:"\"\" is the root; required unless path_base64"`
+	PathBase64 *string `json:"path_base64,omitempty" jsonschema:"path as base64, for non-UTF-8 names"`
+	Hidden     *bool   `json:"hidden,omitempty" jsonschema:"include hidden files"`
+	NoIgnore   *bool   `json:"no_ignore,omitempty" jsonschema:"include .gitignored files"`
+	Cursor     *string `json:"cursor,omitempty" jsonschema:"cursor from a truncated reply"`
 }
 
 type grepIn struct {
-	Pattern    string   `json:"pattern" jsonschema:"a regular expression (rg syntax), or text with literal"`
-	Path       *string  `json:"path,omitempty" jsonschema:"directory or file relative to the root; default the root"`
-	PathBase64 *string  `json:"path_base64,omitempty" jsonschema:"the path as base64, for names that are not UTF-8"`
-	Glob       []string `json:"glob,omitempty" jsonschema:"rg globs choosing the files searched, e.g. [\"*.go\", \"!*_test.go\"]; a later glob wins, and a glob naming a hidden or ignored file re-includes it, as in rg"`
-	Literal    *bool    `json:"literal,omitempty" jsonschema:"the pattern is text, not a regular expression"`
-	IgnoreCase *bool    `json:"ignore_case,omitempty" jsonschema:"match without regard to case"`
-	MaxCount   *int64   `json:"max_count,omitempty" jsonschema:"stop after this many matching lines in each file"`
-	Context    *int64   `json:"context,omitempty" jsonschema:"also return this many lines before and after each match"`
-	Hidden     *bool    `json:"hidden,omitempty" jsonschema:"also search hidden files and directories"`
-	NoIgnore   *bool    `json:"no_ignore,omitempty" jsonschema:"do not honour .gitignore, .ignore and .rgignore files"`
-	Cursor     *string  `json:"cursor,omitempty" jsonschema:"the cursor of a truncated reply, to continue after it"`
+	Pattern    string   `json:"pattern" jsonschema:"regular expression (Rust syntax), or text with literal"`
+	Path       *string  `json:"path,omitempty" jsonschema:"\"\" is the root; required unless path_base64"`
+	PathBase64 *string  `json:"path_base64,omitempty" jsonschema:"path as base64, for non-UTF-8 names"`
+	Glob       []string `json:"glob,omitempty" jsonschema:"globs choosing files, e.g. [\"*.go\", \"!*_test.go\"]; the last match wins"`
+	Literal    *bool    `json:"literal,omitempty" jsonschema:"pattern is plain text"`
+	IgnoreCase *bool    `json:"ignore_case,omitempty" jsonschema:"case-insensitive"`
+	MaxCount   *int64   `json:"max_count,omitempty" jsonschema:"matching lines per file, at most"`
+	Context    *int64   `json:"context,omitempty" jsonschema:"lines before and after each match"`
+	Hidden     *bool    `json:"hidden,omitempty" jsonschema:"include hidden files"`
+	NoIgnore   *bool    `json:"no_ignore,omitempty" jsonschema:"include .gitignored files"`
+	Cursor     *string  `json:"cursor,omitempty" jsonschema:"cursor from a truncated reply"`
 }
 
 // maxContext bounds the context lines asked for around each match.
@@ -41,18 +42,44 @@ const maxContext = 1000
 
 func searchTools() []*tool {
 	return []*tool{
-		defineTool("fs_glob", "Files below path whose path matches an rg glob (rg --files), sorted by path bytes, "+
-			"relative to the root. Hidden and ignored files are left out unless asked for; a glob naming one "+
-			"re-includes it, as in rg. A truncated reply carries a cursor to continue.",
-			true, false, true, (*server).glob),
-		defineTool("fs_grep", "Search file contents with ripgrep. One result per matching (or context) line, sorted "+
-			"by path and then offset: path, line_number, offset (byte offset of the line in the file), the line "+
-			"as text (or text_base64 when it is not UTF-8) with its line terminator, and each submatch's byte "+
-			"start and end in the line. A line longer than the reply allows is cut (text_truncated, line_length); "+
-			"fs_read reads it whole. Totals: files_searched (as rg reports it: rg 13 counts only files with "+
-			"results) and matches (matching lines). A truncated reply carries a cursor to continue.",
-			true, false, true, (*server).grep),
+		defineTool("fs_glob", "Find files below path whose path matches a glob, sorted by path. Hidden and .gitignored "+
+			"files are left out unless hidden or no_ignore. When truncated is true, call again with the reply's cursor. "+
+			"To search inside files use fs_grep.",
+			true, false, true, (*server).glob).titled("Find files"),
+		defineTool("fs_grep", "Search file contents for a regular expression, or text with literal. Each result "+
+			"is one line: path, line_number, offset (of the line, for fs_read), text and submatch byte ranges. "+
+			"When truncated is true, call again with the reply's cursor. To find files by name use fs_glob.",
+			true, false, true, (*server).grep).titled("Search contents"),
 	}
+}
+
+// rgHints are the advice rg appends to a pattern it refuses, naming its
+// own flags, and what fs_grep's caller can do instead.
+var rgHints = []struct{ advice, instead string }{
+	{"Consider enabling multiline mode with the --multiline flag (or -U for short).\n" +
+		"When multiline mode is enabled, new line characters can be matched.",
+		"fs_grep matches one line at a time, so the pattern cannot contain a line terminator: " +
+			"search for one line's text, then read around the result with fs_read"},
+	{"Consider enabling PCRE2 with the --pcre2 flag, which can handle backreferences\nand look-around.",
+		"fs_grep's patterns are Rust regular expressions, without look-around or backreferences: " +
+			"rewrite the pattern without them, or search for literal text with literal: true"},
+}
+
+// translateRGHints replaces, in an invalid_argument from rg, the advice
+// that names rg's flags with what the tool offers instead.
+func translateRGHints(err error, toolsPrefix string) error {
+	te := fromRPC(err)
+	if te.code != fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT {
+		return err
+	}
+	for _, h := range rgHints {
+		if strings.Contains(te.message, h.advice) {
+			c := *te
+			c.message = strings.TrimSpace(strings.Replace(te.message, h.advice, prefixToolNames(h.instead, toolsPrefix), 1))
+			return &c
+		}
+	}
+	return err
 }
 
 func boolArg(b *bool) bool { return b != nil && *b }
@@ -101,7 +128,7 @@ func finalMessage[M searchMessage](stream interface{ Recv() (M, error) }, progre
 }
 
 func (s *server) glob(ctx context.Context, in *globIn, req *mcp.CallToolRequest) (*obj, error) {
-	p, err := pathArg("path", in.Path, in.PathBase64)
+	p, err := requiredPath("path", in.Path, in.PathBase64)
 	if err != nil {
 		return nil, err
 	}
@@ -178,7 +205,7 @@ func parseGrepCursor(c *string) (path []byte, offset int64, ok bool, err error) 
 }
 
 func (s *server) grep(ctx context.Context, in *grepIn, req *mcp.CallToolRequest) (*obj, error) {
-	p, err := pathArg("path", in.Path, in.PathBase64)
+	p, err := requiredPath("path", in.Path, in.PathBase64)
 	if err != nil {
 		return nil, err
 	}
@@ -186,16 +213,13 @@ func (s *server) grep(ctx context.Context, in *grepIn, req *mcp.CallToolRequest)
 	if err != nil {
 		return nil, err
 	}
+	// The schema holds both within their bounds.
 	var maxCount, context int64
 	if in.MaxCount != nil {
-		if maxCount = *in.MaxCount; maxCount < 1 {
-			return nil, invalidf("max_count must be at least 1")
-		}
+		maxCount = *in.MaxCount
 	}
 	if in.Context != nil {
-		if context = *in.Context; context < 0 || context > maxContext {
-			return nil, invalidf("context must be between 0 and %d", maxContext)
-		}
+		context = *in.Context
 	}
 	stream, err := s.wc.Grep(ctx, &fsmcpv1.GrepRequest{
 		Pattern: in.Pattern, Path: p, Globs: in.Glob, Literal: boolArg(in.Literal), IgnoreCase: boolArg(in.IgnoreCase),
@@ -211,7 +235,7 @@ func (s *server) grep(ctx context.Context, in *grepIn, req *mcp.CallToolRequest)
 			pr.GetFilesSearched(), pr.GetMatches()))
 	})
 	if err != nil {
-		return nil, err
+		return nil, translateRGHints(err, s.cfg.ToolsPrefix)
 	}
 	return s.grepPage(p, resp)
 }

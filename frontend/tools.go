@@ -34,7 +34,9 @@ type server struct {
 
 // tool is one MCP tool: its metadata, strict input schema and handler.
 type tool struct {
-	name        string
+	name string
+	// title is the short human-readable name hosts show (MCP's title).
+	title       string
 	description string
 	readOnly    bool
 	destructive bool
@@ -65,6 +67,7 @@ func defineTool[In any](name, description string, readOnly, destructive, idempot
 			prop.Type, prop.Types = prop.Types[1], nil
 		}
 	}
+	refineSchema(schema)
 	resolved, err := schema.Resolve(nil)
 	if err != nil {
 		panic(fmt.Sprintf("BUG(fsmcp): resolve schema of %s: %v", name, err))
@@ -104,6 +107,13 @@ func defineTool[In any](name, description string, readOnly, destructive, idempot
 	return t
 }
 
+// titled sets the tool's title and returns it, so that a definition
+// reads defineTool(...).titled("Read file").
+func (t *tool) titled(title string) *tool {
+	t.title = title
+	return t
+}
+
 // checkArguments verifies _meta.args_sha256 over the exact received bytes,
 // then validates the arguments against the tool's schema. Nothing reaches
 // the worker unless both pass.
@@ -136,7 +146,7 @@ func checkArguments(req *mcp.CallToolRequest, resolved *jsonschema.Resolved) (js
 		return nil, invalidf("arguments: %v", err)
 	}
 	if err := resolved.Validate(v); err != nil {
-		return nil, invalidf("arguments: %v", err)
+		return nil, invalidf("%s", explainInvalid(resolved.Schema(), v, err))
 	}
 	return raw, nil
 }
@@ -209,15 +219,15 @@ const maxPathBytes = 64 << 10
 // pathArg returns the path named by a text field or its _base64 twin.
 func pathArg(field string, text, b64 *string) ([]byte, error) {
 	if (text != nil && len(*text) > maxPathBytes) || (b64 != nil && len(*b64) > maxPathBytes*4/3+4) {
-		return nil, invalidf("%s is longer than %d bytes", field, maxPathBytes)
+		return nil, invalidf("%s must be at most %d bytes long", field, maxPathBytes)
 	}
 	switch {
 	case text != nil && b64 != nil:
-		return nil, invalidf("give %s or %s_base64, not both", field, field)
+		return nil, invalidf("give %s or %s_base64, not both: they name the same argument", field, field)
 	case b64 != nil:
 		p, err := base64.StdEncoding.DecodeString(*b64)
 		if err != nil {
-			return nil, invalidf("%s_base64: not valid base64", field)
+			return nil, invalidf("%s_base64 must be standard base64 (RFC 4648, with padding)", field)
 		}
 		return p, nil
 	case text != nil:
@@ -255,7 +265,8 @@ func (s *server) register(srv *mcp.Server, tools []*tool) {
 		destructive := t.destructive
 		mt := &mcp.Tool{
 			Name:        s.cfg.ToolsPrefix + t.name,
-			Description: t.description,
+			Title:       t.title,
+			Description: prefixToolNames(t.description, s.cfg.ToolsPrefix),
 			InputSchema: t.schema,
 			Annotations: &mcp.ToolAnnotations{
 				ReadOnlyHint:    t.readOnly,

@@ -3,6 +3,7 @@ package frontend
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -12,68 +13,71 @@ import (
 // and lets it be null, so "absent" and "null" are two different requests.
 
 type writeIn struct {
-	Path       *string `json:"path,omitempty" jsonschema:"file relative to the root"`
-	PathBase64 *string `json:"path_base64,omitempty" jsonschema:"the path as base64, for names that are not UTF-8"`
-	Content    string  `json:"content" jsonschema:"the file's new content"`
-	Encoding   *string `json:"encoding,omitempty" jsonschema:"utf8 (default) or base64: how content is encoded"`
-	IfSHA256   *string `json:"if_sha256" jsonschema:"required: the sha256 (64 lowercase hex) the file has now, or null if the file must not exist yet"`
+	Path       *string `json:"path,omitempty" jsonschema:"file; required unless path_base64"`
+	PathBase64 *string `json:"path_base64,omitempty" jsonschema:"path as base64, for non-UTF-8 names"`
+	Content    string  `json:"content" jsonschema:"the whole new content"`
+	Encoding   *string `json:"encoding,omitempty" jsonschema:"how content is encoded; default utf8"`
+	IfSHA256   *string `json:"if_sha256" jsonschema:"the file's sha256 now, or null to create it"`
 }
 
 type editIn struct {
-	Old string `json:"old" jsonschema:"the bytes to find; must not be empty"`
-	New string `json:"new" jsonschema:"the bytes to put in their place"`
-	All *bool  `json:"all,omitempty" jsonschema:"replace every occurrence; without it, old must occur exactly once"`
+	Old string `json:"old" jsonschema:"exact text to find, not empty"`
+	New string `json:"new" jsonschema:"text to put in its place"`
+	All *bool  `json:"all,omitempty" jsonschema:"replace every occurrence"`
 }
 
 type replaceIn struct {
-	Path       *string  `json:"path,omitempty" jsonschema:"file relative to the root"`
-	PathBase64 *string  `json:"path_base64,omitempty" jsonschema:"the path as base64, for names that are not UTF-8"`
-	Edits      []editIn `json:"edits" jsonschema:"edits applied in order to the file's bytes; all or none are applied"`
-	Encoding   *string  `json:"encoding,omitempty" jsonschema:"utf8 (default) or base64: how old and new are encoded"`
-	IfSHA256   *string  `json:"if_sha256" jsonschema:"required: the sha256 (64 lowercase hex) the file has now"`
+	Path       *string  `json:"path,omitempty" jsonschema:"file; required unless path_base64"`
+	PathBase64 *string  `json:"path_base64,omitempty" jsonschema:"path as base64, for non-UTF-8 names"`
+	Edits      []editIn `json:"edits" jsonschema:"applied in order; all or none"`
+	Encoding   *string  `json:"encoding,omitempty" jsonschema:"how old and new are encoded; default utf8"`
+	IfSHA256   *string  `json:"if_sha256" jsonschema:"the file's sha256 now"`
 }
 
 type mkdirIn struct {
-	Path       *string `json:"path,omitempty" jsonschema:"directory relative to the root"`
-	PathBase64 *string `json:"path_base64,omitempty" jsonschema:"the path as base64, for names that are not UTF-8"`
+	Path       *string `json:"path,omitempty" jsonschema:"directory; required unless path_base64"`
+	PathBase64 *string `json:"path_base64,omitempty" jsonschema:"path as base64, for non-UTF-8 names"`
 }
 
 type moveIn struct {
-	From       *string `json:"from,omitempty" jsonschema:"the path to rename"`
-	FromBase64 *string `json:"from_base64,omitempty" jsonschema:"from as base64, for names that are not UTF-8"`
-	To         *string `json:"to,omitempty" jsonschema:"the new path; must not exist"`
-	ToBase64   *string `json:"to_base64,omitempty" jsonschema:"to as base64, for names that are not UTF-8"`
+	From       *string `json:"from,omitempty" jsonschema:"path to move; required unless from_base64"`
+	FromBase64 *string `json:"from_base64,omitempty" jsonschema:"from as base64"`
+	To         *string `json:"to,omitempty" jsonschema:"new path, which must not exist; required unless to_base64"`
+	ToBase64   *string `json:"to_base64,omitempty" jsonschema:"to as base64"`
 }
 
 type deleteIn struct {
-	Path       *string `json:"path,omitempty" jsonschema:"file, symlink or directory relative to the root"`
-	PathBase64 *string `json:"path_base64,omitempty" jsonschema:"the path as base64, for names that are not UTF-8"`
-	Recursive  *bool   `json:"recursive,omitempty" jsonschema:"also remove a directory's contents; symlinks are removed, never followed"`
+	Path       *string `json:"path,omitempty" jsonschema:"required unless path_base64"`
+	PathBase64 *string `json:"path_base64,omitempty" jsonschema:"path as base64, for non-UTF-8 names"`
+	Recursive  *bool   `json:"recursive,omitempty" jsonschema:"also remove a directory's contents"`
 }
 
 func writeTools() []*tool {
 	return []*tool{
-		defineTool("fs_write", "Replace or create a regular file atomically. if_sha256 is required: the file's current sha256, "+
-			"or null to create a file that must not exist yet. Mode, owner, extended attributes and ACLs are kept; "+
-			"a new file gets mode 0644. Returns the new sha256 and size.",
-			false, true, false, (*server).write),
-		defineTool("fs_replace", "Find and replace bytes in a regular file atomically. Each edit's old must occur exactly once "+
-			"(or set all); edits apply in order and all or none are applied. if_sha256 (the file's current sha256) is required.",
-			false, true, false, (*server).replace),
-		defineTool("fs_mkdir", "Create a directory and any missing parents. An existing directory is success.",
-			false, false, true, (*server).mkdir),
-		defineTool("fs_move", "Rename from to to. Never replaces an existing to; never copies across filesystems.",
-			false, true, false, (*server).move),
-		defineTool("fs_delete", "Remove a file, a symlink (not its target) or an empty directory; "+
-			"a directory with entries needs recursive: true. The root cannot be deleted.",
-			false, true, false, (*server).delete),
+		defineTool("fs_write", "Create or replace a whole file atomically. if_sha256 is the sha256 from fs_stat (it fails if "+
+			"the file changed since), or null to create a file; the reply's sha256 is the next one. "+
+			"The directory must exist (fs_mkdir); for small edits use fs_replace.",
+			false, true, false, (*server).write).titled("Write file"),
+		defineTool("fs_replace", "Replace exact text in a file atomically. Each edit's old must occur exactly once "+
+			"(or set all); edits apply in order, all or none. if_sha256 is the sha256 from fs_stat or the last "+
+			"write; the reply's sha256 is the next one. Read the text first with fs_read.",
+			false, true, false, (*server).replace).titled("Edit file"),
+		defineTool("fs_mkdir", "Create a directory and any missing parents; an existing directory is success. "+
+			"fs_write needs the directory of a new file to exist.",
+			false, false, true, (*server).mkdir).titled("Make directory"),
+		defineTool("fs_move", "Rename or move a file or directory within the root. It never replaces an existing "+
+			"to: fs_delete that first if it must go.",
+			false, true, false, (*server).move).titled("Move path"),
+		defineTool("fs_delete", "Remove a file, a symlink (never its target) or an empty directory. A directory "+
+			"with entries needs recursive: true; fs_list shows what it holds. The root cannot be removed.",
+			false, true, false, (*server).delete).titled("Delete path"),
 	}
 }
 
 // requiredPath is pathArg for a path that must be given.
 func requiredPath(field string, text, b64 *string) ([]byte, error) {
 	if text == nil && b64 == nil {
-		return nil, invalidf("%s or %s_base64 is required", field, field)
+		return nil, invalidf("%s is required, or %s_base64 for a name that is not UTF-8 (\"\" names the root)", field, field)
 	}
 	return pathArg(field, text, b64)
 }
@@ -84,11 +88,11 @@ func decode(field string, s string, encoding *string) ([]byte, error) {
 		return []byte(s), nil
 	}
 	if *encoding != "base64" {
-		return nil, invalidf("encoding must be utf8 or base64")
+		return nil, bug(fmt.Errorf("encoding %q passed the schema", *encoding))
 	}
 	b, err := base64.StdEncoding.DecodeString(s)
 	if err != nil {
-		return nil, invalidf("%s: not valid base64", field)
+		return nil, invalidf("%s must be standard base64 (RFC 4648, with padding) when encoding is base64", field)
 	}
 	return b, nil
 }
@@ -99,7 +103,7 @@ func precondition(ifSHA *string) (string, bool, error) {
 		return "", true, nil
 	}
 	if len(*ifSHA) != 64 || !isLowerHex(*ifSHA) {
-		return "", false, invalidf("if_sha256 must be 64 lowercase hex digits or null")
+		return "", false, invalidf("if_sha256 must be 64 lowercase hex digits (a sha256 from fs_stat) or null to create the file")
 	}
 	return *ifSHA, false, nil
 }
@@ -131,9 +135,6 @@ func (s *server) replace(ctx context.Context, in *replaceIn, _ *mcp.CallToolRequ
 	if err != nil {
 		return nil, err
 	}
-	if len(in.Edits) == 0 {
-		return nil, invalidf("edits must hold at least one edit")
-	}
 	edits := make([]*fsmcpv1.Edit, len(in.Edits))
 	for i, e := range in.Edits {
 		old, err := decode("old", e.Old, in.Encoding)
@@ -141,7 +142,7 @@ func (s *server) replace(ctx context.Context, in *replaceIn, _ *mcp.CallToolRequ
 			return nil, err
 		}
 		if len(old) == 0 {
-			return nil, invalidf("edits[%d].old is empty", i)
+			return nil, invalidf("edits[%d].old must not be empty", i)
 		}
 		nw, err := decode("new", e.New, in.Encoding)
 		if err != nil {

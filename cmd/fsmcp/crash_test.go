@@ -115,7 +115,7 @@ func TestCrashDuringWrite(t *testing.T) {
 		s := start(t, root)
 		// The previous trial's crash has been swept by this worker.
 		waitSwept(t, root)
-		r := s.wantOK("fs_list", map[string]any{})
+		r := s.wantOK("fs_list", map[string]any{"path": ""})
 		if names := listNames(r); fmt.Sprint(names) != "[big small]" {
 			t.Fatalf("trial %d: fs_list = %v", trial, names)
 		}
@@ -174,7 +174,7 @@ func TestCrashDuringWrite(t *testing.T) {
 	// The last crash is swept too.
 	s = start(t, root)
 	waitSwept(t, root)
-	if names := listNames(s.wantOK("fs_list", map[string]any{})); fmt.Sprint(names) != "[big small]" {
+	if names := listNames(s.wantOK("fs_list", map[string]any{"path": ""})); fmt.Sprint(names) != "[big small]" {
 		t.Fatalf("fs_list after the last trial = %v", names)
 	}
 	if got := readFile(t, filepath.Join(root, "small")); string(got) != "small\n" {

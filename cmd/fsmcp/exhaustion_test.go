@@ -181,7 +181,7 @@ func TestHugeRequest(t *testing.T) {
 	if r := s.wantErr("fs_stat", map[string]any{"path": strings.Repeat("x", 64<<20)}, "invalid_argument"); len(r.text) > 16<<10 {
 		t.Errorf("the refusal of a 64 MiB path is %d bytes", len(r.text))
 	}
-	s.wantErr("fs_grep", map[string]any{"pattern": "(" + strings.Repeat("x", 64<<20)}, "invalid_argument")
+	s.wantErr("fs_grep", map[string]any{"path": "", "pattern": "(" + strings.Repeat("x", 64<<20)}, "invalid_argument")
 	s.wantOK("fs_stat", map[string]any{"path": "a.txt"})
 	s.reportRSS(1024)
 }

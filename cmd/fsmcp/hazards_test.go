@@ -73,10 +73,10 @@ func TestNamesAreBytes(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, "two\nlines"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if r := s.wantOK("fs_list", map[string]any{}); !strings.Contains(r.text, `"two\nlines"`) {
+	if r := s.wantOK("fs_list", map[string]any{"path": ""}); !strings.Contains(r.text, `"two\nlines"`) {
 		t.Errorf("fs_list does not show the name with a newline: %s", r.text)
 	}
-	if r := s.wantOK("fs_glob", map[string]any{"pattern": "two*"}); !strings.Contains(r.text, `"two\nlines"`) {
+	if r := s.wantOK("fs_glob", map[string]any{"path": "", "pattern": "two*"}); !strings.Contains(r.text, `"two\nlines"`) {
 		t.Errorf("fs_glob does not show the name with a newline: %s", r.text)
 	}
 }

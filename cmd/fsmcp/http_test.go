@@ -213,7 +213,7 @@ func TestHTTPSession(t *testing.T) {
 			if r := s.wantOK("fs_stat", map[string]any{"path": "a.txt"}); r.str("sha256") != sha([]byte("hello\n")) {
 				t.Errorf("fs_stat = %s", r.text)
 			}
-			if r := s.wantOK("fs_stat", map[string]any{}); r.doc["confinement"] == nil {
+			if r := s.wantOK("fs_stat", map[string]any{"path": ""}); r.doc["confinement"] == nil {
 				t.Errorf("fs_stat(root) has no confinement: %s", r.text)
 			}
 			if r := s.wantOK("fs_list", map[string]any{"path": "sub"}); !strings.Contains(r.text, `"name":"b.txt"`) {
@@ -222,7 +222,7 @@ func TestHTTPSession(t *testing.T) {
 			if r := s.wantOK("fs_read", map[string]any{"path": "sub/b.txt"}); r.str("content") != "bee\n" {
 				t.Errorf("fs_read = %s", r.text)
 			}
-			if r := s.wantOK("fs_glob", map[string]any{"pattern": "*.txt"}); !strings.Contains(r.text, `"sub/b.txt"`) {
+			if r := s.wantOK("fs_glob", map[string]any{"path": "", "pattern": "*.txt"}); !strings.Contains(r.text, `"sub/b.txt"`) {
 				t.Errorf("fs_glob = %s", r.text)
 			}
 			if r := s.wantOK("fs_grep", map[string]any{"pattern": "be+", "path": "sub"}); !strings.Contains(r.text, `"sub/b.txt"`) {
@@ -519,7 +519,7 @@ func TestHTTPCancelKillsRG(t *testing.T) {
 			done := make(chan error, 1)
 			go func() {
 				_, err := s.session.CallTool(ctx, &mcp.CallToolParams{Name: "fs_grep",
-					Arguments: map[string]any{"pattern": `(\b\w{1,20}\b\s*){40}\b\p{Lu}\b`}})
+					Arguments: map[string]any{"path": "", "pattern": `(\b\w{1,20}\b\s*){40}\b\p{Lu}\b`}})
 				done <- err
 			}()
 			waitFor(t, func() bool { return len(rgUnder(t, h.cmd.Process.Pid)) > 0 })
@@ -534,7 +534,7 @@ func TestHTTPCancelKillsRG(t *testing.T) {
 				}
 				time.Sleep(10 * time.Millisecond)
 			}
-			s.wantOK("fs_glob", map[string]any{"pattern": "slow-0*"})
+			s.wantOK("fs_glob", map[string]any{"path": "", "pattern": "slow-0*"})
 		})
 	}
 }
@@ -799,7 +799,7 @@ func TestAuditLog(t *testing.T) {
 	calls := []call{
 		{"fs_read", map[string]any{"path": "canary.txt"}, "ok", map[string]string{"path": "canary.txt"}, false},
 		{"fs_stat", map[string]any{"path": "/sub/b.txt"}, "ok", map[string]string{"path": "sub/b.txt"}, false},
-		{"fs_list", map[string]any{}, "ok", nil, false},
+		{"fs_list", map[string]any{"path": ""}, "ok", map[string]string{"path": ""}, false},
 		{"fs_read", map[string]any{"path": "../outside/secret.txt"}, "outside_root", map[string]string{"path": "../outside/secret.txt"}, true},
 		{"fs_stat", map[string]any{"path": "missing"}, "not_found", map[string]string{"path": "missing"}, false},
 		{"fs_stat", map[string]any{"path_base64": "/2E="}, "not_found", map[string]string{"path_base64": "/2E="}, false},

@@ -213,7 +213,7 @@ func TestReadFifoDoesNotBlock(t *testing.T) {
 func TestListSortedWithTypes(t *testing.T) {
 	root, _ := tree(t)
 	s := start(t, root)
-	r := s.wantOK("fs_list", map[string]any{})
+	r := s.wantOK("fs_list", map[string]any{"path": ""})
 	entries := r.doc["entries"].([]any)
 	var names []string
 	types := map[string]string{}
@@ -253,7 +253,7 @@ func TestNonUTF8Names(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := start(t, root)
-	r := s.wantOK("fs_list", map[string]any{})
+	r := s.wantOK("fs_list", map[string]any{"path": ""})
 	b64 := base64.StdEncoding.EncodeToString([]byte(name))
 	found := false
 	for _, e := range r.doc["entries"].([]any) {

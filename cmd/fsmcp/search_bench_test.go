@@ -170,7 +170,7 @@ func BenchmarkSearchGrep(b *testing.B) {
 	// No match, a few hundred, tens of thousands.
 	for _, pattern := range []string{"zq9xjv", "func main", "if err != nil"} {
 		b.Run(strings.ReplaceAll(pattern, " ", "_"), func(b *testing.B) {
-			_, text := timedCall(b, session, "fs_grep", map[string]any{"pattern": pattern})
+			_, text := timedCall(b, session, "fs_grep", map[string]any{"path": "", "pattern": pattern})
 			if strings.Contains(text, `"type":"match"`) != (pattern != "zq9xjv") {
 				b.Fatalf("fs_grep(%q) = %.200s", pattern, text)
 			}
@@ -180,7 +180,7 @@ func BenchmarkSearchGrep(b *testing.B) {
 				func() time.Duration { return timedRaw(b, root, args...) },
 				func() time.Duration { return confinedRG(b, session, root, args) },
 				func() time.Duration {
-					d, _ := timedCall(b, session, "fs_grep", map[string]any{"pattern": pattern})
+					d, _ := timedCall(b, session, "fs_grep", map[string]any{"path": "", "pattern": pattern})
 					return d
 				})
 		})
@@ -198,7 +198,7 @@ func BenchmarkSearchGlob(b *testing.B) {
 				func() time.Duration { return timedRaw(b, root, args...) },
 				func() time.Duration { return confinedRG(b, session, root, args) },
 				func() time.Duration {
-					d, _ := timedCall(b, session, "fs_glob", map[string]any{"pattern": pattern})
+					d, _ := timedCall(b, session, "fs_glob", map[string]any{"path": "", "pattern": pattern})
 					return d
 				})
 		})

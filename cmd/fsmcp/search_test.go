@@ -322,16 +322,16 @@ func TestGrepMatchesRG(t *testing.T) {
 		rg   []string
 		dir  string
 	}{
-		{map[string]any{"pattern": "needle"}, []string{"--regexp=needle"}, ""},
-		{map[string]any{"pattern": "NEEDLE", "ignore_case": true}, []string{"--ignore-case", "--regexp=NEEDLE"}, ""},
-		{map[string]any{"pattern": "ne.dle", "literal": true}, []string{"--fixed-strings", "--regexp=ne.dle"}, ""},
-		{map[string]any{"pattern": "ne.dle"}, []string{"--regexp=ne.dle"}, ""},
-		{map[string]any{"pattern": "needle", "context": 2}, []string{"--context=2", "--regexp=needle"}, ""},
-		{map[string]any{"pattern": "needle", "max_count": 2}, []string{"--max-count=2", "--regexp=needle"}, ""},
-		{map[string]any{"pattern": "needle", "glob": []string{"*.txt", "!d1/**"}}, []string{"--regexp=needle", "--glob=*.txt", "--glob=!d1/**"}, ""},
-		{map[string]any{"pattern": "needle", "hidden": true, "no_ignore": true}, []string{"--hidden", "--no-ignore", "--regexp=needle"}, ""},
-		{map[string]any{"pattern": "(?-u:\\xff)"}, []string{"--regexp=(?-u:\\xff)"}, ""},
-		{map[string]any{"pattern": "\\r$"}, []string{"--regexp=\\r$"}, ""},
+		{map[string]any{"path": "", "pattern": "needle"}, []string{"--regexp=needle"}, ""},
+		{map[string]any{"path": "", "pattern": "NEEDLE", "ignore_case": true}, []string{"--ignore-case", "--regexp=NEEDLE"}, ""},
+		{map[string]any{"path": "", "pattern": "ne.dle", "literal": true}, []string{"--fixed-strings", "--regexp=ne.dle"}, ""},
+		{map[string]any{"path": "", "pattern": "ne.dle"}, []string{"--regexp=ne.dle"}, ""},
+		{map[string]any{"path": "", "pattern": "needle", "context": 2}, []string{"--context=2", "--regexp=needle"}, ""},
+		{map[string]any{"path": "", "pattern": "needle", "max_count": 2}, []string{"--max-count=2", "--regexp=needle"}, ""},
+		{map[string]any{"path": "", "pattern": "needle", "glob": []string{"*.txt", "!d1/**"}}, []string{"--regexp=needle", "--glob=*.txt", "--glob=!d1/**"}, ""},
+		{map[string]any{"path": "", "pattern": "needle", "hidden": true, "no_ignore": true}, []string{"--hidden", "--no-ignore", "--regexp=needle"}, ""},
+		{map[string]any{"path": "", "pattern": "(?-u:\\xff)"}, []string{"--regexp=(?-u:\\xff)"}, ""},
+		{map[string]any{"path": "", "pattern": "\\r$"}, []string{"--regexp=\\r$"}, ""},
 		{map[string]any{"pattern": "needle", "path": "d1"}, []string{"--regexp=needle"}, "d1"},
 		{map[string]any{"pattern": "needle", "path": "/d2/sub0/"}, []string{"--regexp=needle"}, "d2/sub0"},
 	}
@@ -359,7 +359,7 @@ func TestGrepMatchesRG(t *testing.T) {
 		}
 	}
 	// The kinds of line the tree is made of all came through.
-	all, _, pages := grepAll(t, s, map[string]any{"pattern": "needle|\\xff|\\r", "hidden": true}, max)
+	all, _, pages := grepAll(t, s, map[string]any{"path": "", "pattern": "needle|\\xff|\\r", "hidden": true}, max)
 	var sawBytes, sawCRLF, sawCut, sawBadName bool
 	for _, l := range all {
 		sawBytes = sawBytes || !utf8.Valid([]byte(l.Text))
@@ -424,12 +424,12 @@ func TestGlobMatchesRG(t *testing.T) {
 		rg   []string
 		dir  string
 	}{
-		{map[string]any{"pattern": "*.txt"}, []string{"--glob=*.txt"}, ""},
-		{map[string]any{"pattern": "**/sub1/**"}, []string{"--glob=**/sub1/**"}, ""},
-		{map[string]any{"pattern": "!*.go"}, []string{"--glob=!*.go"}, ""},
-		{map[string]any{"pattern": "*", "hidden": true, "no_ignore": true}, []string{"--hidden", "--no-ignore", "--glob=*"}, ""},
+		{map[string]any{"path": "", "pattern": "*.txt"}, []string{"--glob=*.txt"}, ""},
+		{map[string]any{"path": "", "pattern": "**/sub1/**"}, []string{"--glob=**/sub1/**"}, ""},
+		{map[string]any{"path": "", "pattern": "!*.go"}, []string{"--glob=!*.go"}, ""},
+		{map[string]any{"path": "", "pattern": "*", "hidden": true, "no_ignore": true}, []string{"--hidden", "--no-ignore", "--glob=*"}, ""},
 		{map[string]any{"pattern": "*.go", "path": "d1"}, []string{"--glob=*.go"}, "d1"},
-		{map[string]any{"pattern": "bad*"}, []string{"--glob=bad*"}, ""},
+		{map[string]any{"path": "", "pattern": "bad*"}, []string{"--glob=bad*"}, ""},
 	}
 	for _, c := range cases {
 		want := rgFiles(t, filepath.Join(root, c.dir), c.dir, append(c.rg, "--glob=!"+searchTempPrefix+"*", "--", ".")...)
@@ -487,7 +487,7 @@ func TestSearchInjection(t *testing.T) {
 			for _, p := range injections {
 				// Only the two visible files hold the line; hidden,
 				// ignored and symlinked copies stay out.
-				got := grepPage(t, s.wantOK("fs_grep", map[string]any{"pattern": p}))
+				got := grepPage(t, s.wantOK("fs_grep", map[string]any{"path": "", "pattern": p}))
 				var paths []string
 				for _, l := range got {
 					paths = append(paths, l.Path)
@@ -500,7 +500,7 @@ func TestSearchInjection(t *testing.T) {
 				}
 				// As a glob, it matches names: only the file called
 				// --files exists.
-				files, _ := globAll(t, s, map[string]any{"pattern": p}, 1<<20)
+				files, _ := globAll(t, s, map[string]any{"path": "", "pattern": p}, 1<<20)
 				wantFiles := []string(nil)
 				if p == "--files" {
 					wantFiles = []string{"--files"}
@@ -508,7 +508,7 @@ func TestSearchInjection(t *testing.T) {
 				if !slices.Equal(files, wantFiles) {
 					t.Errorf("fs_glob(%q) = %q, want %q", p, files, wantFiles)
 				}
-				r := s.wantOK("fs_grep", map[string]any{"pattern": "plain", "glob": []string{p}})
+				r := s.wantOK("fs_grep", map[string]any{"path": "", "pattern": "plain", "glob": []string{p}})
 				if n := len(grepPage(t, r)); n != 0 {
 					t.Errorf("fs_grep(glob %q) = %s, want nothing", p, r.text)
 				}
@@ -521,7 +521,7 @@ func TestSearchInjection(t *testing.T) {
 			// rg's own listing without any configuration; a glob
 			// re-includes hidden and ignored files, but --follow
 			// would add linkdir/deep.txt.
-			files, _ := globAll(t, s, map[string]any{"pattern": "*"}, 1<<20)
+			files, _ := globAll(t, s, map[string]any{"path": "", "pattern": "*"}, 1<<20)
 			want := rgFiles(t, root, "", "--glob=*", "--glob=!"+searchTempPrefix+"*", "--", ".")
 			if !slices.Equal(files, want) || slices.Contains(files, "linkdir/deep.txt") {
 				t.Errorf("fs_glob(*) = %q, want %q", files, want)
@@ -550,10 +550,10 @@ func TestSearchEscapes(t *testing.T) {
 	s.wantErr("fs_glob", map[string]any{"pattern": "*.go", "path": "a.txt"}, "not_a_directory")
 
 	for _, args := range []map[string]any{
-		{"pattern": "secret"},
-		{"pattern": "secret", "hidden": true, "no_ignore": true},
-		{"pattern": "secret", "glob": []string{"../**"}},
-		{"pattern": "secret", "glob": []string{"/etc/*", outside + "/*", "**/secret.txt"}},
+		{"path": "", "pattern": "secret"},
+		{"path": "", "pattern": "secret", "hidden": true, "no_ignore": true},
+		{"path": "", "pattern": "secret", "glob": []string{"../**"}},
+		{"path": "", "pattern": "secret", "glob": []string{"/etc/*", outside + "/*", "**/secret.txt"}},
 		{"pattern": "secret", "path": "sub", "glob": []string{"../**"}},
 	} {
 		r := s.wantOK("fs_grep", args)
@@ -563,7 +563,7 @@ func TestSearchEscapes(t *testing.T) {
 		noHostPath(t, r.text, root)
 	}
 	for _, g := range []string{"../**", "/etc/*", "../outside/*", outside + "/*", "**/secret.txt", "**", "dirlink_out/**"} {
-		files, _ := globAll(t, s, map[string]any{"pattern": g, "hidden": true, "no_ignore": true}, 1<<20)
+		files, _ := globAll(t, s, map[string]any{"path": "", "pattern": g, "hidden": true, "no_ignore": true}, 1<<20)
 		for _, f := range files {
 			if f != "a.txt" && f != "sub/b.txt" {
 				t.Errorf("fs_glob(%q) lists %q", g, f)
@@ -572,7 +572,7 @@ func TestSearchEscapes(t *testing.T) {
 	}
 	// Symlinks inside the root are not followed while walking, but a
 	// path argument that is one is resolved through the root.
-	r := s.wantOK("fs_grep", map[string]any{"pattern": "hello"})
+	r := s.wantOK("fs_grep", map[string]any{"path": "", "pattern": "hello"})
 	if got := grepPage(t, r); len(got) != 1 || got[0].Path != "a.txt" {
 		t.Errorf("fs_grep(hello) = %s", r.text)
 	}
@@ -597,7 +597,7 @@ func TestSearchHidesTempFiles(t *testing.T) {
 	}
 	s := start(t, root)
 	for _, g := range []string{searchTempPrefix + "*", "**/" + searchTempPrefix + "*", "*", "**", ".*"} {
-		files, last := globAll(t, s, map[string]any{"pattern": g, "hidden": true, "no_ignore": true}, 1<<20)
+		files, last := globAll(t, s, map[string]any{"path": "", "pattern": g, "hidden": true, "no_ignore": true}, 1<<20)
 		for _, f := range files {
 			if strings.Contains(f, searchTempPrefix) {
 				t.Errorf("fs_glob(%q) lists %q", g, f)
@@ -606,12 +606,12 @@ func TestSearchHidesTempFiles(t *testing.T) {
 		if last.num("total") != int64(len(files)) {
 			t.Errorf("fs_glob(%q) total %d for %d files", g, last.num("total"), len(files))
 		}
-		r := s.wantOK("fs_grep", map[string]any{"pattern": "hello", "glob": []string{g}, "hidden": true, "no_ignore": true})
+		r := s.wantOK("fs_grep", map[string]any{"path": "", "pattern": "hello", "glob": []string{g}, "hidden": true, "no_ignore": true})
 		if strings.Contains(r.text, "temp file") || strings.Contains(r.text, searchTempPrefix) {
 			t.Errorf("fs_grep(glob %q) = %s", g, r.text)
 		}
 	}
-	r := s.wantOK("fs_grep", map[string]any{"pattern": "hello", "hidden": true})
+	r := s.wantOK("fs_grep", map[string]any{"path": "", "pattern": "hello", "hidden": true})
 	if r.num("matches") != 1 {
 		t.Errorf("fs_grep(hello) counts %d matches, want 1: %s", r.num("matches"), r.text)
 	}
@@ -629,11 +629,11 @@ func TestSearchInvalidPattern(t *testing.T) {
 		args map[string]any
 		want string
 	}{
-		{"fs_grep", map[string]any{"pattern": "("}, "unclosed group"},
-		{"fs_grep", map[string]any{"pattern": "[z-a]"}, "invalid character class range"},
-		{"fs_grep", map[string]any{"pattern": "x", "glob": []string{"["}}, "error parsing glob"},
-		{"fs_glob", map[string]any{"pattern": "a[b"}, "error parsing glob"},
-		{"fs_glob", map[string]any{"pattern": "{a"}, "error parsing glob"},
+		{"fs_grep", map[string]any{"path": "", "pattern": "("}, "unclosed group"},
+		{"fs_grep", map[string]any{"path": "", "pattern": "[z-a]"}, "invalid character class range"},
+		{"fs_grep", map[string]any{"path": "", "pattern": "x", "glob": []string{"["}}, "error parsing glob"},
+		{"fs_glob", map[string]any{"path": "", "pattern": "a[b"}, "error parsing glob"},
+		{"fs_glob", map[string]any{"path": "", "pattern": "{a"}, "error parsing glob"},
 	} {
 		r := s.wantErr(c.tool, c.args, "invalid_argument")
 		msg := r.doc["error"].(map[string]any)["message"].(string)
@@ -642,11 +642,11 @@ func TestSearchInvalidPattern(t *testing.T) {
 		}
 		noHostPath(t, r.text, root)
 	}
-	s.wantErr("fs_grep", map[string]any{"pattern": "x", "max_count": 0}, "invalid_argument")
-	s.wantErr("fs_grep", map[string]any{"pattern": "x", "context": -1}, "invalid_argument")
-	s.wantErr("fs_grep", map[string]any{"pattern": "x", "cursor": "AA"}, "invalid_argument")
-	s.wantErr("fs_grep", map[string]any{"pattern": "x", "glob": "*.go"}, "invalid_argument")
-	s.wantErr("fs_glob", map[string]any{}, "invalid_argument")
+	s.wantErr("fs_grep", map[string]any{"path": "", "pattern": "x", "max_count": 0}, "invalid_argument")
+	s.wantErr("fs_grep", map[string]any{"path": "", "pattern": "x", "context": -1}, "invalid_argument")
+	s.wantErr("fs_grep", map[string]any{"path": "", "pattern": "x", "cursor": "AA"}, "invalid_argument")
+	s.wantErr("fs_grep", map[string]any{"path": "", "pattern": "x", "glob": "*.go"}, "invalid_argument")
+	s.wantErr("fs_glob", map[string]any{"path": ""}, "invalid_argument")
 }
 
 // 100,000 matching lines give bounded replies, and the cursor walks every
@@ -683,7 +683,7 @@ func TestGrepCursorWalksAllMatches(t *testing.T) {
 	})
 	const max = 4 << 20
 	s := start(t, root, "--max-response-bytes", fmt.Sprint(max))
-	got, last, pages := grepAll(t, s, map[string]any{"pattern": "^match"}, max)
+	got, last, pages := grepAll(t, s, map[string]any{"path": "", "pattern": "^match"}, max)
 	if len(got) != len(want) || last.num("matches") != 100000 || pages < 3 {
 		t.Fatalf("walked %d lines in %d pages (matches total %d), want %d", len(got), pages, last.num("matches"), len(want))
 	}
@@ -775,7 +775,7 @@ func TestSearchCancelKillsRG(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, err := s.session.CallTool(ctx, &mcp.CallToolParams{Name: "fs_grep", Arguments: map[string]any{"pattern": slowPattern}})
+		_, err := s.session.CallTool(ctx, &mcp.CallToolParams{Name: "fs_grep", Arguments: map[string]any{"path": "", "pattern": slowPattern}})
 		done <- err
 	}()
 	if !waitUntil(20*time.Second, func() bool { return len(rgProcs(t, root)) > 0 }) {
@@ -790,11 +790,11 @@ func TestSearchCancelKillsRG(t *testing.T) {
 		t.Fatalf("rg %v still runs after the call was cancelled", rgProcs(t, root))
 	}
 	// The server carries on.
-	s.wantOK("fs_glob", map[string]any{"pattern": "*"})
+	s.wantOK("fs_glob", map[string]any{"path": "", "pattern": "*"})
 
 	s = start(t, root, "--call-timeout", "1500ms")
 	begin := time.Now()
-	s.wantErr("fs_grep", map[string]any{"pattern": slowPattern}, "timeout")
+	s.wantErr("fs_grep", map[string]any{"path": "", "pattern": slowPattern}, "timeout")
 	if d := time.Since(begin); d > 15*time.Second {
 		t.Errorf("timeout took %v", d)
 	}
@@ -828,7 +828,7 @@ func TestSearchProgress(t *testing.T) {
 	defer session.Close()
 	s := &server{t: t, cmd: cmd, session: session, stderr: stderr}
 
-	params := &mcp.CallToolParams{Name: "fs_grep", Arguments: map[string]any{"pattern": slowPattern}}
+	params := &mcp.CallToolParams{Name: "fs_grep", Arguments: map[string]any{"path": "", "pattern": slowPattern}}
 	params.SetProgressToken("search-1")
 	begin := time.Now()
 	res, err := session.CallTool(ctx, params)
@@ -852,7 +852,7 @@ func TestSearchProgress(t *testing.T) {
 			t.Errorf("progress token %v, want search-1", n.ProgressToken)
 		}
 	}
-	s.wantOK("fs_grep", map[string]any{"pattern": slowPattern})
+	s.wantOK("fs_grep", map[string]any{"path": "", "pattern": slowPattern})
 	mu.Lock()
 	defer mu.Unlock()
 	if len(notes) != 0 {
@@ -892,8 +892,8 @@ func TestSearchLeavesNoChildren(t *testing.T) {
 	root, _ := tree(t)
 	s := start(t, root)
 	for range 5 {
-		s.wantOK("fs_grep", map[string]any{"pattern": "e"})
-		s.wantOK("fs_glob", map[string]any{"pattern": "*"})
+		s.wantOK("fs_grep", map[string]any{"path": "", "pattern": "e"})
+		s.wantOK("fs_glob", map[string]any{"path": "", "pattern": "*"})
 	}
 	frontPID := s.cmd.Process.Pid
 	// A process's children are listed per thread that started them.
@@ -984,12 +984,12 @@ func TestSearchUnreadableFiles(t *testing.T) {
 	defer session.Close()
 	s := &server{t: t, cmd: cmd, session: session, stderr: stderr}
 
-	r := s.wantOK("fs_grep", map[string]any{"pattern": "needle"})
+	r := s.wantOK("fs_grep", map[string]any{"path": "", "pattern": "needle"})
 	got := grepPage(t, r)
 	if len(got) != 1 || got[0].Path != "open.txt" || r.num("unreadable") != 2 {
 		t.Errorf("fs_grep(needle) = %s, want open.txt and 2 unreadable", r.text)
 	}
-	files, last := globAll(t, s, map[string]any{"pattern": "*"}, 1<<20)
+	files, last := globAll(t, s, map[string]any{"path": "", "pattern": "*"}, 1<<20)
 	if want := []string{"locked.txt", "open.txt"}; !slices.Equal(files, want) || last.num("unreadable") != 1 {
 		t.Errorf("fs_glob(*) = %q (%s), want %q and 1 unreadable", files, last.text, want)
 	}

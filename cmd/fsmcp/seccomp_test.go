@@ -248,7 +248,7 @@ func TestSeccompCompromisedRG(t *testing.T) {
 	if conf, _ := r.doc["confinement"].(map[string]any); !strings.Contains(fmt.Sprint(conf["rg_version"]), "escape probe") {
 		t.Fatalf("the worker did not take the stand-in for rg: %v", conf)
 	}
-	s.call("fs_grep", map[string]any{"pattern": "x"})
+	s.call("fs_grep", map[string]any{"path": "", "pattern": "x"})
 	b, err := os.ReadFile(filepath.Join(root, "escape-results.json"))
 	if err != nil {
 		t.Fatalf("the rg stand-in left no results (did fs_grep run it?): %v\nstderr:\n%s", err, s.stderr.String())

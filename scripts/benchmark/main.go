@@ -608,8 +608,8 @@ func searchRows(o options) ([]row, error) {
 		base       func() error
 		limit      float64
 	}{
-		{"fs_glob *.go (Go tree)", "fs_glob", map[string]any{"pattern": "*.go"}, "rg --files -g *.go", raw("--files", "-g", "*.go"), 1.2},
-		{"fs_grep 'func Benchmark' (Go tree)", "fs_grep", map[string]any{"pattern": "func Benchmark"}, "rg --json", raw("--json", "func Benchmark"), 1.15},
+		{"fs_glob *.go (Go tree)", "fs_glob", map[string]any{"path": "", "pattern": "*.go"}, "rg --files -g *.go", raw("--files", "-g", "*.go"), 1.2},
+		{"fs_grep 'func Benchmark' (Go tree)", "fs_grep", map[string]any{"path": "", "pattern": "func Benchmark"}, "rg --json", raw("--json", "func Benchmark"), 1.15},
 	} {
 		server := func() error { _, err := s.call(c.tool, c.args); return err }
 		server()
