@@ -24,6 +24,10 @@ var argumentRules = map[string]func(*jsonschema.Schema){
 	"offset":    minimum(0),
 	"length":    minimum(0),
 	"context":   between(0, maxContext),
+	"before":    between(0, maxContext),
+	"after":     between(0, maxContext),
+	"lines":     minimum(1),
+	"output":    func(s *jsonschema.Schema) { s.Enum = []any{"matches", "files", "count"} },
 	"max_count": minimum(1),
 	"edits":     nonEmptyArray,
 }

@@ -20,6 +20,8 @@ type globIn struct {
 	PathBase64 *string `json:"path_base64,omitempty" jsonschema:"path as base64, for non-UTF-8 names"`
 	Hidden     *bool   `json:"hidden,omitempty" jsonschema:"include hidden files"`
 	NoIgnore   *bool   `json:"no_ignore,omitempty" jsonschema:"include .gitignored files"`
+	MaxDepth   *int64  `json:"max_depth,omitempty" jsonschema:"directories to descend below path; 1 is path's own entries"`
+	Sort       *string `json:"sort,omitempty" jsonschema:"path (default) or mtime: newest first, each with its mtime"`
 	Cursor     *string `json:"cursor,omitempty" jsonschema:"cursor from a truncated reply"`
 }
 
@@ -32,6 +34,11 @@ type grepIn struct {
 	IgnoreCase *bool    `json:"ignore_case,omitempty" jsonschema:"case-insensitive"`
 	MaxCount   *int64   `json:"max_count,omitempty" jsonschema:"matching lines per file, at most"`
 	Context    *int64   `json:"context,omitempty" jsonschema:"lines before and after each match"`
+	Before     *int64   `json:"before,omitempty" jsonschema:"lines before each match; overrides context on that side"`
+	After      *int64   `json:"after,omitempty" jsonschema:"lines after each match; overrides context on that side"`
+	Output     *string  `json:"output,omitempty" jsonschema:"matches (default), files (each file with its count) or count (the total, and per file)"`
+	Type       *string  `json:"type,omitempty" jsonschema:"only files of one of rg's built-in types, e.g. go, py, js, md"`
+	Multiline  *bool    `json:"multiline,omitempty" jsonschema:"the pattern may match across lines"`
 	Hidden     *bool    `json:"hidden,omitempty" jsonschema:"include hidden files"`
 	NoIgnore   *bool    `json:"no_ignore,omitempty" jsonschema:"include .gitignored files"`
 	Cursor     *string  `json:"cursor,omitempty" jsonschema:"cursor from a truncated reply"`
@@ -48,7 +55,7 @@ func searchTools() []*tool {
 			true, false, true, (*server).glob).titled("Find files"),
 		defineTool("fs_grep", "Search file contents for a regular expression, or text with literal. Each result "+
 			"is one line: path, line_number, offset (of the line, for fs_read), text and submatch byte ranges. "+
-			"When truncated is true, call again with the reply's cursor. To find files by name use fs_glob.",
+			"On a large tree, try output files first. When truncated is true, call again with the reply's cursor. To find files by name use fs_glob.",
 			true, false, true, (*server).grep).titled("Search contents"),
 	}
 }
@@ -132,12 +139,34 @@ func (s *server) glob(ctx context.Context, in *globIn, req *mcp.CallToolRequest)
 	if err != nil {
 		return nil, err
 	}
-	after, hasAfter, err := parseCursor(in.Cursor)
+	greq := &fsmcpv1.GlobRequest{Pattern: in.Pattern, Path: p, Hidden: boolArg(in.Hidden),
+		NoIgnore: boolArg(in.NoIgnore), MaxBytes: s.cfg.MaxResponseBytes}
+	if in.MaxDepth != nil {
+		if *in.MaxDepth < 1 || *in.MaxDepth > maxGlobDepth {
+			return nil, invalidf("max_depth must be between 1 and %d", maxGlobDepth)
+		}
+		greq.MaxDepth = int32(*in.MaxDepth)
+	}
+	byMtime := false
+	if in.Sort != nil {
+		switch *in.Sort {
+		case "path":
+		case "mtime":
+			byMtime = true
+			greq.Sort = fsmcpv1.ListingSort_LISTING_SORT_MTIME
+		default:
+			return nil, invalidf("sort must be path or mtime")
+		}
+	}
+	if byMtime {
+		greq.After, greq.AfterMtimeUnixNano, greq.HasAfter, err = parseKeyCursor(in.Cursor)
+	} else {
+		greq.After, greq.HasAfter, err = parseCursor(in.Cursor)
+	}
 	if err != nil {
 		return nil, err
 	}
-	stream, err := s.wc.Glob(ctx, &fsmcpv1.GlobRequest{Pattern: in.Pattern, Path: p, Hidden: boolArg(in.Hidden),
-		NoIgnore: boolArg(in.NoIgnore), After: after, HasAfter: hasAfter, MaxBytes: s.cfg.MaxResponseBytes})
+	stream, err := s.wc.Glob(ctx, greq)
 	if err != nil {
 		return nil, err
 	}
@@ -156,13 +185,18 @@ func (s *server) glob(ctx context.Context, in *globIn, req *mcp.CallToolRequest)
 	doc.b = append(doc.b, '[')
 	tail := len(`,"total":,"unreadable":`) + 2*20 + pageTail
 	var last []byte
+	var lastMtime int64
 	truncated := resp.GetMore()
 	item := &obj{b: make([]byte, 0, 256)}
+	mtimes := resp.GetMtimesUnixNano()
 	for i, path := range resp.GetPaths() {
 		item.reset()
 		item.name("path", path)
+		if byMtime {
+			item.str("mtime", formatTime(mtimes[i]))
+		}
 		item.b = append(item.b, '}')
-		if len(doc.b)+1+len(item.b)+tail+base64.RawURLEncoding.EncodedLen(len(path)) > max {
+		if len(doc.b)+1+len(item.b)+tail+base64.RawURLEncoding.EncodedLen(len(path)+binary.MaxVarintLen64) > max {
 			truncated = true
 			break
 		}
@@ -171,6 +205,9 @@ func (s *server) glob(ctx context.Context, in *globIn, req *mcp.CallToolRequest)
 		}
 		doc.b = append(doc.b, item.b...)
 		last = path
+		if byMtime {
+			lastMtime = mtimes[i]
+		}
 	}
 	doc.b = append(doc.b, ']')
 	doc.int("total", resp.GetTotal())
@@ -181,9 +218,35 @@ func (s *server) glob(ctx context.Context, in *globIn, req *mcp.CallToolRequest)
 		if last == nil {
 			return nil, errf(fsmcpv1.ErrorCode_ERROR_CODE_TOO_LARGE, "one path does not fit in --max-response-bytes")
 		}
-		doc.bool("truncated", true).str("cursor", cursorFor(last))
+		c := cursorFor(last)
+		if byMtime {
+			c = keyCursor(lastMtime, last)
+		}
+		doc.bool("truncated", true).str("cursor", c)
 	}
 	return doc, nil
+}
+
+// maxGlobDepth bounds fs_glob's max_depth: no tree an agent lists is
+// deeper, and rg needs a number.
+const maxGlobDepth = 1 << 16
+
+// keyCursor encodes the position after an entry of a listing sorted by a
+// number (mtime, size): the number, then the path or name.
+func keyCursor(key int64, path []byte) string {
+	return cursorFor(append(binary.AppendVarint(nil, key), path...))
+}
+
+func parseKeyCursor(c *string) (path []byte, key int64, ok bool, err error) {
+	b, ok, err := parseCursor(c)
+	if err != nil || !ok {
+		return nil, 0, false, err
+	}
+	key, n := binary.Varint(b)
+	if n <= 0 {
+		return nil, 0, false, invalidf("cursor: not a cursor this server issued")
+	}
+	return b[n:], key, true, nil
 }
 
 // grepCursor encodes the position after a line: its offset, then its path.
@@ -221,10 +284,44 @@ func (s *server) grep(ctx context.Context, in *grepIn, req *mcp.CallToolRequest)
 	if in.Context != nil {
 		context = *in.Context
 	}
+	before, after := context, context
+	for _, side := range []struct {
+		name string
+		in   *int64
+		out  *int64
+	}{{"before", in.Before, &before}, {"after", in.After, &after}} {
+		if side.in != nil {
+			if *side.out = *side.in; *side.out < 0 || *side.out > maxContext {
+				return nil, invalidf("%s must be between 0 and %d", side.name, maxContext)
+			}
+		}
+	}
+	output := fsmcpv1.GrepOutput_GREP_OUTPUT_MATCHES
+	if in.Output != nil {
+		switch *in.Output {
+		case "matches":
+		case "files":
+			output = fsmcpv1.GrepOutput_GREP_OUTPUT_FILES
+		case "count":
+			output = fsmcpv1.GrepOutput_GREP_OUTPUT_COUNT
+		default:
+			return nil, invalidf("output must be matches, files or count")
+		}
+		if output != fsmcpv1.GrepOutput_GREP_OUTPUT_MATCHES && (in.Context != nil || in.Before != nil || in.After != nil) {
+			return nil, invalidf("context, before and after apply only to output matches")
+		}
+	}
+	var fileType string
+	if in.Type != nil {
+		if fileType = *in.Type; !isTypeName(fileType) {
+			return nil, invalidf("type must be the name of one of rg's built-in file types (rg --type-list), e.g. go")
+		}
+	}
 	stream, err := s.wc.Grep(ctx, &fsmcpv1.GrepRequest{
 		Pattern: in.Pattern, Path: p, Globs: in.Glob, Literal: boolArg(in.Literal), IgnoreCase: boolArg(in.IgnoreCase),
-		MaxCount: maxCount, Context: int32(context), Hidden: boolArg(in.Hidden), NoIgnore: boolArg(in.NoIgnore),
+		MaxCount: maxCount, Before: int32(before), After: int32(after), Hidden: boolArg(in.Hidden), NoIgnore: boolArg(in.NoIgnore),
 		AfterPath: afterPath, AfterOffset: afterOffset, HasAfter: hasAfter, MaxBytes: s.cfg.MaxResponseBytes,
+		Output: output, Type: fileType, Multiline: boolArg(in.Multiline),
 	})
 	if err != nil {
 		return nil, err
@@ -237,7 +334,73 @@ func (s *server) grep(ctx context.Context, in *grepIn, req *mcp.CallToolRequest)
 	if err != nil {
 		return nil, translateRGHints(err, s.cfg.ToolsPrefix)
 	}
+	if output != fsmcpv1.GrepOutput_GREP_OUTPUT_MATCHES {
+		return s.grepFilesPage(p, output, resp)
+	}
 	return s.grepPage(p, resp)
+}
+
+// isTypeName reports whether t can name one of rg's built-in types: a
+// short word, never an rg option or a type definition.
+func isTypeName(t string) bool {
+	if t == "" || len(t) > 64 {
+		return false
+	}
+	for _, c := range []byte(t) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '+' || c == '-') {
+			return false
+		}
+	}
+	return t[0] != '-'
+}
+
+// grepFilesPage renders a search by file: files with their count of
+// matching lines, cut at a whole entry; count mode leads with the total.
+func (s *server) grepFilesPage(p []byte, output fsmcpv1.GrepOutput, resp *fsmcpv1.GrepResponse) (*obj, error) {
+	max := int(s.cfg.MaxResponseBytes)
+	doc := pageObj(max)
+	doc.bool("ok", true).name("path", displayPath(p))
+	field := "matches"
+	if output == fsmcpv1.GrepOutput_GREP_OUTPUT_COUNT {
+		doc.int("count", resp.GetMatches())
+		field = "count"
+	}
+	doc.key("files")
+	doc.b = append(doc.b, '[')
+	tail := len(`,"files_searched":,"matches":,"unreadable":`) + 3*20 + pageTail +
+		base64.RawURLEncoding.EncodedLen(binary.MaxVarintLen64)
+	var last []byte
+	truncated := resp.GetMore()
+	item := &obj{b: make([]byte, 0, 256)}
+	for i, f := range resp.GetFiles() {
+		item.reset()
+		item.name("path", f.GetPath()).int(field, f.GetCount())
+		item.b = append(item.b, '}')
+		if len(doc.b)+1+len(item.b)+tail+base64.RawURLEncoding.EncodedLen(len(f.GetPath())) > max {
+			truncated = true
+			break
+		}
+		if i > 0 {
+			doc.b = append(doc.b, ',')
+		}
+		doc.b = append(doc.b, item.b...)
+		last = f.GetPath()
+	}
+	doc.b = append(doc.b, ']')
+	doc.int("files_searched", resp.GetFilesSearched())
+	if output == fsmcpv1.GrepOutput_GREP_OUTPUT_FILES {
+		doc.int("matches", resp.GetMatches())
+	}
+	if n := resp.GetErrors(); n > 0 {
+		doc.int("unreadable", n)
+	}
+	if truncated {
+		if last == nil {
+			return nil, errf(fsmcpv1.ErrorCode_ERROR_CODE_TOO_LARGE, "one path does not fit in --max-response-bytes")
+		}
+		doc.bool("truncated", true).str("cursor", grepCursor(last, 0))
+	}
+	return doc, nil
 }
 
 // grepPage renders the worker's page, cut to --max-response-bytes at a

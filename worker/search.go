@@ -341,7 +341,7 @@ func (s *Service) runRG(ctx context.Context, op string, t *searchTarget, args []
 
 // argumentErrors are what rg says, on stderr, about a pattern or glob it
 // cannot use. They repeat the client's own pattern and nothing else.
-var argumentErrors = []string{"regex parse error", "error parsing glob", "size limit", "regex"}
+var argumentErrors = []string{"regex parse error", "error parsing glob", "size limit", "regex", "unrecognized file type"}
 
 // failure classifies rg's exit status 2 with no usable result.
 func (r *rgRun) failure(op string) error {
@@ -360,7 +360,8 @@ func (r *rgRun) failure(op string) error {
 // printed something.
 func (r *rgRun) isArgumentError() bool {
 	msg := string(r.stderr)
-	return strings.Contains(msg, "error parsing glob") || strings.Contains(msg, "regex parse error")
+	return strings.Contains(msg, "error parsing glob") || strings.Contains(msg, "regex parse error") ||
+		strings.Contains(msg, "unrecognized file type")
 }
 
 // pageBudget is the estimated reply size a page stops at.
@@ -387,10 +388,20 @@ func (s *Service) Glob(req *fsmcpv1.GlobRequest, stream grpc.ServerStreamingServ
 		// rg lists a file named as a path whatever the glob says.
 		return newError(fsmcpv1.ErrorCode_ERROR_CODE_NOT_A_DIRECTORY, t.prefix, "%s: not a directory", op)
 	}
+	if req.GetMaxDepth() < 0 {
+		return newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "", "%s: max_depth must not be negative", op)
+	}
 	args := append(commonArgs(req.GetHidden(), req.GetNoIgnore()), "--files", "--null", "--glob="+req.GetPattern())
+	if n := req.GetMaxDepth(); n > 0 {
+		args = append(args, fmt.Sprintf("--max-depth=%d", n))
+	}
 	args = t.pathArgs(args)
 
+	byMtime := req.GetSort() == fsmcpv1.ListingSort_LISTING_SORT_MTIME
 	page := newPathPage(req.GetAfter(), req.GetHasAfter(), pageBudget(req.GetMaxBytes()))
+	if byMtime {
+		page = newMtimePage(req.GetAfter(), req.GetAfterMtimeUnixNano(), req.GetHasAfter(), pageBudget(req.GetMaxBytes()))
+	}
 	var listed atomic.Int64
 	consume := func(r io.Reader) error {
 		br := bufio.NewReaderSize(r, 64<<10)
@@ -405,6 +416,11 @@ func (s *Service) Glob(req *fsmcpv1.GlobRequest, stream grpc.ServerStreamingServ
 			p, ok := t.display(name[:len(name)-1])
 			if !ok {
 				continue
+			}
+			if byMtime {
+				if p, ok = s.mtimeKey(p); !ok {
+					continue // removed since rg listed it
+				}
 			}
 			listed.Add(1)
 			page.add(p)
@@ -435,60 +451,86 @@ func (s *Service) Glob(req *fsmcpv1.GlobRequest, stream grpc.ServerStreamingServ
 		return run.failure(op)
 	}
 	paths, more := page.result()
-	return stream.Send(&fsmcpv1.GlobResponse{Paths: paths, More: more, Done: true, Total: listed.Load(), Errors: errs})
+	resp := &fsmcpv1.GlobResponse{Paths: paths, More: more, Done: true, Total: listed.Load(), Errors: errs}
+	if byMtime {
+		resp.Paths = make([][]byte, len(paths))
+		resp.MtimesUnixNano = make([]int64, len(paths))
+		for i, k := range paths {
+			resp.MtimesUnixNano[i], resp.Paths[i] = splitMtimeKey(k)
+		}
+	}
+	return stream.Send(resp)
 }
 
-// pathPage keeps the smallest paths after a cursor whose estimated cost
-// reaches a budget, and no more: memory stays bounded however many paths
-// rg lists.
-type pathPage struct {
+// keyedPage keeps the items with the smallest keys after a cursor whose
+// estimated cost reaches a budget, and no more: memory stays bounded however
+// many items rg lists. Items arrive in any order; the key orders them
+// (bytes), and the cursor is the key of the last item of a page.
+type keyedPage[T any] struct {
 	after    []byte
 	hasAfter bool
 	budget   int64
-	h        pathHeap
+	h        keyedHeap[T]
 	cost     int64
 	dropped  bool
+	// key returns an item's key; cost estimates its share of the reply;
+	// keep copies what the page keeps of an item whose memory is shared.
+	keyOf  func(T) []byte
+	costOf func(T) int64
+	keep   func(T) T
 }
+
+func newKeyedPage[T any](after []byte, hasAfter bool, budget int64, key func(T) []byte, cost func(T) int64, keep func(T) T) *keyedPage[T] {
+	return &keyedPage[T]{after: after, hasAfter: hasAfter, budget: budget, h: keyedHeap[T]{key: key}, keyOf: key, costOf: cost, keep: keep}
+}
+
+// pathPage is a keyedPage of paths, ordered by their bytes.
+type pathPage = keyedPage[[]byte]
 
 func newPathPage(after []byte, hasAfter bool, budget int64) *pathPage {
-	return &pathPage{after: after, hasAfter: hasAfter, budget: budget}
+	return newKeyedPage(after, hasAfter, budget, func(p []byte) []byte { return p },
+		func(p []byte) int64 { return int64(len(p)) + pathAllowance }, bytes.Clone)
 }
 
-func (pp *pathPage) add(p []byte) {
-	if pp.hasAfter && bytes.Compare(p, pp.after) <= 0 {
+func (pp *keyedPage[T]) add(item T) {
+	k := pp.keyOf(item)
+	if pp.hasAfter && bytes.Compare(k, pp.after) <= 0 {
 		return
 	}
-	if pp.cost >= pp.budget && len(pp.h) > 0 && bytes.Compare(p, pp.h[0]) > 0 {
+	if pp.cost >= pp.budget && len(pp.h.items) > 0 && bytes.Compare(k, pp.keyOf(pp.h.items[0])) > 0 {
 		pp.dropped = true
 		return
 	}
-	heap.Push(&pp.h, bytes.Clone(p))
-	pp.cost += int64(len(p)) + pathAllowance
-	for len(pp.h) > 1 && pp.cost-int64(len(pp.h[0]))-pathAllowance >= pp.budget {
-		top := heap.Pop(&pp.h).([]byte)
-		pp.cost -= int64(len(top)) + pathAllowance
+	item = pp.keep(item)
+	heap.Push(&pp.h, item)
+	pp.cost += pp.costOf(item)
+	for len(pp.h.items) > 1 && pp.cost-pp.costOf(pp.h.items[0]) >= pp.budget {
+		top := heap.Pop(&pp.h).(T)
+		pp.cost -= pp.costOf(top)
 		pp.dropped = true
 	}
 }
 
-// result returns the page in order and whether paths follow it.
-func (pp *pathPage) result() ([][]byte, bool) {
-	out := [][]byte(pp.h)
-	slices.SortFunc(out, bytes.Compare)
+// result returns the page in order and whether items follow it.
+func (pp *keyedPage[T]) result() ([]T, bool) {
+	out := pp.h.items
+	slices.SortFunc(out, func(a, b T) int { return bytes.Compare(pp.keyOf(a), pp.keyOf(b)) })
 	return out, pp.dropped
 }
 
-// pathHeap is a max-heap of paths.
-type pathHeap [][]byte
+// keyedHeap is a max-heap of items by key.
+type keyedHeap[T any] struct {
+	items []T
+	key   func(T) []byte
+}
 
-func (h pathHeap) Len() int           { return len(h) }
-func (h pathHeap) Less(i, j int) bool { return bytes.Compare(h[i], h[j]) > 0 }
-func (h pathHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *pathHeap) Push(x any)        { *h = append(*h, x.([]byte)) }
-func (h *pathHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
+func (h *keyedHeap[T]) Len() int           { return len(h.items) }
+func (h *keyedHeap[T]) Less(i, j int) bool { return bytes.Compare(h.key(h.items[i]), h.key(h.items[j])) > 0 }
+func (h *keyedHeap[T]) Swap(i, j int)      { h.items[i], h.items[j] = h.items[j], h.items[i] }
+func (h *keyedHeap[T]) Push(x any)         { h.items = append(h.items, x.(T)) }
+func (h *keyedHeap[T]) Pop() any {
+	x := h.items[len(h.items)-1]
+	h.items = h.items[:len(h.items)-1]
 	return x
 }
 
@@ -513,7 +555,21 @@ func (s *Service) Grep(req *fsmcpv1.GrepRequest, stream grpc.ServerStreamingServ
 		return err
 	}
 	defer t.close()
-	args := append(commonArgs(req.GetHidden(), req.GetNoIgnore()), "--json")
+	if err := checkArg(op, "type", req.GetType()); err != nil {
+		return err
+	}
+	if req.GetBefore() < 0 || req.GetAfter() < 0 {
+		return newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "", "%s: before and after must not be negative", op)
+	}
+	byFile := req.GetOutput() == fsmcpv1.GrepOutput_GREP_OUTPUT_FILES || req.GetOutput() == fsmcpv1.GrepOutput_GREP_OUTPUT_COUNT
+	args := commonArgs(req.GetHidden(), req.GetNoIgnore())
+	if byFile {
+		// Per file: its path, NUL, its count of matching lines. The
+		// file name is printed even for a single file.
+		args = append(args, "--count", "--with-filename", "--null")
+	} else {
+		args = append(args, "--json")
+	}
 	if req.GetLiteral() {
 		args = append(args, "--fixed-strings")
 	}
@@ -522,17 +578,35 @@ func (s *Service) Grep(req *fsmcpv1.GrepRequest, stream grpc.ServerStreamingServ
 	} else {
 		args = append(args, "--case-sensitive")
 	}
+	if req.GetMultiline() {
+		args = append(args, "--multiline")
+	}
 	if n := req.GetMaxCount(); n > 0 {
 		args = append(args, fmt.Sprintf("--max-count=%d", n))
 	}
 	if n := req.GetContext(); n > 0 {
 		args = append(args, fmt.Sprintf("--context=%d", n))
 	}
+	if n := req.GetBefore(); n > 0 {
+		args = append(args, fmt.Sprintf("--before-context=%d", n))
+	}
+	if n := req.GetAfter(); n > 0 {
+		args = append(args, fmt.Sprintf("--after-context=%d", n))
+	}
+	if ty := req.GetType(); ty != "" {
+		// Only a built-in type: --type-add is never passed, so the
+		// name cannot define one; an unknown name is rg's
+		// "unrecognized file type", an invalid argument.
+		args = append(args, "--type="+ty)
+	}
 	args = append(args, "--regexp="+req.GetPattern())
 	for _, g := range req.GetGlobs() {
 		args = append(args, "--glob="+g)
 	}
 	args = t.pathArgs(args)
+	if byFile {
+		return s.grepByFile(req, t, args, stream)
+	}
 
 	budget := pageBudget(req.GetMaxBytes())
 	page := &linePage{after: req.GetAfterPath(), afterOffset: req.GetAfterOffset(), hasAfter: req.GetHasAfter(),
@@ -589,16 +663,7 @@ func (s *Service) Grep(req *fsmcpv1.GrepRequest, stream grpc.ServerStreamingServ
 			}
 		}
 	}
-	var lastFiles, lastMatches int64 = -1, -1
-	progress := func() error {
-		f, m := files.Load(), matches.Load()
-		if f == lastFiles && m == lastMatches {
-			return nil
-		}
-		lastFiles, lastMatches = f, m
-		return stream.Send(&fsmcpv1.GrepResponse{Progress: &fsmcpv1.Progress{FilesSearched: f, Matches: m}})
-	}
-	run, err := s.runRG(stream.Context(), op, t, args, consume, progress)
+	run, err := s.runRG(stream.Context(), op, t, args, consume, grepProgress(stream, &files, &matches))
 	if err != nil {
 		return err
 	}
@@ -614,6 +679,20 @@ func (s *Service) Grep(req *fsmcpv1.GrepRequest, stream grpc.ServerStreamingServ
 	lines, more := page.result()
 	return stream.Send(&fsmcpv1.GrepResponse{Lines: lines, More: more, Done: true,
 		FilesSearched: files.Load(), Matches: matches.Load(), Errors: errs})
+}
+
+// grepProgress returns a search's progress function: it sends the counts
+// when they changed since it last did.
+func grepProgress(stream grpc.ServerStreamingServer[fsmcpv1.GrepResponse], files, matches *atomic.Int64) func() error {
+	var lastFiles, lastMatches int64 = -1, -1
+	return func() error {
+		f, m := files.Load(), matches.Load()
+		if f == lastFiles && m == lastMatches {
+			return nil
+		}
+		lastFiles, lastMatches = f, m
+		return stream.Send(&fsmcpv1.GrepResponse{Progress: &fsmcpv1.Progress{FilesSearched: f, Matches: m}})
+	}
 }
 
 // linePage keeps, of all the lines rg reports, the first ones after a

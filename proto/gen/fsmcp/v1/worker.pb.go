@@ -240,6 +240,115 @@ func (FileType) EnumDescriptor() ([]byte, []int) {
 	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{2}
 }
 
+// ListingSort orders a listing: by path (or name) bytes, by size (largest
+// first) or by modification time (newest first); ties by path bytes.
+type ListingSort int32
+
+const (
+	ListingSort_LISTING_SORT_UNSPECIFIED ListingSort = 0
+	ListingSort_LISTING_SORT_PATH        ListingSort = 1
+	ListingSort_LISTING_SORT_SIZE        ListingSort = 2
+	ListingSort_LISTING_SORT_MTIME       ListingSort = 3
+)
+
+// Enum value maps for ListingSort.
+var (
+	ListingSort_name = map[int32]string{
+		0: "LISTING_SORT_UNSPECIFIED",
+		1: "LISTING_SORT_PATH",
+		2: "LISTING_SORT_SIZE",
+		3: "LISTING_SORT_MTIME",
+	}
+	ListingSort_value = map[string]int32{
+		"LISTING_SORT_UNSPECIFIED": 0,
+		"LISTING_SORT_PATH":        1,
+		"LISTING_SORT_SIZE":        2,
+		"LISTING_SORT_MTIME":       3,
+	}
+)
+
+func (x ListingSort) Enum() *ListingSort {
+	p := new(ListingSort)
+	*p = x
+	return p
+}
+
+func (x ListingSort) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ListingSort) Descriptor() protoreflect.EnumDescriptor {
+	return file_fsmcp_v1_worker_proto_enumTypes[3].Descriptor()
+}
+
+func (ListingSort) Type() protoreflect.EnumType {
+	return &file_fsmcp_v1_worker_proto_enumTypes[3]
+}
+
+func (x ListingSort) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ListingSort.Descriptor instead.
+func (ListingSort) EnumDescriptor() ([]byte, []int) {
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{3}
+}
+
+// GrepOutput is what a search reports: every matching line, or per file.
+type GrepOutput int32
+
+const (
+	GrepOutput_GREP_OUTPUT_UNSPECIFIED GrepOutput = 0
+	GrepOutput_GREP_OUTPUT_MATCHES     GrepOutput = 1
+	// One entry per file with a match, with its count of matching lines.
+	GrepOutput_GREP_OUTPUT_FILES GrepOutput = 2
+	// The same entries, and the total is the point.
+	GrepOutput_GREP_OUTPUT_COUNT GrepOutput = 3
+)
+
+// Enum value maps for GrepOutput.
+var (
+	GrepOutput_name = map[int32]string{
+		0: "GREP_OUTPUT_UNSPECIFIED",
+		1: "GREP_OUTPUT_MATCHES",
+		2: "GREP_OUTPUT_FILES",
+		3: "GREP_OUTPUT_COUNT",
+	}
+	GrepOutput_value = map[string]int32{
+		"GREP_OUTPUT_UNSPECIFIED": 0,
+		"GREP_OUTPUT_MATCHES":     1,
+		"GREP_OUTPUT_FILES":       2,
+		"GREP_OUTPUT_COUNT":       3,
+	}
+)
+
+func (x GrepOutput) Enum() *GrepOutput {
+	p := new(GrepOutput)
+	*p = x
+	return p
+}
+
+func (x GrepOutput) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (GrepOutput) Descriptor() protoreflect.EnumDescriptor {
+	return file_fsmcp_v1_worker_proto_enumTypes[4].Descriptor()
+}
+
+func (GrepOutput) Type() protoreflect.EnumType {
+	return &file_fsmcp_v1_worker_proto_enumTypes[4]
+}
+
+func (x GrepOutput) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use GrepOutput.Descriptor instead.
+func (GrepOutput) EnumDescriptor() ([]byte, []int) {
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{4}
+}
+
 // Error travels as a detail of a gRPC status.
 type Error struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1133,11 +1242,17 @@ type GlobRequest struct {
 	Hidden   bool                   `protobuf:"varint,3,opt,name=hidden,proto3" json:"hidden,omitempty"`
 	NoIgnore bool                   `protobuf:"varint,4,opt,name=no_ignore,json=noIgnore,proto3" json:"no_ignore,omitempty"`
 	// Continue after this path (exclusive), when has_after is set.
-	After         []byte `protobuf:"bytes,5,opt,name=after,proto3" json:"after,omitempty"`
-	HasAfter      bool   `protobuf:"varint,6,opt,name=has_after,json=hasAfter,proto3" json:"has_after,omitempty"`
-	MaxBytes      int64  `protobuf:"varint,7,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	After    []byte `protobuf:"bytes,5,opt,name=after,proto3" json:"after,omitempty"`
+	HasAfter bool   `protobuf:"varint,6,opt,name=has_after,json=hasAfter,proto3" json:"has_after,omitempty"`
+	MaxBytes int64  `protobuf:"varint,7,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	// Descend at most this many directories below path (rg --max-depth);
+	// 0 is no limit.
+	MaxDepth int32       `protobuf:"varint,8,opt,name=max_depth,json=maxDepth,proto3" json:"max_depth,omitempty"`
+	Sort     ListingSort `protobuf:"varint,9,opt,name=sort,proto3,enum=fsmcp.v1.ListingSort" json:"sort,omitempty"`
+	// With sort by mtime, the cursor is after_mtime_unix_nano then after.
+	AfterMtimeUnixNano int64 `protobuf:"varint,10,opt,name=after_mtime_unix_nano,json=afterMtimeUnixNano,proto3" json:"after_mtime_unix_nano,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *GlobRequest) Reset() {
@@ -1219,6 +1334,27 @@ func (x *GlobRequest) GetMaxBytes() int64 {
 	return 0
 }
 
+func (x *GlobRequest) GetMaxDepth() int32 {
+	if x != nil {
+		return x.MaxDepth
+	}
+	return 0
+}
+
+func (x *GlobRequest) GetSort() ListingSort {
+	if x != nil {
+		return x.Sort
+	}
+	return ListingSort_LISTING_SORT_UNSPECIFIED
+}
+
+func (x *GlobRequest) GetAfterMtimeUnixNano() int64 {
+	if x != nil {
+		return x.AfterMtimeUnixNano
+	}
+	return 0
+}
+
 type GlobResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Set on progress messages; the last message carries the page.
@@ -1229,9 +1365,11 @@ type GlobResponse struct {
 	// How many paths the whole listing holds, across all pages.
 	Total int64 `protobuf:"varint,5,opt,name=total,proto3" json:"total,omitempty"`
 	// How many files or directories rg could not read.
-	Errors        int64 `protobuf:"varint,6,opt,name=errors,proto3" json:"errors,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Errors int64 `protobuf:"varint,6,opt,name=errors,proto3" json:"errors,omitempty"`
+	// With sort by mtime: each path's mtime, in the order of paths.
+	MtimesUnixNano []int64 `protobuf:"varint,7,rep,packed,name=mtimes_unix_nano,json=mtimesUnixNano,proto3" json:"mtimes_unix_nano,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *GlobResponse) Reset() {
@@ -1306,6 +1444,13 @@ func (x *GlobResponse) GetErrors() int64 {
 	return 0
 }
 
+func (x *GlobResponse) GetMtimesUnixNano() []int64 {
+	if x != nil {
+		return x.MtimesUnixNano
+	}
+	return nil
+}
+
 type GrepRequest struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	Pattern    string                 `protobuf:"bytes,1,opt,name=pattern,proto3" json:"pattern,omitempty"`
@@ -1318,10 +1463,18 @@ type GrepRequest struct {
 	Hidden     bool                   `protobuf:"varint,8,opt,name=hidden,proto3" json:"hidden,omitempty"`
 	NoIgnore   bool                   `protobuf:"varint,9,opt,name=no_ignore,json=noIgnore,proto3" json:"no_ignore,omitempty"`
 	// Continue after this position (exclusive), when has_after is set.
-	AfterPath     []byte `protobuf:"bytes,10,opt,name=after_path,json=afterPath,proto3" json:"after_path,omitempty"`
-	AfterOffset   int64  `protobuf:"varint,11,opt,name=after_offset,json=afterOffset,proto3" json:"after_offset,omitempty"`
-	HasAfter      bool   `protobuf:"varint,12,opt,name=has_after,json=hasAfter,proto3" json:"has_after,omitempty"`
-	MaxBytes      int64  `protobuf:"varint,13,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	AfterPath   []byte     `protobuf:"bytes,10,opt,name=after_path,json=afterPath,proto3" json:"after_path,omitempty"`
+	AfterOffset int64      `protobuf:"varint,11,opt,name=after_offset,json=afterOffset,proto3" json:"after_offset,omitempty"`
+	HasAfter    bool       `protobuf:"varint,12,opt,name=has_after,json=hasAfter,proto3" json:"has_after,omitempty"`
+	MaxBytes    int64      `protobuf:"varint,13,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	Output      GrepOutput `protobuf:"varint,14,opt,name=output,proto3,enum=fsmcp.v1.GrepOutput" json:"output,omitempty"`
+	// Context lines before and after each match (rg -B and -A).
+	Before int32 `protobuf:"varint,15,opt,name=before,proto3" json:"before,omitempty"`
+	After  int32 `protobuf:"varint,16,opt,name=after,proto3" json:"after,omitempty"`
+	// One of rg's built-in file types (rg --type-list), or empty.
+	Type string `protobuf:"bytes,17,opt,name=type,proto3" json:"type,omitempty"`
+	// A match may span lines (rg --multiline).
+	Multiline     bool `protobuf:"varint,18,opt,name=multiline,proto3" json:"multiline,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1447,6 +1600,95 @@ func (x *GrepRequest) GetMaxBytes() int64 {
 	return 0
 }
 
+func (x *GrepRequest) GetOutput() GrepOutput {
+	if x != nil {
+		return x.Output
+	}
+	return GrepOutput_GREP_OUTPUT_UNSPECIFIED
+}
+
+func (x *GrepRequest) GetBefore() int32 {
+	if x != nil {
+		return x.Before
+	}
+	return 0
+}
+
+func (x *GrepRequest) GetAfter() int32 {
+	if x != nil {
+		return x.After
+	}
+	return 0
+}
+
+func (x *GrepRequest) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *GrepRequest) GetMultiline() bool {
+	if x != nil {
+		return x.Multiline
+	}
+	return false
+}
+
+// FileCount is one file of a search by file.
+type FileCount struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Path  []byte                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// Matching lines in the file.
+	Count         int64 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FileCount) Reset() {
+	*x = FileCount{}
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FileCount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FileCount) ProtoMessage() {}
+
+func (x *FileCount) ProtoReflect() protoreflect.Message {
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FileCount.ProtoReflect.Descriptor instead.
+func (*FileCount) Descriptor() ([]byte, []int) {
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *FileCount) GetPath() []byte {
+	if x != nil {
+		return x.Path
+	}
+	return nil
+}
+
+func (x *FileCount) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
 type Submatch struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Start         int64                  `protobuf:"varint,1,opt,name=start,proto3" json:"start,omitempty"`
@@ -1457,7 +1699,7 @@ type Submatch struct {
 
 func (x *Submatch) Reset() {
 	*x = Submatch{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[15]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1469,7 +1711,7 @@ func (x *Submatch) String() string {
 func (*Submatch) ProtoMessage() {}
 
 func (x *Submatch) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[15]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1482,7 +1724,7 @@ func (x *Submatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Submatch.ProtoReflect.Descriptor instead.
 func (*Submatch) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{15}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Submatch) GetStart() int64 {
@@ -1520,7 +1762,7 @@ type GrepLine struct {
 
 func (x *GrepLine) Reset() {
 	*x = GrepLine{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[16]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1532,7 +1774,7 @@ func (x *GrepLine) String() string {
 func (*GrepLine) ProtoMessage() {}
 
 func (x *GrepLine) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[16]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1545,7 +1787,7 @@ func (x *GrepLine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepLine.ProtoReflect.Descriptor instead.
 func (*GrepLine) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{16}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GrepLine) GetPath() []byte {
@@ -1613,14 +1855,16 @@ type GrepResponse struct {
 	FilesSearched int64                  `protobuf:"varint,5,opt,name=files_searched,json=filesSearched,proto3" json:"files_searched,omitempty"`
 	Matches       int64                  `protobuf:"varint,6,opt,name=matches,proto3" json:"matches,omitempty"`
 	// How many files or directories rg could not read.
-	Errors        int64 `protobuf:"varint,7,opt,name=errors,proto3" json:"errors,omitempty"`
+	Errors int64 `protobuf:"varint,7,opt,name=errors,proto3" json:"errors,omitempty"`
+	// For output files or count: the page's files, sorted by path.
+	Files         []*FileCount `protobuf:"bytes,8,rep,name=files,proto3" json:"files,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GrepResponse) Reset() {
 	*x = GrepResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[17]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1632,7 +1876,7 @@ func (x *GrepResponse) String() string {
 func (*GrepResponse) ProtoMessage() {}
 
 func (x *GrepResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[17]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1645,7 +1889,7 @@ func (x *GrepResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepResponse.ProtoReflect.Descriptor instead.
 func (*GrepResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{17}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GrepResponse) GetProgress() *Progress {
@@ -1697,6 +1941,13 @@ func (x *GrepResponse) GetErrors() int64 {
 	return 0
 }
 
+func (x *GrepResponse) GetFiles() []*FileCount {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
 type WriteRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Path    []byte                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
@@ -1710,7 +1961,7 @@ type WriteRequest struct {
 
 func (x *WriteRequest) Reset() {
 	*x = WriteRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[18]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1722,7 +1973,7 @@ func (x *WriteRequest) String() string {
 func (*WriteRequest) ProtoMessage() {}
 
 func (x *WriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[18]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1735,7 +1986,7 @@ func (x *WriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteRequest.ProtoReflect.Descriptor instead.
 func (*WriteRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{18}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *WriteRequest) GetPath() []byte {
@@ -1779,7 +2030,7 @@ type WriteResponse struct {
 
 func (x *WriteResponse) Reset() {
 	*x = WriteResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[19]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1791,7 +2042,7 @@ func (x *WriteResponse) String() string {
 func (*WriteResponse) ProtoMessage() {}
 
 func (x *WriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[19]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1804,7 +2055,7 @@ func (x *WriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteResponse.ProtoReflect.Descriptor instead.
 func (*WriteResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{19}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *WriteResponse) GetSha256() string {
@@ -1846,7 +2097,7 @@ type Edit struct {
 
 func (x *Edit) Reset() {
 	*x = Edit{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[20]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1858,7 +2109,7 @@ func (x *Edit) String() string {
 func (*Edit) ProtoMessage() {}
 
 func (x *Edit) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[20]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1871,7 +2122,7 @@ func (x *Edit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Edit.ProtoReflect.Descriptor instead.
 func (*Edit) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{20}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Edit) GetOld() []byte {
@@ -1906,7 +2157,7 @@ type ReplaceRequest struct {
 
 func (x *ReplaceRequest) Reset() {
 	*x = ReplaceRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[21]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1918,7 +2169,7 @@ func (x *ReplaceRequest) String() string {
 func (*ReplaceRequest) ProtoMessage() {}
 
 func (x *ReplaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[21]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1931,7 +2182,7 @@ func (x *ReplaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplaceRequest.ProtoReflect.Descriptor instead.
 func (*ReplaceRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{21}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ReplaceRequest) GetPath() []byte {
@@ -1967,7 +2218,7 @@ type ReplaceResponse struct {
 
 func (x *ReplaceResponse) Reset() {
 	*x = ReplaceResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[22]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1979,7 +2230,7 @@ func (x *ReplaceResponse) String() string {
 func (*ReplaceResponse) ProtoMessage() {}
 
 func (x *ReplaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[22]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1992,7 +2243,7 @@ func (x *ReplaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplaceResponse.ProtoReflect.Descriptor instead.
 func (*ReplaceResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{22}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ReplaceResponse) GetSha256() string {
@@ -2032,7 +2283,7 @@ type MkdirRequest struct {
 
 func (x *MkdirRequest) Reset() {
 	*x = MkdirRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[23]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2044,7 +2295,7 @@ func (x *MkdirRequest) String() string {
 func (*MkdirRequest) ProtoMessage() {}
 
 func (x *MkdirRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[23]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2057,7 +2308,7 @@ func (x *MkdirRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MkdirRequest.ProtoReflect.Descriptor instead.
 func (*MkdirRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{23}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *MkdirRequest) GetPath() []byte {
@@ -2076,7 +2327,7 @@ type MkdirResponse struct {
 
 func (x *MkdirResponse) Reset() {
 	*x = MkdirResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[24]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2088,7 +2339,7 @@ func (x *MkdirResponse) String() string {
 func (*MkdirResponse) ProtoMessage() {}
 
 func (x *MkdirResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[24]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2101,7 +2352,7 @@ func (x *MkdirResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MkdirResponse.ProtoReflect.Descriptor instead.
 func (*MkdirResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{24}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *MkdirResponse) GetCreated() bool {
@@ -2121,7 +2372,7 @@ type MoveRequest struct {
 
 func (x *MoveRequest) Reset() {
 	*x = MoveRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[25]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2133,7 +2384,7 @@ func (x *MoveRequest) String() string {
 func (*MoveRequest) ProtoMessage() {}
 
 func (x *MoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[25]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2146,7 +2397,7 @@ func (x *MoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveRequest.ProtoReflect.Descriptor instead.
 func (*MoveRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{25}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *MoveRequest) GetFrom() []byte {
@@ -2171,7 +2422,7 @@ type MoveResponse struct {
 
 func (x *MoveResponse) Reset() {
 	*x = MoveResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[26]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2183,7 +2434,7 @@ func (x *MoveResponse) String() string {
 func (*MoveResponse) ProtoMessage() {}
 
 func (x *MoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[26]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2196,7 +2447,7 @@ func (x *MoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveResponse.ProtoReflect.Descriptor instead.
 func (*MoveResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{26}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{27}
 }
 
 type DeleteRequest struct {
@@ -2209,7 +2460,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[27]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2221,7 +2472,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[27]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2234,7 +2485,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{27}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DeleteRequest) GetPath() []byte {
@@ -2261,7 +2512,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[28]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2273,7 +2524,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[28]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2286,7 +2537,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{28}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DeleteResponse) GetRemoved() int64 {
@@ -2368,7 +2619,7 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"lineLength\"K\n" +
 	"\bProgress\x12%\n" +
 	"\x0efiles_searched\x18\x01 \x01(\x03R\rfilesSearched\x12\x18\n" +
-	"\amatches\x18\x02 \x01(\x03R\amatches\"\xc0\x01\n" +
+	"\amatches\x18\x02 \x01(\x03R\amatches\"\xbb\x02\n" +
 	"\vGlobRequest\x12\x18\n" +
 	"\apattern\x18\x01 \x01(\tR\apattern\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\fR\x04path\x12\x16\n" +
@@ -2376,14 +2627,19 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\tno_ignore\x18\x04 \x01(\bR\bnoIgnore\x12\x14\n" +
 	"\x05after\x18\x05 \x01(\fR\x05after\x12\x1b\n" +
 	"\thas_after\x18\x06 \x01(\bR\bhasAfter\x12\x1b\n" +
-	"\tmax_bytes\x18\a \x01(\x03R\bmaxBytes\"\xaa\x01\n" +
+	"\tmax_bytes\x18\a \x01(\x03R\bmaxBytes\x12\x1b\n" +
+	"\tmax_depth\x18\b \x01(\x05R\bmaxDepth\x12)\n" +
+	"\x04sort\x18\t \x01(\x0e2\x15.fsmcp.v1.ListingSortR\x04sort\x121\n" +
+	"\x15after_mtime_unix_nano\x18\n" +
+	" \x01(\x03R\x12afterMtimeUnixNano\"\xd4\x01\n" +
 	"\fGlobResponse\x12.\n" +
 	"\bprogress\x18\x01 \x01(\v2\x12.fsmcp.v1.ProgressR\bprogress\x12\x14\n" +
 	"\x05paths\x18\x02 \x03(\fR\x05paths\x12\x12\n" +
 	"\x04more\x18\x03 \x01(\bR\x04more\x12\x12\n" +
 	"\x04done\x18\x04 \x01(\bR\x04done\x12\x14\n" +
 	"\x05total\x18\x05 \x01(\x03R\x05total\x12\x16\n" +
-	"\x06errors\x18\x06 \x01(\x03R\x06errors\"\xf4\x02\n" +
+	"\x06errors\x18\x06 \x01(\x03R\x06errors\x12(\n" +
+	"\x10mtimes_unix_nano\x18\a \x03(\x03R\x0emtimesUnixNano\"\x82\x04\n" +
 	"\vGrepRequest\x12\x18\n" +
 	"\apattern\x18\x01 \x01(\tR\apattern\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\fR\x04path\x12\x14\n" +
@@ -2400,7 +2656,15 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	" \x01(\fR\tafterPath\x12!\n" +
 	"\fafter_offset\x18\v \x01(\x03R\vafterOffset\x12\x1b\n" +
 	"\thas_after\x18\f \x01(\bR\bhasAfter\x12\x1b\n" +
-	"\tmax_bytes\x18\r \x01(\x03R\bmaxBytes\"2\n" +
+	"\tmax_bytes\x18\r \x01(\x03R\bmaxBytes\x12,\n" +
+	"\x06output\x18\x0e \x01(\x0e2\x14.fsmcp.v1.GrepOutputR\x06output\x12\x16\n" +
+	"\x06before\x18\x0f \x01(\x05R\x06before\x12\x14\n" +
+	"\x05after\x18\x10 \x01(\x05R\x05after\x12\x12\n" +
+	"\x04type\x18\x11 \x01(\tR\x04type\x12\x1c\n" +
+	"\tmultiline\x18\x12 \x01(\bR\tmultiline\"5\n" +
+	"\tFileCount\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\fR\x04path\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\x03R\x05count\"2\n" +
 	"\bSubmatch\x12\x14\n" +
 	"\x05start\x18\x01 \x01(\x03R\x05start\x12\x10\n" +
 	"\x03end\x18\x02 \x01(\x03R\x03end\"\x8d\x02\n" +
@@ -2416,7 +2680,7 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\acontext\x18\x06 \x01(\bR\acontext\x12\x1f\n" +
 	"\vline_length\x18\a \x01(\x03R\n" +
 	"lineLength\x121\n" +
-	"\x14submatches_truncated\x18\b \x01(\bR\x13submatchesTruncated\"\xe9\x01\n" +
+	"\x14submatches_truncated\x18\b \x01(\bR\x13submatchesTruncated\"\x94\x02\n" +
 	"\fGrepResponse\x12.\n" +
 	"\bprogress\x18\x01 \x01(\v2\x12.fsmcp.v1.ProgressR\bprogress\x12(\n" +
 	"\x05lines\x18\x02 \x03(\v2\x12.fsmcp.v1.GrepLineR\x05lines\x12\x12\n" +
@@ -2424,7 +2688,8 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\x04done\x18\x04 \x01(\bR\x04done\x12%\n" +
 	"\x0efiles_searched\x18\x05 \x01(\x03R\rfilesSearched\x12\x18\n" +
 	"\amatches\x18\x06 \x01(\x03R\amatches\x12\x16\n" +
-	"\x06errors\x18\a \x01(\x03R\x06errors\"\x7f\n" +
+	"\x06errors\x18\a \x01(\x03R\x06errors\x12)\n" +
+	"\x05files\x18\b \x03(\v2\x13.fsmcp.v1.FileCountR\x05files\"\x7f\n" +
 	"\fWriteRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\fR\x04path\x12\x18\n" +
 	"\acontent\x18\x02 \x01(\fR\acontent\x12\x1b\n" +
@@ -2494,7 +2759,18 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\x0eFILE_TYPE_FIFO\x10\x04\x12\x14\n" +
 	"\x10FILE_TYPE_SOCKET\x10\x05\x12\x14\n" +
 	"\x10FILE_TYPE_DEVICE\x10\x06\x12\x13\n" +
-	"\x0fFILE_TYPE_OTHER\x10\a2\x88\x05\n" +
+	"\x0fFILE_TYPE_OTHER\x10\a*q\n" +
+	"\vListingSort\x12\x1c\n" +
+	"\x18LISTING_SORT_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11LISTING_SORT_PATH\x10\x01\x12\x15\n" +
+	"\x11LISTING_SORT_SIZE\x10\x02\x12\x16\n" +
+	"\x12LISTING_SORT_MTIME\x10\x03*p\n" +
+	"\n" +
+	"GrepOutput\x12\x1b\n" +
+	"\x17GREP_OUTPUT_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13GREP_OUTPUT_MATCHES\x10\x01\x12\x15\n" +
+	"\x11GREP_OUTPUT_FILES\x10\x02\x12\x15\n" +
+	"\x11GREP_OUTPUT_COUNT\x10\x032\x88\x05\n" +
 	"\rWorkerService\x128\n" +
 	"\x05Hello\x12\x16.fsmcp.v1.HelloRequest\x1a\x17.fsmcp.v1.HelloResponse\x125\n" +
 	"\x04Stat\x12\x15.fsmcp.v1.StatRequest\x1a\x16.fsmcp.v1.StatResponse\x125\n" +
@@ -2520,83 +2796,89 @@ func file_fsmcp_v1_worker_proto_rawDescGZIP() []byte {
 	return file_fsmcp_v1_worker_proto_rawDescData
 }
 
-var file_fsmcp_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_fsmcp_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_fsmcp_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_fsmcp_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_fsmcp_v1_worker_proto_goTypes = []any{
 	(ProtocolVersion)(0),    // 0: fsmcp.v1.ProtocolVersion
 	(ErrorCode)(0),          // 1: fsmcp.v1.ErrorCode
 	(FileType)(0),           // 2: fsmcp.v1.FileType
-	(*Error)(nil),           // 3: fsmcp.v1.Error
-	(*Confinement)(nil),     // 4: fsmcp.v1.Confinement
-	(*HelloRequest)(nil),    // 5: fsmcp.v1.HelloRequest
-	(*HelloResponse)(nil),   // 6: fsmcp.v1.HelloResponse
-	(*Entry)(nil),           // 7: fsmcp.v1.Entry
-	(*StatRequest)(nil),     // 8: fsmcp.v1.StatRequest
-	(*StatResponse)(nil),    // 9: fsmcp.v1.StatResponse
-	(*ListRequest)(nil),     // 10: fsmcp.v1.ListRequest
-	(*ListResponse)(nil),    // 11: fsmcp.v1.ListResponse
-	(*ReadRequest)(nil),     // 12: fsmcp.v1.ReadRequest
-	(*ReadResponse)(nil),    // 13: fsmcp.v1.ReadResponse
-	(*Progress)(nil),        // 14: fsmcp.v1.Progress
-	(*GlobRequest)(nil),     // 15: fsmcp.v1.GlobRequest
-	(*GlobResponse)(nil),    // 16: fsmcp.v1.GlobResponse
-	(*GrepRequest)(nil),     // 17: fsmcp.v1.GrepRequest
-	(*Submatch)(nil),        // 18: fsmcp.v1.Submatch
-	(*GrepLine)(nil),        // 19: fsmcp.v1.GrepLine
-	(*GrepResponse)(nil),    // 20: fsmcp.v1.GrepResponse
-	(*WriteRequest)(nil),    // 21: fsmcp.v1.WriteRequest
-	(*WriteResponse)(nil),   // 22: fsmcp.v1.WriteResponse
-	(*Edit)(nil),            // 23: fsmcp.v1.Edit
-	(*ReplaceRequest)(nil),  // 24: fsmcp.v1.ReplaceRequest
-	(*ReplaceResponse)(nil), // 25: fsmcp.v1.ReplaceResponse
-	(*MkdirRequest)(nil),    // 26: fsmcp.v1.MkdirRequest
-	(*MkdirResponse)(nil),   // 27: fsmcp.v1.MkdirResponse
-	(*MoveRequest)(nil),     // 28: fsmcp.v1.MoveRequest
-	(*MoveResponse)(nil),    // 29: fsmcp.v1.MoveResponse
-	(*DeleteRequest)(nil),   // 30: fsmcp.v1.DeleteRequest
-	(*DeleteResponse)(nil),  // 31: fsmcp.v1.DeleteResponse
+	(ListingSort)(0),        // 3: fsmcp.v1.ListingSort
+	(GrepOutput)(0),         // 4: fsmcp.v1.GrepOutput
+	(*Error)(nil),           // 5: fsmcp.v1.Error
+	(*Confinement)(nil),     // 6: fsmcp.v1.Confinement
+	(*HelloRequest)(nil),    // 7: fsmcp.v1.HelloRequest
+	(*HelloResponse)(nil),   // 8: fsmcp.v1.HelloResponse
+	(*Entry)(nil),           // 9: fsmcp.v1.Entry
+	(*StatRequest)(nil),     // 10: fsmcp.v1.StatRequest
+	(*StatResponse)(nil),    // 11: fsmcp.v1.StatResponse
+	(*ListRequest)(nil),     // 12: fsmcp.v1.ListRequest
+	(*ListResponse)(nil),    // 13: fsmcp.v1.ListResponse
+	(*ReadRequest)(nil),     // 14: fsmcp.v1.ReadRequest
+	(*ReadResponse)(nil),    // 15: fsmcp.v1.ReadResponse
+	(*Progress)(nil),        // 16: fsmcp.v1.Progress
+	(*GlobRequest)(nil),     // 17: fsmcp.v1.GlobRequest
+	(*GlobResponse)(nil),    // 18: fsmcp.v1.GlobResponse
+	(*GrepRequest)(nil),     // 19: fsmcp.v1.GrepRequest
+	(*FileCount)(nil),       // 20: fsmcp.v1.FileCount
+	(*Submatch)(nil),        // 21: fsmcp.v1.Submatch
+	(*GrepLine)(nil),        // 22: fsmcp.v1.GrepLine
+	(*GrepResponse)(nil),    // 23: fsmcp.v1.GrepResponse
+	(*WriteRequest)(nil),    // 24: fsmcp.v1.WriteRequest
+	(*WriteResponse)(nil),   // 25: fsmcp.v1.WriteResponse
+	(*Edit)(nil),            // 26: fsmcp.v1.Edit
+	(*ReplaceRequest)(nil),  // 27: fsmcp.v1.ReplaceRequest
+	(*ReplaceResponse)(nil), // 28: fsmcp.v1.ReplaceResponse
+	(*MkdirRequest)(nil),    // 29: fsmcp.v1.MkdirRequest
+	(*MkdirResponse)(nil),   // 30: fsmcp.v1.MkdirResponse
+	(*MoveRequest)(nil),     // 31: fsmcp.v1.MoveRequest
+	(*MoveResponse)(nil),    // 32: fsmcp.v1.MoveResponse
+	(*DeleteRequest)(nil),   // 33: fsmcp.v1.DeleteRequest
+	(*DeleteResponse)(nil),  // 34: fsmcp.v1.DeleteResponse
 }
 var file_fsmcp_v1_worker_proto_depIdxs = []int32{
 	1,  // 0: fsmcp.v1.Error.code:type_name -> fsmcp.v1.ErrorCode
 	0,  // 1: fsmcp.v1.HelloRequest.version:type_name -> fsmcp.v1.ProtocolVersion
 	0,  // 2: fsmcp.v1.HelloResponse.version:type_name -> fsmcp.v1.ProtocolVersion
-	4,  // 3: fsmcp.v1.HelloResponse.confinement:type_name -> fsmcp.v1.Confinement
+	6,  // 3: fsmcp.v1.HelloResponse.confinement:type_name -> fsmcp.v1.Confinement
 	2,  // 4: fsmcp.v1.Entry.type:type_name -> fsmcp.v1.FileType
-	7,  // 5: fsmcp.v1.StatResponse.entry:type_name -> fsmcp.v1.Entry
-	4,  // 6: fsmcp.v1.StatResponse.confinement:type_name -> fsmcp.v1.Confinement
-	7,  // 7: fsmcp.v1.ListResponse.entries:type_name -> fsmcp.v1.Entry
-	14, // 8: fsmcp.v1.GlobResponse.progress:type_name -> fsmcp.v1.Progress
-	18, // 9: fsmcp.v1.GrepLine.submatches:type_name -> fsmcp.v1.Submatch
-	14, // 10: fsmcp.v1.GrepResponse.progress:type_name -> fsmcp.v1.Progress
-	19, // 11: fsmcp.v1.GrepResponse.lines:type_name -> fsmcp.v1.GrepLine
-	23, // 12: fsmcp.v1.ReplaceRequest.edits:type_name -> fsmcp.v1.Edit
-	5,  // 13: fsmcp.v1.WorkerService.Hello:input_type -> fsmcp.v1.HelloRequest
-	8,  // 14: fsmcp.v1.WorkerService.Stat:input_type -> fsmcp.v1.StatRequest
-	10, // 15: fsmcp.v1.WorkerService.List:input_type -> fsmcp.v1.ListRequest
-	12, // 16: fsmcp.v1.WorkerService.Read:input_type -> fsmcp.v1.ReadRequest
-	15, // 17: fsmcp.v1.WorkerService.Glob:input_type -> fsmcp.v1.GlobRequest
-	17, // 18: fsmcp.v1.WorkerService.Grep:input_type -> fsmcp.v1.GrepRequest
-	21, // 19: fsmcp.v1.WorkerService.Write:input_type -> fsmcp.v1.WriteRequest
-	24, // 20: fsmcp.v1.WorkerService.Replace:input_type -> fsmcp.v1.ReplaceRequest
-	26, // 21: fsmcp.v1.WorkerService.Mkdir:input_type -> fsmcp.v1.MkdirRequest
-	28, // 22: fsmcp.v1.WorkerService.Move:input_type -> fsmcp.v1.MoveRequest
-	30, // 23: fsmcp.v1.WorkerService.Delete:input_type -> fsmcp.v1.DeleteRequest
-	6,  // 24: fsmcp.v1.WorkerService.Hello:output_type -> fsmcp.v1.HelloResponse
-	9,  // 25: fsmcp.v1.WorkerService.Stat:output_type -> fsmcp.v1.StatResponse
-	11, // 26: fsmcp.v1.WorkerService.List:output_type -> fsmcp.v1.ListResponse
-	13, // 27: fsmcp.v1.WorkerService.Read:output_type -> fsmcp.v1.ReadResponse
-	16, // 28: fsmcp.v1.WorkerService.Glob:output_type -> fsmcp.v1.GlobResponse
-	20, // 29: fsmcp.v1.WorkerService.Grep:output_type -> fsmcp.v1.GrepResponse
-	22, // 30: fsmcp.v1.WorkerService.Write:output_type -> fsmcp.v1.WriteResponse
-	25, // 31: fsmcp.v1.WorkerService.Replace:output_type -> fsmcp.v1.ReplaceResponse
-	27, // 32: fsmcp.v1.WorkerService.Mkdir:output_type -> fsmcp.v1.MkdirResponse
-	29, // 33: fsmcp.v1.WorkerService.Move:output_type -> fsmcp.v1.MoveResponse
-	31, // 34: fsmcp.v1.WorkerService.Delete:output_type -> fsmcp.v1.DeleteResponse
-	24, // [24:35] is the sub-list for method output_type
-	13, // [13:24] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	9,  // 5: fsmcp.v1.StatResponse.entry:type_name -> fsmcp.v1.Entry
+	6,  // 6: fsmcp.v1.StatResponse.confinement:type_name -> fsmcp.v1.Confinement
+	9,  // 7: fsmcp.v1.ListResponse.entries:type_name -> fsmcp.v1.Entry
+	3,  // 8: fsmcp.v1.GlobRequest.sort:type_name -> fsmcp.v1.ListingSort
+	16, // 9: fsmcp.v1.GlobResponse.progress:type_name -> fsmcp.v1.Progress
+	4,  // 10: fsmcp.v1.GrepRequest.output:type_name -> fsmcp.v1.GrepOutput
+	21, // 11: fsmcp.v1.GrepLine.submatches:type_name -> fsmcp.v1.Submatch
+	16, // 12: fsmcp.v1.GrepResponse.progress:type_name -> fsmcp.v1.Progress
+	22, // 13: fsmcp.v1.GrepResponse.lines:type_name -> fsmcp.v1.GrepLine
+	20, // 14: fsmcp.v1.GrepResponse.files:type_name -> fsmcp.v1.FileCount
+	26, // 15: fsmcp.v1.ReplaceRequest.edits:type_name -> fsmcp.v1.Edit
+	7,  // 16: fsmcp.v1.WorkerService.Hello:input_type -> fsmcp.v1.HelloRequest
+	10, // 17: fsmcp.v1.WorkerService.Stat:input_type -> fsmcp.v1.StatRequest
+	12, // 18: fsmcp.v1.WorkerService.List:input_type -> fsmcp.v1.ListRequest
+	14, // 19: fsmcp.v1.WorkerService.Read:input_type -> fsmcp.v1.ReadRequest
+	17, // 20: fsmcp.v1.WorkerService.Glob:input_type -> fsmcp.v1.GlobRequest
+	19, // 21: fsmcp.v1.WorkerService.Grep:input_type -> fsmcp.v1.GrepRequest
+	24, // 22: fsmcp.v1.WorkerService.Write:input_type -> fsmcp.v1.WriteRequest
+	27, // 23: fsmcp.v1.WorkerService.Replace:input_type -> fsmcp.v1.ReplaceRequest
+	29, // 24: fsmcp.v1.WorkerService.Mkdir:input_type -> fsmcp.v1.MkdirRequest
+	31, // 25: fsmcp.v1.WorkerService.Move:input_type -> fsmcp.v1.MoveRequest
+	33, // 26: fsmcp.v1.WorkerService.Delete:input_type -> fsmcp.v1.DeleteRequest
+	8,  // 27: fsmcp.v1.WorkerService.Hello:output_type -> fsmcp.v1.HelloResponse
+	11, // 28: fsmcp.v1.WorkerService.Stat:output_type -> fsmcp.v1.StatResponse
+	13, // 29: fsmcp.v1.WorkerService.List:output_type -> fsmcp.v1.ListResponse
+	15, // 30: fsmcp.v1.WorkerService.Read:output_type -> fsmcp.v1.ReadResponse
+	18, // 31: fsmcp.v1.WorkerService.Glob:output_type -> fsmcp.v1.GlobResponse
+	23, // 32: fsmcp.v1.WorkerService.Grep:output_type -> fsmcp.v1.GrepResponse
+	25, // 33: fsmcp.v1.WorkerService.Write:output_type -> fsmcp.v1.WriteResponse
+	28, // 34: fsmcp.v1.WorkerService.Replace:output_type -> fsmcp.v1.ReplaceResponse
+	30, // 35: fsmcp.v1.WorkerService.Mkdir:output_type -> fsmcp.v1.MkdirResponse
+	32, // 36: fsmcp.v1.WorkerService.Move:output_type -> fsmcp.v1.MoveResponse
+	34, // 37: fsmcp.v1.WorkerService.Delete:output_type -> fsmcp.v1.DeleteResponse
+	27, // [27:38] is the sub-list for method output_type
+	16, // [16:27] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_fsmcp_v1_worker_proto_init() }
@@ -2609,8 +2891,8 @@ func file_fsmcp_v1_worker_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fsmcp_v1_worker_proto_rawDesc), len(file_fsmcp_v1_worker_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   29,
+			NumEnums:      5,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
