@@ -301,7 +301,7 @@ func (s *Service) Read(ctx context.Context, req *fsmcpv1.ReadRequest) (*fsmcpv1.
 	if err := checkRead(p, req); err != nil {
 		return nil, err
 	}
-	f, st, _, err := s.openContentPath("read", p)
+	f, st, err := s.openRead(p)
 	if err != nil {
 		return nil, err
 	}
@@ -323,7 +323,7 @@ func (s *Service) Read(ctx context.Context, req *fsmcpv1.ReadRequest) (*fsmcpv1.
 				return resp, nil
 			}
 			f.Close()
-			if f, st, _, err = s.openContentPath("read", p); err != nil {
+			if f, st, err = s.openRead(p); err != nil {
 				return nil, err
 			}
 			continue
@@ -331,6 +331,27 @@ func (s *Service) Read(ctx context.Context, req *fsmcpv1.ReadRequest) (*fsmcpv1.
 		st = after
 	}
 	return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, p, "read: the file kept changing while it was read")
+}
+
+// openRead opens p for a read. A file replaced by a rename between its
+// open and its naming is opened again, a few times at most: the path
+// names a file still, only a newer one.
+func (s *Service) openRead(p string) (*os.File, *unix.Stat_t, error) {
+	var err error
+	for range 3 {
+		var f *os.File
+		var st *unix.Stat_t
+		if f, st, _, err = s.openContentPath("read", p); err == nil {
+			return f, st, nil
+		}
+		if !errors.Is(err, &Error{Code: fsmcpv1.ErrorCode_ERROR_CODE_NOT_FOUND}) {
+			return nil, nil, err
+		}
+		if _, serr := s.root.Stat(p); serr != nil {
+			return nil, nil, err
+		}
+	}
+	return nil, nil, err
 }
 
 func checkRead(p string, req *fsmcpv1.ReadRequest) error {

@@ -278,6 +278,15 @@ func TestReadIfSHA256(t *testing.T) {
 	versions := map[string][]byte{sha(v1): v1, sha(v2): v2}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
+	stopped := false
+	halt := func() {
+		if !stopped {
+			stopped = true
+			close(stop)
+			wg.Wait()
+		}
+	}
+	defer halt()
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -322,8 +331,7 @@ func TestReadIfSHA256(t *testing.T) {
 			}
 		}
 	}
-	close(stop)
-	wg.Wait()
+	halt()
 	t.Logf("under writes: %d replies, %d refusals", oks, refusals)
 	if oks == 0 || refusals == 0 {
 		t.Errorf("under writes: %d replies, %d refusals; want both", oks, refusals)
