@@ -301,7 +301,10 @@ func TestReadIfSHA256(t *testing.T) {
 				v = v2
 			}
 			tmp := filepath.Join(root, fmt.Sprintf(".w%d", i%2))
-			writeFile(t, tmp, v, 0o644)
+			if err := os.WriteFile(tmp, v, 0o644); err != nil {
+				t.Error(err)
+				return
+			}
 			if err := os.Rename(tmp, p); err != nil {
 				t.Error(err)
 				return
