@@ -93,7 +93,7 @@ func fromRPC(err error) *toolError {
 	for _, d := range st.Details() {
 		if e, ok := d.(*fsmcpv1.Error); ok {
 			return &toolError{code: e.GetCode(), message: e.GetMessage(), path: e.GetPath(), hasPath: len(e.GetPath()) > 0,
-				currentSHA256: e.GetCurrentSha256(), count: e.GetCount()}
+				currentSHA256: e.GetCurrentSha256(), count: e.GetCount(), nearest: e.GetNearest()}
 		}
 	}
 	switch st.Code() {

@@ -149,9 +149,13 @@ var originalTools = []string{"fs_stat", "fs_list", "fs_read", "fs_glob", "fs_gre
 // the original tools: the measure below leaves them out, so that it
 // weighs what titles and workflow cost, not new features.
 var laterArguments = map[string][]string{
-	"fs_read": {"line", "lines", "if_sha256"},
-	"fs_glob": {"max_depth", "sort"},
-	"fs_grep": {"before", "after", "output", "type", "multiline"},
+	"fs_read":    {"line", "lines", "if_sha256"},
+	"fs_glob":    {"max_depth", "sort"},
+	"fs_grep":    {"before", "after", "output", "type", "multiline"},
+	"fs_write":   {"append", "dry_run"},
+	"fs_replace": {"dry_run"},
+	"fs_move":    {"if_sha256", "if_tree_sha256"},
+	"fs_delete":  {"if_sha256", "if_tree_sha256"},
 }
 
 // tools/list stays small: the ten original tools, with their original

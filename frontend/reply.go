@@ -20,6 +20,7 @@ type toolError struct {
 	hasPath       bool
 	currentSHA256 string
 	count         int64
+	nearest       *fsmcpv1.Nearest
 }
 
 func (e *toolError) Error() string { return codeName(e.code) + ": " + e.message }
@@ -185,6 +186,13 @@ func errorResult(e *toolError) *mcp.CallToolResult {
 	}
 	if e.count != 0 {
 		inner.int("count", e.count)
+	}
+	if n := e.nearest; n != nil {
+		near := newObj().int("line_number", n.GetLineNumber()).int("offset", n.GetOffset()).str("differs", n.GetDiffers())
+		if n.GetMatchedBytes() > 0 {
+			near.int("matched_bytes", n.GetMatchedBytes())
+		}
+		inner.object("nearest", near)
 	}
 	doc := newObj().bool("ok", false).object("error", inner)
 	res := &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: doc.text()}}}

@@ -22,6 +22,7 @@ import (
 var argumentRules = map[string]func(*jsonschema.Schema){
 	"encoding":  func(s *jsonschema.Schema) { s.Enum = []any{"utf8", "base64"} },
 	"offset":    minimum(0),
+	"delete":    minimum(0),
 	"length":    minimum(0),
 	"context":   between(0, maxContext),
 	"before":    between(0, maxContext),

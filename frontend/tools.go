@@ -77,11 +77,10 @@ func defineTool[In any](name, description string, readOnly, destructive, idempot
 	// Only file content makes arguments large: the other tools' arguments
 	// are refused unread past maxSmallArguments, before any decoding.
 	maxArgs := maxSmallArguments
-	if _, ok := schema.Properties["content"]; ok {
-		maxArgs = maxMessageBytes
-	}
-	if _, ok := schema.Properties["edits"]; ok {
-		maxArgs = maxMessageBytes
+	for _, big := range []string{"content", "edits", "insert", "patch"} {
+		if _, ok := schema.Properties[big]; ok {
+			maxArgs = maxMessageBytes
+		}
 	}
 	t.decode = func(req *mcp.CallToolRequest) (any, error) {
 		if n := len(req.Params.Arguments); n > maxArgs {
@@ -333,6 +332,7 @@ func allTools() []*tool {
 	ts = append(ts, readTools()...)
 	ts = append(ts, searchTools()...)
 	ts = append(ts, writeTools()...)
+	ts = append(ts, editTools()...)
 	return ts
 }
 

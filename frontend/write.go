@@ -18,6 +18,8 @@ type writeIn struct {
 	Content    string  `json:"content" jsonschema:"the whole new content"`
 	Encoding   *string `json:"encoding,omitempty" jsonschema:"how content is encoded; default utf8"`
 	IfSHA256   *string `json:"if_sha256" jsonschema:"the file's sha256 now, or null to create it"`
+	Append     *bool   `json:"append,omitempty" jsonschema:"add content at the end; if_sha256 is the hash before, so a retry fails"`
+	DryRun     *bool   `json:"dry_run,omitempty" jsonschema:"change nothing; answer the sha256, size and diff it would give"`
 }
 
 type editIn struct {
@@ -32,6 +34,7 @@ type replaceIn struct {
 	Edits      []editIn `json:"edits" jsonschema:"applied in order; all or none"`
 	Encoding   *string  `json:"encoding,omitempty" jsonschema:"how old and new are encoded; default utf8"`
 	IfSHA256   *string  `json:"if_sha256" jsonschema:"the file's sha256 now"`
+	DryRun     *bool    `json:"dry_run,omitempty" jsonschema:"change nothing; answer the sha256, size and diff it would give"`
 }
 
 type mkdirIn struct {
@@ -44,32 +47,39 @@ type moveIn struct {
 	FromBase64 *string `json:"from_base64,omitempty" jsonschema:"from as base64"`
 	To         *string `json:"to,omitempty" jsonschema:"new path, which must not exist; required unless to_base64"`
 	ToBase64   *string `json:"to_base64,omitempty" jsonschema:"to as base64"`
+	IfSHA256   *string `json:"if_sha256,omitempty" jsonschema:"move only if from is a file with this sha256"`
+	IfTree     *string `json:"if_tree_sha256,omitempty" jsonschema:"move only if from is a directory with this fs_digest tree_sha256"`
 }
 
 type deleteIn struct {
 	Path       *string `json:"path,omitempty" jsonschema:"required unless path_base64"`
 	PathBase64 *string `json:"path_base64,omitempty" jsonschema:"path as base64, for non-UTF-8 names"`
 	Recursive  *bool   `json:"recursive,omitempty" jsonschema:"also remove a directory's contents"`
+	IfSHA256   *string `json:"if_sha256,omitempty" jsonschema:"delete only if the path is a file with this sha256"`
+	IfTree     *string `json:"if_tree_sha256,omitempty" jsonschema:"delete only if the path is a directory with this fs_digest tree_sha256"`
 }
 
 func writeTools() []*tool {
 	return []*tool{
 		defineTool("fs_write", "Create or replace a whole file atomically. if_sha256 is the sha256 from fs_stat (it fails if "+
 			"the file changed since), or null to create a file; the reply's sha256 is the next one. "+
-			"The directory must exist (fs_mkdir); for small edits use fs_replace.",
+			"The directory must exist (fs_mkdir); for small edits use fs_replace. append: true adds at the end; "+
+			"dry_run: true shows the diff.",
 			false, true, false, (*server).write).titled("Write file"),
 		defineTool("fs_replace", "Replace exact text in a file atomically. Each edit's old must occur exactly once "+
 			"(or set all); edits apply in order, all or none. if_sha256 is the sha256 from fs_stat or the last "+
-			"write; the reply's sha256 is the next one. Read the text first with fs_read.",
+			"write; the reply's sha256 is the next one. Read the text first with fs_read. no_match names the nearest "+
+			"candidate; dry_run: true shows the diff.",
 			false, true, false, (*server).replace).titled("Edit file"),
 		defineTool("fs_mkdir", "Create a directory and any missing parents; an existing directory is success. "+
 			"fs_write needs the directory of a new file to exist.",
 			false, false, true, (*server).mkdir).titled("Make directory"),
 		defineTool("fs_move", "Rename or move a file or directory within the root. It never replaces an existing "+
-			"to: fs_delete that first if it must go.",
+			"to: fs_delete that first if it must go. Optional if_sha256 (fs_stat) or if_tree_sha256 (fs_digest) guard it.",
 			false, true, false, (*server).move).titled("Move path"),
 		defineTool("fs_delete", "Remove a file, a symlink (never its target) or an empty directory. A directory "+
-			"with entries needs recursive: true; fs_list shows what it holds. The root cannot be removed.",
+			"with entries needs recursive: true; fs_list shows what it holds. The root cannot be removed. "+
+			"Optional if_sha256 (fs_stat) or if_tree_sha256 (fs_digest) guard it.",
 			false, true, false, (*server).delete).titled("Delete path"),
 	}
 }
@@ -121,13 +131,16 @@ func (s *server) write(ctx context.Context, in *writeIn, _ *mcp.CallToolRequest)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := s.wc.Write(ctx, &fsmcpv1.WriteRequest{Path: p, Content: content, IfSha256: sum, MustNotExist: mustNotExist})
+	dry := in.DryRun != nil && *in.DryRun
+	resp, err := s.wc.Write(ctx, &fsmcpv1.WriteRequest{Path: p, Content: content, IfSha256: sum, MustNotExist: mustNotExist,
+		Append: in.Append != nil && *in.Append, DryRun: dry})
 	if err != nil {
 		return nil, err
 	}
-	return newObj().bool("ok", true).name("path", displayPath(p)).
+	doc := newObj().bool("ok", true).name("path", displayPath(p)).
 		str("sha256", resp.GetSha256()).int("size", resp.GetSize()).
-		bool("created", resp.GetCreated()).bool("broke_hard_link", resp.GetBrokeHardLink()), nil
+		bool("created", resp.GetCreated()).bool("broke_hard_link", resp.GetBrokeHardLink())
+	return s.previewFields(doc, resp.GetDiff(), dry), nil
 }
 
 func (s *server) replace(ctx context.Context, in *replaceIn, _ *mcp.CallToolRequest) (*obj, error) {
@@ -154,14 +167,16 @@ func (s *server) replace(ctx context.Context, in *replaceIn, _ *mcp.CallToolRequ
 	if err != nil {
 		return nil, err
 	}
-	resp, err := s.wc.Replace(ctx, &fsmcpv1.ReplaceRequest{Path: p, Edits: edits, IfSha256: sum})
+	dry := in.DryRun != nil && *in.DryRun
+	resp, err := s.wc.Replace(ctx, &fsmcpv1.ReplaceRequest{Path: p, Edits: edits, IfSha256: sum, DryRun: dry})
 	if err != nil {
 		return nil, err
 	}
-	return newObj().bool("ok", true).name("path", displayPath(p)).
+	doc := newObj().bool("ok", true).name("path", displayPath(p)).
 		int("replacements", resp.GetReplacements()).
 		str("sha256", resp.GetSha256()).int("size", resp.GetSize()).
-		bool("broke_hard_link", resp.GetBrokeHardLink()), nil
+		bool("broke_hard_link", resp.GetBrokeHardLink())
+	return s.previewFields(doc, resp.GetDiff(), dry), nil
 }
 
 func (s *server) mkdir(ctx context.Context, in *mkdirIn, _ *mcp.CallToolRequest) (*obj, error) {
@@ -185,7 +200,11 @@ func (s *server) move(ctx context.Context, in *moveIn, _ *mcp.CallToolRequest) (
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.wc.Move(ctx, &fsmcpv1.MoveRequest{From: from, To: to}); err != nil {
+	ifSHA, ifTree, err := guardArgs(in.IfSHA256, in.IfTree)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.wc.Move(ctx, &fsmcpv1.MoveRequest{From: from, To: to, IfSha256: ifSHA, IfTreeSha256: ifTree}); err != nil {
 		return nil, err
 	}
 	return newObj().bool("ok", true).name("from", displayPath(from)).name("to", displayPath(to)), nil
@@ -196,7 +215,12 @@ func (s *server) delete(ctx context.Context, in *deleteIn, _ *mcp.CallToolReques
 	if err != nil {
 		return nil, err
 	}
-	resp, err := s.wc.Delete(ctx, &fsmcpv1.DeleteRequest{Path: p, Recursive: in.Recursive != nil && *in.Recursive})
+	ifSHA, ifTree, err := guardArgs(in.IfSHA256, in.IfTree)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.wc.Delete(ctx, &fsmcpv1.DeleteRequest{Path: p, Recursive: in.Recursive != nil && *in.Recursive,
+		IfSha256: ifSHA, IfTreeSha256: ifTree})
 	if err != nil {
 		return nil, err
 	}

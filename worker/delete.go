@@ -25,12 +25,39 @@ func (s *Service) Delete(ctx context.Context, req *fsmcpv1.DeleteRequest) (*fsmc
 	if p == "." {
 		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, p, "delete: the root cannot be deleted")
 	}
-	d, base, unlockRenames, err := s.openMutationPath("delete", p, accessMutate)
+	g, err := newGuard(p, req.GetIfSha256(), req.GetIfTreeSha256())
 	if err != nil {
 		return nil, err
 	}
+	defer g.close()
+	// A guarded delete renames the entry aside before removing it, so it
+	// holds s.renames exclusively, as a move does: the entry may be a
+	// directory.
+	unlockRenames := s.lockRenames(g != nil)
 	defer unlockRenames()
+	d, base, err := s.openName("delete", p, accessMutate)
+	if err != nil {
+		return nil, err
+	}
 	defer d.close()
+	judged := false
+	if g != nil {
+		unlock, err := s.locks.lock(ctx, lockKey{d.st.Dev, d.st.Ino, base})
+		if err != nil {
+			return nil, fsError("delete", p, err)
+		}
+		defer unlock()
+		// The tree is judged by its real names, before it is renamed.
+		if st, err := fstatat(d.fd, base); err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR && req.GetRecursive() {
+			if err := s.judgeTree(ctx, "delete", p, d, base, ""); err != nil {
+				return nil, err
+			}
+			judged = true
+		}
+		if base, err = s.guardAside(ctx, g, d, base, p, req.GetRecursive()); err != nil {
+			return nil, err
+		}
+	}
 	st, err := fstatat(d.fd, base)
 	if err != nil {
 		return nil, fsError("delete", p, err)
@@ -58,14 +85,47 @@ func (s *Service) Delete(ctx context.Context, req *fsmcpv1.DeleteRequest) (*fsmc
 		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_NOT_EMPTY, p, "delete: the directory is not empty (recursive is not set)")
 	}
 	// Nothing is removed if anything beneath is protected.
-	if err := s.judgeTree(ctx, "delete", p, d, base, ""); err != nil {
-		return nil, err
+	if !judged {
+		if err := s.judgeTree(ctx, "delete", p, d, base, ""); err != nil {
+			return nil, err
+		}
 	}
 	w := &walker{ctx: ctx, path: p, beforeOpen: s.beforeDescend}
 	if err := w.removeAll(d.fd, base, 0); err != nil {
 		return nil, fsError("delete", p, err)
 	}
 	return &fsmcpv1.DeleteResponse{Removed: w.removed}, nil
+}
+
+// guardAside checks the guard on base in d, then (for a file, or a
+// directory to be removed recursively) renames it to a fresh temp name,
+// where no client can reach it, and checks again that it is what was
+// checked; on a mismatch it is renamed back. It returns the name the
+// delete then removes. An empty directory is removed in place: rmdir fails
+// on anything added meanwhile.
+//
+// A crash between the rename and the removal leaves the entry under the
+// temp name, which no tool shows and the next start sweeps: it is removed,
+// as the call asked, having passed the first check.
+func (s *Service) guardAside(ctx context.Context, g *guard, d *parent, base, p string, recursive bool) (string, error) {
+	if err := g.check(ctx, s, d.fd, base, p, joinRel(d.rel, base)); err != nil {
+		return "", err
+	}
+	if g.ifTree != "" && !recursive {
+		return base, nil
+	}
+	tmp := tempName()
+	if err := unix.Renameat2(d.fd, base, d.fd, tmp, unix.RENAME_NOREPLACE); err != nil {
+		return "", fsError("delete", p, err)
+	}
+	if err := g.recheck(ctx, s, d.fd, tmp, p, joinRel(d.rel, base)); err != nil {
+		if xerr := unix.Renameat2(d.fd, tmp, d.fd, base, unix.RENAME_NOREPLACE); xerr != nil {
+			bug(fmt.Errorf("put back after a failed delete precondition: %w", xerr))
+			return "", newError(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, p, "delete: the path changed during the call and could not be restored")
+		}
+		return "", err
+	}
+	return tmp, nil
 }
 
 // walker removes a directory tree through descriptors. Each directory is
@@ -165,7 +225,8 @@ func (w *walker) unlink(fd int, name string, depth int) error {
 }
 
 // Sweep removes temp files left by a crash anywhere under the root: only
-// names with the temp prefix, only regular files last modified before
+// names with the temp prefix, only regular files and directories (with
+// everything in them) last modified before
 // olderThan, never through a symlink. The worker sweeps in the background
 // while it serves, with olderThan its start time, so a large tree does not
 // delay start-up and the temp files of this process's own writes (created
@@ -226,6 +287,17 @@ func (sw *sweeper) dir(fd, depth int) {
 				}
 			}
 		case unix.S_IFDIR:
+			// A temp directory is a copy a crash interrupted (fs_copy
+			// builds a tree under one): it goes whole.
+			if isTempName(n) && st.Mtim.Nano() < sw.olderThan {
+				w := &walker{ctx: context.Background(), path: n}
+				if err := w.removeAll(fd, n, depth); err != nil {
+					sw.fail(err)
+				} else {
+					sw.removed++
+				}
+				continue
+			}
 			sub, err := unix.Openat(fd, n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 			if err != nil {
 				sw.fail(err)

@@ -40,6 +40,8 @@ type Error struct {
 	Count int64
 	// PolicyViolation marks a refusal by the operator's policy.
 	PolicyViolation bool
+	// Nearest is set on no_match when a close candidate was found.
+	Nearest *fsmcpv1.Nearest
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -83,6 +85,7 @@ func (e *Error) GRPCStatus() *status.Status {
 		CurrentSha256:   e.CurrentSHA256,
 		Count:           e.Count,
 		PolicyViolation: e.PolicyViolation,
+		Nearest:         e.Nearest,
 	})
 	if err != nil {
 		bug(err)

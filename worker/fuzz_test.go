@@ -3,6 +3,8 @@ package worker
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"net"
 	"os"
 	"os/exec"
@@ -19,6 +21,13 @@ import (
 )
 
 const canaryText = "CANARY-outside-the-root"
+
+// canarySHA is the sha256 of the canary secret, so that a precondition an
+// escaping call checked would hold.
+var canarySHA = func() string {
+	sum := sha256.Sum256([]byte(canaryText + " secret\n"))
+	return hex.EncodeToString(sum[:])
+}()
 
 // fuzzTree builds base/root, served, and base/canary beside it, which no
 // request may read, name or change. Symlinks inside the root point both
@@ -117,9 +126,19 @@ func fuzzPath(t *testing.T, c fsmcpv1.WorkerServiceClient, p []byte, base string
 	one(c.Write(ctx, &fsmcpv1.WriteRequest{Path: p, Content: []byte("fuzz"), MustNotExist: true}))
 	one(c.Replace(ctx, &fsmcpv1.ReplaceRequest{Path: p, IfSha256: "0000000000000000000000000000000000000000000000000000000000000000",
 		Edits: []*fsmcpv1.Edit{{Old: []byte("CANARY"), New: []byte("x")}}}))
+	one(c.Write(ctx, &fsmcpv1.WriteRequest{Path: p, Content: []byte("fuzz"), IfSha256: canarySHA, Append: true}))
+	one(c.Write(ctx, &fsmcpv1.WriteRequest{Path: p, Content: []byte("fuzz"), IfSha256: canarySHA, DryRun: true}))
+	one(c.Splice(ctx, &fsmcpv1.SpliceRequest{Path: p, Offset: 1, Delete: 2, Insert: []byte("fuzz"), IfSha256: canarySHA}))
+	one(c.Splice(ctx, &fsmcpv1.SpliceRequest{Path: p, Insert: []byte("fuzz"), MustNotExist: true, DryRun: true}))
+	one(c.Copy(ctx, &fsmcpv1.CopyRequest{From: p, To: []byte("copied"), Recursive: true}))
+	one(c.Copy(ctx, &fsmcpv1.CopyRequest{From: []byte("f"), To: p}))
+	many(workertest.Drain(c.Digest(ctx, &fsmcpv1.DigestRequest{Path: p})))
 	one(c.Mkdir(ctx, &fsmcpv1.MkdirRequest{Path: p}))
 	one(c.Move(ctx, &fsmcpv1.MoveRequest{From: p, To: []byte("moved")}))
 	one(c.Move(ctx, &fsmcpv1.MoveRequest{From: []byte("moved"), To: p}))
+	one(c.Move(ctx, &fsmcpv1.MoveRequest{From: p, To: []byte("moved"), IfSha256: canarySHA}))
+	one(c.Delete(ctx, &fsmcpv1.DeleteRequest{Path: p, IfSha256: canarySHA}))
+	one(c.Delete(ctx, &fsmcpv1.DeleteRequest{Path: p, Recursive: true, IfTreeSha256: canarySHA}))
 	one(c.Delete(ctx, &fsmcpv1.DeleteRequest{Path: p, Recursive: true}))
 	for _, r := range replies {
 		b, _ := proto.Marshal(r)

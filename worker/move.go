@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"strings"
 
@@ -141,6 +142,11 @@ func (s *Service) Move(ctx context.Context, req *fsmcpv1.MoveRequest) (*fsmcpv1.
 	if to == "." {
 		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_ALREADY_EXISTS, to, "move: the destination is the root")
 	}
+	g, err := newGuard(from, req.GetIfSha256(), req.GetIfTreeSha256())
+	if err != nil {
+		return nil, err
+	}
+	defer g.close()
 	// Exclusively: moving a directory changes the real path of all
 	// beneath it, which no other mutation's judgement may straddle.
 	unlock := s.lockRenames(true)
@@ -155,6 +161,16 @@ func (s *Service) Move(ctx context.Context, req *fsmcpv1.MoveRequest) (*fsmcpv1.
 		return nil, err
 	}
 	defer td.close()
+	if g != nil {
+		unlock, err := s.locks.lock(ctx, lockKey{fd.st.Dev, fd.st.Ino, fbase})
+		if err != nil {
+			return nil, fsError("move", from, err)
+		}
+		defer unlock()
+		if err := g.check(ctx, s, fd.fd, fbase, from, joinRel(fd.rel, fbase)); err != nil {
+			return nil, err
+		}
+	}
 	st, err := fstatat(fd.fd, fbase)
 	if err != nil {
 		return nil, fsError("move", from, err)
@@ -198,6 +214,17 @@ func (s *Service) Move(ctx context.Context, req *fsmcpv1.MoveRequest) (*fsmcpv1.
 		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, to, "move: the kernel refuses this rename (a directory into itself?)")
 	case err != nil:
 		return nil, fsError("move", from, err)
+	}
+	// A guarded move checks that what arrived is what was checked, and
+	// otherwise moves it back.
+	if g != nil {
+		if err := g.recheck(ctx, s, td.fd, tbase, from, joinRel(fd.rel, fbase)); err != nil {
+			if xerr := unix.Renameat2(td.fd, tbase, fd.fd, fbase, unix.RENAME_NOREPLACE); xerr != nil {
+				bug(fmt.Errorf("move back after a failed move precondition: %w", xerr))
+				return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, to, "move: the path changed during the call and could not be moved back")
+			}
+			return nil, err
+		}
 	}
 	// Make both directory entries durable.
 	unix.Fsync(td.fd)

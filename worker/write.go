@@ -24,7 +24,8 @@ const maxEditBytes = MaxMessageBytes
 const newFileMode = 0o644
 
 // Write implements fsmcpv1.WorkerServiceServer. It replaces or creates the
-// regular file at the path atomically, if the precondition holds.
+// regular file at the path atomically, if the precondition holds; with
+// append, it commits the current content followed by the new.
 func (s *Service) Write(ctx context.Context, req *fsmcpv1.WriteRequest) (*fsmcpv1.WriteResponse, error) {
 	p, err := clientPath(req.GetPath())
 	if err != nil {
@@ -33,8 +34,12 @@ func (s *Service) Write(ctx context.Context, req *fsmcpv1.WriteRequest) (*fsmcpv
 	if err := checkPrecondition(p, req.GetIfSha256(), req.GetMustNotExist()); err != nil {
 		return nil, err
 	}
+	op := "write"
+	if req.GetAppend() {
+		op = "append"
+	}
 	// accessRewrite: the precondition hashes the current file.
-	d, base, unlockRenames, err := s.openMutationPath("write", p, accessRewrite)
+	d, base, unlockRenames, err := s.openMutationPath(op, p, accessRewrite)
 	if err != nil {
 		return nil, err
 	}
@@ -42,10 +47,11 @@ func (s *Service) Write(ctx context.Context, req *fsmcpv1.WriteRequest) (*fsmcpv
 	defer d.close()
 	unlock, err := s.locks.lock(ctx, lockKey{d.st.Dev, d.st.Ino, base})
 	if err != nil {
-		return nil, fsError("write", p, err)
+		return nil, fsError(op, p, err)
 	}
 	defer unlock()
-	cur, err := s.current(ctx, "write", d, base, p, false)
+	// A dry run reads the old content for its diff; an append splices it.
+	cur, err := s.current(ctx, op, d, base, p, req.GetDryRun() && !req.GetAppend())
 	if err != nil {
 		return nil, err
 	}
@@ -53,12 +59,16 @@ func (s *Service) Write(ctx context.Context, req *fsmcpv1.WriteRequest) (*fsmcpv
 	if err := cur.check(p, req.GetIfSha256()); err != nil {
 		return nil, err
 	}
-	res, err := s.commit(ctx, d, base, p, cur, req.GetContent())
+	b := &body{data: req.GetContent()}
+	if req.GetAppend() && cur.exists {
+		b = &body{spliced: true, off: cur.st.Size, insert: req.GetContent()}
+	}
+	res, err := s.commitOrPreview(ctx, d, base, p, cur, b, req.GetDryRun())
 	if err != nil {
 		return nil, err
 	}
-	return &fsmcpv1.WriteResponse{Sha256: res.sha256, Size: int64(len(req.GetContent())),
-		Created: !cur.exists, BrokeHardLink: res.brokeHardLink}, nil
+	return &fsmcpv1.WriteResponse{Sha256: res.sha256, Size: res.size,
+		Created: !cur.exists, BrokeHardLink: res.brokeHardLink, Diff: res.diff}, nil
 }
 
 // Replace implements fsmcpv1.WorkerServiceServer. It applies the edits in
@@ -108,12 +118,12 @@ func (s *Service) Replace(ctx context.Context, req *fsmcpv1.ReplaceRequest) (*fs
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.commit(ctx, d, base, p, cur, data)
+	res, err := s.commitOrPreview(ctx, d, base, p, cur, &body{data: data}, req.GetDryRun())
 	if err != nil {
 		return nil, err
 	}
-	return &fsmcpv1.ReplaceResponse{Sha256: res.sha256, Size: int64(len(data)), Replacements: n,
-		BrokeHardLink: res.brokeHardLink}, nil
+	return &fsmcpv1.ReplaceResponse{Sha256: res.sha256, Size: res.size, Replacements: n,
+		BrokeHardLink: res.brokeHardLink, Diff: res.diff}, nil
 }
 
 // applyEdits applies edits in order to a copy of data. Each edit must match
@@ -124,7 +134,7 @@ func applyEdits(p string, data []byte, edits []*fsmcpv1.Edit) ([]byte, int64, er
 		n := bytes.Count(data, e.GetOld())
 		switch {
 		case n == 0:
-			return nil, 0, newError(fsmcpv1.ErrorCode_ERROR_CODE_NO_MATCH, p, "replace: edit %d: old does not occur in the file", i)
+			return nil, 0, noMatch(p, data, e.GetOld(), "replace: edit %d: old does not occur in the file", i)
 		case n > 1 && !e.GetAll():
 			err := newError(fsmcpv1.ErrorCode_ERROR_CODE_AMBIGUOUS_MATCH, p,
 				"replace: edit %d: old occurs %d times; make it unique or set all", i, n)
@@ -270,10 +280,32 @@ func (s *Service) current(ctx context.Context, op string, d *parent, base, p str
 
 type commitResult struct {
 	sha256        string
+	size          int64
 	brokeHardLink bool
+	// diff is set by a dry run.
+	diff []byte
 }
 
-// commit writes content to a new temp file in d, gives it cur's metadata
+// commitOrPreview commits b in place of base, or with dryRun answers what
+// the commit would produce (its sha256, size and diff) and changes nothing:
+// no temp file is created, so neither the file nor its directory sees a
+// write.
+func (s *Service) commitOrPreview(ctx context.Context, d *parent, base, p string, cur *current, b *body, dryRun bool) (*commitResult, error) {
+	if !dryRun {
+		return s.commit(ctx, d, base, p, cur, b)
+	}
+	sum, err := b.sha256(ctx, cur)
+	if err != nil {
+		return nil, fsError("read", p, err)
+	}
+	diff, err := b.diff(ctx, p, cur)
+	if err != nil {
+		return nil, fsError("read", p, err)
+	}
+	return &commitResult{sha256: sum, size: b.size(cur), diff: diff}, nil
+}
+
+// commit writes b to a new temp file in d, gives it cur's metadata
 // and inode flags (or newFileMode), fsyncs it, and puts it in place of base:
 //
 //   - over an existing file with renameat2(RENAME_EXCHANGE), then checks
@@ -284,17 +316,79 @@ type commitResult struct {
 //     meanwhile is never clobbered.
 //
 // The directory is fsynced after the rename. On any failure the temp file
-// is removed and the target is as it was.
-func (s *Service) commit(ctx context.Context, d *parent, base, p string, cur *current, content []byte) (*commitResult, error) {
+// is removed and the target is as it was. fs_patch commits several files
+// with the same two steps, stage and place (see commitAll).
+func (s *Service) commit(ctx context.Context, d *parent, base, p string, cur *current, b *body) (*commitResult, error) {
+	st, err := s.stage(ctx, d, p, cur, b)
+	if err != nil {
+		return nil, err
+	}
+	placed := false
+	defer func() {
+		if !placed {
+			st.discard()
+		}
+	}()
+	sum, err := b.sha256(ctx, cur)
+	if err != nil {
+		return nil, fsError("read", p, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fsError("write", p, err)
+	}
+	if s.beforeCommit != nil {
+		s.beforeCommit(p)
+	}
+	res := &commitResult{sha256: sum, size: b.size(cur)}
+	if res.brokeHardLink, err = s.place(ctx, st, base, p, cur); err != nil {
+		if st.kept {
+			placed = true
+			st.f.Close()
+		}
+		return nil, err
+	}
+	placed = true
+	if err := unix.Fsync(d.fd); err != nil {
+		st.discard() // the old file, if any, is under the temp name
+		return nil, fsError("fsync directory", p, err)
+	}
+	// The temp name holds the old file now (or nothing, for a new file);
+	// its other links keep the old content.
+	st.discard()
+	return res, nil
+}
+
+// staged is a complete new file under a temp name in d, not yet in place.
+type staged struct {
+	d   *parent
+	tmp string
+	f   *os.File
+	// ino is the new file's inode, by which a journal recognises it.
+	ino uint64
+	// kept: a failed place left both files in the directory (our file in
+	// place, the other under tmp), which must not be removed.
+	kept bool
+}
+
+// discard closes the staged file and removes whatever its temp name holds:
+// the new file before place, the displaced old file after it.
+func (st *staged) discard() {
+	st.f.Close()
+	unix.Unlinkat(st.d.fd, st.tmp, 0)
+}
+
+// stage writes b to a new temp file in d with cur's metadata and inode
+// flags (or newFileMode), and fsyncs it.
+func (s *Service) stage(ctx context.Context, d *parent, p string, cur *current, b *body) (*staged, error) {
 	tmp, f, err := createTemp(d.fd)
 	if err != nil {
 		return nil, fsError("create temp file", p, err)
 	}
-	defer f.Close()
-	placed := false
+	st := &staged{d: d, tmp: tmp, f: f}
+	ok := false
 	defer func() {
-		if !placed {
-			unix.Unlinkat(d.fd, tmp, 0)
+		if !ok {
+			st.discard()
 		}
 	}()
 	if cur.exists {
@@ -302,7 +396,7 @@ func (s *Service) commit(ctx context.Context, d *parent, base, p string, cur *cu
 			return nil, err
 		}
 	}
-	if _, err := f.Write(content); err != nil {
+	if err := b.fill(ctx, cur, f); err != nil {
 		return nil, fsError("write", p, err)
 	}
 	if cur.exists {
@@ -315,34 +409,38 @@ func (s *Service) commit(ctx context.Context, d *parent, base, p string, cur *cu
 	if err := f.Sync(); err != nil {
 		return nil, fsError("fsync", p, err)
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, fsError("write", p, err)
+	fst, err := fstat(f)
+	if err != nil {
+		return nil, fsError("fstat", p, err)
 	}
-	if s.beforeCommit != nil {
-		s.beforeCommit(p)
-	}
-	sum := sha256.Sum256(content)
-	res := &commitResult{sha256: hex.EncodeToString(sum[:])}
+	st.ino = fst.Ino
+	ok = true
+	return st, nil
+}
+
+// place puts the staged file at base: over cur with RENAME_EXCHANGE and
+// the displaced-inode check, or, when cur does not exist, with
+// RENAME_NOREPLACE. On success the temp name holds the old file (or
+// nothing); on failure base is as it was. It reports whether the old file
+// had other hard links.
+func (s *Service) place(ctx context.Context, st *staged, base, p string, cur *current) (bool, error) {
+	d, tmp := st.d, st.tmp
 	if !cur.exists {
 		if err := renameNoReplace(d.fd, tmp, d.fd, base); err != nil {
 			if errors.Is(err, unix.EEXIST) {
 				e := newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, p, "a file was created at the path meanwhile; nothing was written")
 				e.CurrentSHA256 = s.hashName(ctx, d, base)
-				return nil, e
+				return false, e
 			}
-			return nil, fsError("rename", p, err)
+			return false, fsError("rename", p, err)
 		}
-		placed = true
-		if err := unix.Fsync(d.fd); err != nil {
-			return nil, fsError("fsync directory", p, err)
-		}
-		return res, nil
+		return false, nil
 	}
 	if err := unix.Renameat2(d.fd, tmp, d.fd, base, unix.RENAME_EXCHANGE); err != nil {
 		if errors.Is(err, unix.EINVAL) {
-			return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_UNSUPPORTED, p, "the filesystem cannot exchange two files atomically")
+			return false, newError(fsmcpv1.ErrorCode_ERROR_CODE_UNSUPPORTED, p, "the filesystem cannot exchange two files atomically")
 		}
-		return nil, fsError("rename", p, err)
+		return false, fsError("rename", p, err)
 	}
 	// The temp name now holds whatever was at base.
 	displaced, err := fstatat(d.fd, tmp)
@@ -352,24 +450,15 @@ func (s *Service) commit(ctx context.Context, d *parent, base, p string, cur *cu
 		if xerr := unix.Renameat2(d.fd, tmp, d.fd, base, unix.RENAME_EXCHANGE); xerr != nil {
 			// Our file stays in place and the other one under the temp
 			// name: keep both rather than remove either.
-			placed = true
+			st.kept = true
 			bug(fmt.Errorf("exchange back after a lost race: %w", xerr))
-			return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, p, "the file changed during the write and could not be restored")
+			return false, newError(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, p, "the file changed during the write and could not be restored")
 		}
 		e := newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, p, "the file changed during the write; nothing was written")
 		e.CurrentSHA256 = s.hashName(ctx, d, base)
-		return nil, e
+		return false, e
 	}
-	if err := unix.Fsync(d.fd); err != nil {
-		// The new content is in place; the old file is under the temp name.
-		unix.Unlinkat(d.fd, tmp, 0)
-		placed = true
-		return nil, fsError("fsync directory", p, err)
-	}
-	// The temp name holds the old file now; removing it is what the
-	// deferred cleanup does. Its other links keep the old content.
-	res.brokeHardLink = displaced.Nlink > 1
-	return res, nil
+	return displaced.Nlink > 1, nil
 }
 
 // hashName hashes the regular file base in d, for a precondition_failed
@@ -388,9 +477,7 @@ func (s *Service) hashName(ctx context.Context, d *parent, base string) string {
 // set.
 func createTemp(dirfd int) (string, *os.File, error) {
 	for range 16 {
-		var b [12]byte
-		rand.Read(b[:])
-		name := tempPrefix + hex.EncodeToString(b[:])
+		name := tempName()
 		fd, err := unix.Openat(dirfd, name, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 		if errors.Is(err, unix.EEXIST) {
 			continue
@@ -401,6 +488,13 @@ func createTemp(dirfd int) (string, *os.File, error) {
 		return name, os.NewFile(uintptr(fd), name), nil
 	}
 	return "", nil, unix.EEXIST
+}
+
+// tempName returns a fresh random name with the temp prefix.
+func tempName() string {
+	var b [12]byte
+	rand.Read(b[:])
+	return tempPrefix + hex.EncodeToString(b[:])
 }
 
 // renameNoReplace renames without replacing an existing newname. A

@@ -208,7 +208,8 @@ func TestSweep(t *testing.T) {
 	wput(t, filepath.Join(dir, "d/e", tempPrefix+"b"), "crash leftover")
 	wput(t, filepath.Join(dir, "keep.txt"), "keep")
 	wput(t, filepath.Join(dir, "d", "x"+tempPrefix), "not our prefix")
-	os.Mkdir(filepath.Join(dir, tempPrefix+"dir"), 0o755)
+	// A copy a crash interrupted: a temp directory with a tree inside.
+	wput(t, filepath.Join(dir, tempPrefix+"dir", "sub", "f"), "half a copy")
 	os.Symlink("keep.txt", filepath.Join(dir, tempPrefix+"link"))
 	os.Symlink(outside, filepath.Join(dir, "d", "out"))
 	os.Symlink("../outside", filepath.Join(dir, "rel-out"))
@@ -217,16 +218,19 @@ func TestSweep(t *testing.T) {
 	wput(t, filepath.Join(dir, tempPrefix+"in-flight"), "being written")
 	future := started.Add(time.Second)
 	os.Chtimes(filepath.Join(dir, tempPrefix+"in-flight"), future, future)
+	// And a copy of its own in flight.
+	wput(t, filepath.Join(dir, tempPrefix+"copying", "f"), "being copied")
+	os.Chtimes(filepath.Join(dir, tempPrefix+"copying"), future, future)
 	n, err := s.Sweep(started)
-	if err != nil || n != 2 {
-		t.Fatalf("Sweep() = %d, %v; want 2, nil", n, err)
+	if err != nil || n != 3 {
+		t.Fatalf("Sweep() = %d, %v; want 3, nil", n, err)
 	}
-	for _, gone := range []string{tempPrefix + "a", "d/e/" + tempPrefix + "b"} {
+	for _, gone := range []string{tempPrefix + "a", "d/e/" + tempPrefix + "b", tempPrefix + "dir"} {
 		if _, err := os.Lstat(filepath.Join(dir, gone)); !os.IsNotExist(err) {
 			t.Errorf("%s was not swept: %v", gone, err)
 		}
 	}
-	for _, kept := range []string{"keep.txt", "d/x" + tempPrefix, tempPrefix + "dir", tempPrefix + "link", tempPrefix + "in-flight"} {
+	for _, kept := range []string{"keep.txt", "d/x" + tempPrefix, tempPrefix + "link", tempPrefix + "in-flight", tempPrefix + "copying/f"} {
 		if _, err := os.Lstat(filepath.Join(dir, kept)); err != nil {
 			t.Errorf("%s was removed: %v", kept, err)
 		}

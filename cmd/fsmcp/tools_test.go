@@ -20,6 +20,9 @@ var wantAnnotations = map[string][3]bool{
 	"fs_mkdir":   {false, false, true},
 	"fs_move":    {false, true, false},
 	"fs_delete":  {false, true, false},
+	"fs_splice":  {false, true, false},
+	"fs_copy":    {false, false, false},
+	"fs_digest":  {true, false, true},
 }
 
 func listTools(t *testing.T, s *server) map[string][3]bool {
@@ -52,7 +55,7 @@ func TestToolAnnotations(t *testing.T) {
 	}
 }
 
-// --read-only registers exactly the five read tools.
+// --read-only registers exactly the read tools.
 func TestReadOnlyListsReadTools(t *testing.T) {
 	root, _ := tree(t)
 	got := listTools(t, start(t, root, "--read-only"))
@@ -64,7 +67,7 @@ func TestReadOnlyListsReadTools(t *testing.T) {
 		}
 	}
 	sort.Strings(names)
-	if want := "[fs_glob fs_grep fs_list fs_read fs_stat]"; fmt.Sprint(names) != want {
+	if want := "[fs_digest fs_glob fs_grep fs_list fs_read fs_stat]"; fmt.Sprint(names) != want {
 		t.Errorf("--read-only tools/list = %v, want %s", names, want)
 	}
 }

@@ -179,9 +179,33 @@ func calls(p []byte) []call {
 		{"Write create", true, func(ctx context.Context, c fsmcpv1.WorkerServiceClient) ([]proto.Message, error) {
 			return one(c.Write(ctx, &fsmcpv1.WriteRequest{Path: append(p, "/planted"...), Content: []byte("pwned"), MustNotExist: true}))
 		}},
+		{"Write append", true, func(ctx context.Context, c fsmcpv1.WorkerServiceClient) ([]proto.Message, error) {
+			return one(c.Write(ctx, &fsmcpv1.WriteRequest{Path: p, Content: []byte("pwned"), IfSha256: secretSHA, Append: true}))
+		}},
+		{"Write dry run", true, func(ctx context.Context, c fsmcpv1.WorkerServiceClient) ([]proto.Message, error) {
+			return one(c.Write(ctx, &fsmcpv1.WriteRequest{Path: p, Content: []byte("pwned"), IfSha256: secretSHA, DryRun: true}))
+		}},
+		{"Splice", true, func(ctx context.Context, c fsmcpv1.WorkerServiceClient) ([]proto.Message, error) {
+			return one(c.Splice(ctx, &fsmcpv1.SpliceRequest{Path: p, Offset: 0, Delete: 3, Insert: []byte("pwned"), IfSha256: secretSHA}))
+		}},
+		{"Splice dry run", true, func(ctx context.Context, c fsmcpv1.WorkerServiceClient) ([]proto.Message, error) {
+			return one(c.Splice(ctx, &fsmcpv1.SpliceRequest{Path: p, Offset: 0, Delete: 3, IfSha256: secretSHA, DryRun: true}))
+		}},
+		{"Splice create", true, func(ctx context.Context, c fsmcpv1.WorkerServiceClient) ([]proto.Message, error) {
+			return one(c.Splice(ctx, &fsmcpv1.SpliceRequest{Path: append(p, "/planted"...), Insert: []byte("pwned"), MustNotExist: true}))
+		}},
 		{"Replace", true, func(ctx context.Context, c fsmcpv1.WorkerServiceClient) ([]proto.Message, error) {
 			return one(c.Replace(ctx, &fsmcpv1.ReplaceRequest{Path: p, IfSha256: secretSHA,
 				Edits: []*fsmcpv1.Edit{{Old: []byte("OUTSIDE"), New: []byte("PWNED")}}}))
+		}},
+		{"Copy out", true, func(ctx context.Context, c fsmcpv1.WorkerServiceClient) ([]proto.Message, error) {
+			return one(c.Copy(ctx, &fsmcpv1.CopyRequest{From: p, To: []byte("copied"), Recursive: true}))
+		}},
+		{"Copy in", true, func(ctx context.Context, c fsmcpv1.WorkerServiceClient) ([]proto.Message, error) {
+			return one(c.Copy(ctx, &fsmcpv1.CopyRequest{From: []byte("f"), To: append(p, "/planted"...)}))
+		}},
+		{"Digest", true, func(ctx context.Context, c fsmcpv1.WorkerServiceClient) ([]proto.Message, error) {
+			return Drain(c.Digest(ctx, &fsmcpv1.DigestRequest{Path: append(p, "/sub"...)}))
 		}},
 		{"Mkdir", true, func(ctx context.Context, c fsmcpv1.WorkerServiceClient) ([]proto.Message, error) {
 			return one(c.Mkdir(ctx, &fsmcpv1.MkdirRequest{Path: append(p, "/planted"...)}))
@@ -192,9 +216,21 @@ func calls(p []byte) []call {
 		{"Delete inside", true, func(ctx context.Context, c fsmcpv1.WorkerServiceClient) ([]proto.Message, error) {
 			return one(c.Delete(ctx, &fsmcpv1.DeleteRequest{Path: append(p, "/sub"...), Recursive: true}))
 		}},
+		{"Delete guarded", true, func(ctx context.Context, c fsmcpv1.WorkerServiceClient) ([]proto.Message, error) {
+			return one(c.Delete(ctx, &fsmcpv1.DeleteRequest{Path: append(p, "/sub"...), Recursive: true, IfTreeSha256: secretSHA}))
+		}},
 		// Last, as they may remove or move the symlink itself.
 		{"Move", false, func(ctx context.Context, c fsmcpv1.WorkerServiceClient) ([]proto.Message, error) {
 			return one(c.Move(ctx, &fsmcpv1.MoveRequest{From: p, To: []byte("moved")}))
+		}},
+		{"Digest of the path", false, func(ctx context.Context, c fsmcpv1.WorkerServiceClient) ([]proto.Message, error) {
+			return Drain(c.Digest(ctx, &fsmcpv1.DigestRequest{Path: p}))
+		}},
+		{"Move guarded", false, func(ctx context.Context, c fsmcpv1.WorkerServiceClient) ([]proto.Message, error) {
+			return one(c.Move(ctx, &fsmcpv1.MoveRequest{From: p, To: []byte("moved2"), IfSha256: secretSHA}))
+		}},
+		{"Delete guarded path", false, func(ctx context.Context, c fsmcpv1.WorkerServiceClient) ([]proto.Message, error) {
+			return one(c.Delete(ctx, &fsmcpv1.DeleteRequest{Path: p, IfSha256: secretSHA}))
 		}},
 		{"Delete", false, func(ctx context.Context, c fsmcpv1.WorkerServiceClient) ([]proto.Message, error) {
 			return one(c.Delete(ctx, &fsmcpv1.DeleteRequest{Path: p, Recursive: true}))

@@ -364,8 +364,10 @@ type Error struct {
 	// For permission_denied: the operator's policy (--protect, --deny)
 	// refused the call.
 	PolicyViolation bool `protobuf:"varint,6,opt,name=policy_violation,json=policyViolation,proto3" json:"policy_violation,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// For no_match: where the closest candidate is. Never applied.
+	Nearest       *Nearest `protobuf:"bytes,7,opt,name=nearest,proto3" json:"nearest,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Error) Reset() {
@@ -440,6 +442,87 @@ func (x *Error) GetPolicyViolation() bool {
 	return false
 }
 
+func (x *Error) GetNearest() *Nearest {
+	if x != nil {
+		return x.Nearest
+	}
+	return nil
+}
+
+// Nearest is where text that did not match almost occurs in a file.
+type Nearest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1-based line of the candidate's first byte.
+	LineNumber int64 `protobuf:"varint,1,opt,name=line_number,json=lineNumber,proto3" json:"line_number,omitempty"`
+	// Byte offset of the candidate's first byte.
+	Offset int64 `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	// How it differs: "line_endings", "whitespace", "case",
+	// "whitespace_and_case", or "content" (only its first matched_bytes
+	// bytes occur there).
+	Differs       string `protobuf:"bytes,3,opt,name=differs,proto3" json:"differs,omitempty"`
+	MatchedBytes  int64  `protobuf:"varint,4,opt,name=matched_bytes,json=matchedBytes,proto3" json:"matched_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Nearest) Reset() {
+	*x = Nearest{}
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Nearest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Nearest) ProtoMessage() {}
+
+func (x *Nearest) ProtoReflect() protoreflect.Message {
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Nearest.ProtoReflect.Descriptor instead.
+func (*Nearest) Descriptor() ([]byte, []int) {
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Nearest) GetLineNumber() int64 {
+	if x != nil {
+		return x.LineNumber
+	}
+	return 0
+}
+
+func (x *Nearest) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *Nearest) GetDiffers() string {
+	if x != nil {
+		return x.Differs
+	}
+	return ""
+}
+
+func (x *Nearest) GetMatchedBytes() int64 {
+	if x != nil {
+		return x.MatchedBytes
+	}
+	return 0
+}
+
 // Confinement is what the worker enforces, as measured after it confined
 // itself.
 type Confinement struct {
@@ -464,7 +547,7 @@ type Confinement struct {
 
 func (x *Confinement) Reset() {
 	*x = Confinement{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[1]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -476,7 +559,7 @@ func (x *Confinement) String() string {
 func (*Confinement) ProtoMessage() {}
 
 func (x *Confinement) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[1]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -489,7 +572,7 @@ func (x *Confinement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Confinement.ProtoReflect.Descriptor instead.
 func (*Confinement) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{1}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Confinement) GetLandlockAbi() int32 {
@@ -550,7 +633,7 @@ type HelloRequest struct {
 
 func (x *HelloRequest) Reset() {
 	*x = HelloRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[2]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -562,7 +645,7 @@ func (x *HelloRequest) String() string {
 func (*HelloRequest) ProtoMessage() {}
 
 func (x *HelloRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[2]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -575,7 +658,7 @@ func (x *HelloRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HelloRequest.ProtoReflect.Descriptor instead.
 func (*HelloRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{2}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *HelloRequest) GetVersion() ProtocolVersion {
@@ -595,7 +678,7 @@ type HelloResponse struct {
 
 func (x *HelloResponse) Reset() {
 	*x = HelloResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[3]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -607,7 +690,7 @@ func (x *HelloResponse) String() string {
 func (*HelloResponse) ProtoMessage() {}
 
 func (x *HelloResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[3]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -620,7 +703,7 @@ func (x *HelloResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HelloResponse.ProtoReflect.Descriptor instead.
 func (*HelloResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{3}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *HelloResponse) GetVersion() ProtocolVersion {
@@ -653,7 +736,7 @@ type Entry struct {
 
 func (x *Entry) Reset() {
 	*x = Entry{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[4]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -665,7 +748,7 @@ func (x *Entry) String() string {
 func (*Entry) ProtoMessage() {}
 
 func (x *Entry) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[4]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -678,7 +761,7 @@ func (x *Entry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Entry.ProtoReflect.Descriptor instead.
 func (*Entry) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{4}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Entry) GetName() []byte {
@@ -732,7 +815,7 @@ type StatRequest struct {
 
 func (x *StatRequest) Reset() {
 	*x = StatRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[5]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -744,7 +827,7 @@ func (x *StatRequest) String() string {
 func (*StatRequest) ProtoMessage() {}
 
 func (x *StatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[5]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -757,7 +840,7 @@ func (x *StatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatRequest.ProtoReflect.Descriptor instead.
 func (*StatRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{5}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *StatRequest) GetPath() []byte {
@@ -785,7 +868,7 @@ type StatResponse struct {
 
 func (x *StatResponse) Reset() {
 	*x = StatResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[6]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -797,7 +880,7 @@ func (x *StatResponse) String() string {
 func (*StatResponse) ProtoMessage() {}
 
 func (x *StatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[6]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -810,7 +893,7 @@ func (x *StatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatResponse.ProtoReflect.Descriptor instead.
 func (*StatResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{6}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *StatResponse) GetEntry() *Entry {
@@ -869,7 +952,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[7]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -881,7 +964,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[7]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -894,7 +977,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{7}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListRequest) GetPath() []byte {
@@ -936,7 +1019,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[8]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -948,7 +1031,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[8]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -961,7 +1044,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{8}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListResponse) GetEntries() []*Entry {
@@ -997,7 +1080,7 @@ type ReadRequest struct {
 
 func (x *ReadRequest) Reset() {
 	*x = ReadRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[9]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1009,7 +1092,7 @@ func (x *ReadRequest) String() string {
 func (*ReadRequest) ProtoMessage() {}
 
 func (x *ReadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[9]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1022,7 +1105,7 @@ func (x *ReadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadRequest.ProtoReflect.Descriptor instead.
 func (*ReadRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{9}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ReadRequest) GetPath() []byte {
@@ -1099,7 +1182,7 @@ type ReadResponse struct {
 
 func (x *ReadResponse) Reset() {
 	*x = ReadResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[10]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1111,7 +1194,7 @@ func (x *ReadResponse) String() string {
 func (*ReadResponse) ProtoMessage() {}
 
 func (x *ReadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[10]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1124,7 +1207,7 @@ func (x *ReadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResponse.ProtoReflect.Descriptor instead.
 func (*ReadResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{10}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ReadResponse) GetData() []byte {
@@ -1193,7 +1276,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[11]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1205,7 +1288,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[11]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1218,7 +1301,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{11}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Progress) GetFilesSearched() int64 {
@@ -1257,7 +1340,7 @@ type GlobRequest struct {
 
 func (x *GlobRequest) Reset() {
 	*x = GlobRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[12]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1269,7 +1352,7 @@ func (x *GlobRequest) String() string {
 func (*GlobRequest) ProtoMessage() {}
 
 func (x *GlobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[12]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1282,7 +1365,7 @@ func (x *GlobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GlobRequest.ProtoReflect.Descriptor instead.
 func (*GlobRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{12}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GlobRequest) GetPattern() string {
@@ -1374,7 +1457,7 @@ type GlobResponse struct {
 
 func (x *GlobResponse) Reset() {
 	*x = GlobResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[13]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1386,7 +1469,7 @@ func (x *GlobResponse) String() string {
 func (*GlobResponse) ProtoMessage() {}
 
 func (x *GlobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[13]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1399,7 +1482,7 @@ func (x *GlobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GlobResponse.ProtoReflect.Descriptor instead.
 func (*GlobResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{13}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GlobResponse) GetProgress() *Progress {
@@ -1481,7 +1564,7 @@ type GrepRequest struct {
 
 func (x *GrepRequest) Reset() {
 	*x = GrepRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[14]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1493,7 +1576,7 @@ func (x *GrepRequest) String() string {
 func (*GrepRequest) ProtoMessage() {}
 
 func (x *GrepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[14]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1506,7 +1589,7 @@ func (x *GrepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepRequest.ProtoReflect.Descriptor instead.
 func (*GrepRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{14}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GrepRequest) GetPattern() string {
@@ -1647,7 +1730,7 @@ type FileCount struct {
 
 func (x *FileCount) Reset() {
 	*x = FileCount{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[15]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1659,7 +1742,7 @@ func (x *FileCount) String() string {
 func (*FileCount) ProtoMessage() {}
 
 func (x *FileCount) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[15]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1672,7 +1755,7 @@ func (x *FileCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileCount.ProtoReflect.Descriptor instead.
 func (*FileCount) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{15}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *FileCount) GetPath() []byte {
@@ -1699,7 +1782,7 @@ type Submatch struct {
 
 func (x *Submatch) Reset() {
 	*x = Submatch{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[16]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1711,7 +1794,7 @@ func (x *Submatch) String() string {
 func (*Submatch) ProtoMessage() {}
 
 func (x *Submatch) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[16]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1724,7 +1807,7 @@ func (x *Submatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Submatch.ProtoReflect.Descriptor instead.
 func (*Submatch) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{16}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Submatch) GetStart() int64 {
@@ -1762,7 +1845,7 @@ type GrepLine struct {
 
 func (x *GrepLine) Reset() {
 	*x = GrepLine{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[17]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1774,7 +1857,7 @@ func (x *GrepLine) String() string {
 func (*GrepLine) ProtoMessage() {}
 
 func (x *GrepLine) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[17]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1787,7 +1870,7 @@ func (x *GrepLine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepLine.ProtoReflect.Descriptor instead.
 func (*GrepLine) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{17}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GrepLine) GetPath() []byte {
@@ -1864,7 +1947,7 @@ type GrepResponse struct {
 
 func (x *GrepResponse) Reset() {
 	*x = GrepResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[18]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1876,7 +1959,7 @@ func (x *GrepResponse) String() string {
 func (*GrepResponse) ProtoMessage() {}
 
 func (x *GrepResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[18]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1889,7 +1972,7 @@ func (x *GrepResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepResponse.ProtoReflect.Descriptor instead.
 func (*GrepResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{18}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GrepResponse) GetProgress() *Progress {
@@ -1953,15 +2036,20 @@ type WriteRequest struct {
 	Path    []byte                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
 	Content []byte                 `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
 	// The file must hash to this now; when empty, must_not_exist applies.
-	IfSha256      string `protobuf:"bytes,3,opt,name=if_sha256,json=ifSha256,proto3" json:"if_sha256,omitempty"`
-	MustNotExist  bool   `protobuf:"varint,4,opt,name=must_not_exist,json=mustNotExist,proto3" json:"must_not_exist,omitempty"`
+	IfSha256     string `protobuf:"bytes,3,opt,name=if_sha256,json=ifSha256,proto3" json:"if_sha256,omitempty"`
+	MustNotExist bool   `protobuf:"varint,4,opt,name=must_not_exist,json=mustNotExist,proto3" json:"must_not_exist,omitempty"`
+	// Add content to the end of the file; the precondition is on the file
+	// before the append.
+	Append bool `protobuf:"varint,5,opt,name=append,proto3" json:"append,omitempty"`
+	// Check everything and answer what would be written, changing nothing.
+	DryRun        bool `protobuf:"varint,6,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WriteRequest) Reset() {
 	*x = WriteRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[19]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1973,7 +2061,7 @@ func (x *WriteRequest) String() string {
 func (*WriteRequest) ProtoMessage() {}
 
 func (x *WriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[19]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1986,7 +2074,7 @@ func (x *WriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteRequest.ProtoReflect.Descriptor instead.
 func (*WriteRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{19}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *WriteRequest) GetPath() []byte {
@@ -2017,6 +2105,20 @@ func (x *WriteRequest) GetMustNotExist() bool {
 	return false
 }
 
+func (x *WriteRequest) GetAppend() bool {
+	if x != nil {
+		return x.Append
+	}
+	return false
+}
+
+func (x *WriteRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
 type WriteResponse struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Sha256  string                 `protobuf:"bytes,1,opt,name=sha256,proto3" json:"sha256,omitempty"`
@@ -2024,13 +2126,15 @@ type WriteResponse struct {
 	Created bool                   `protobuf:"varint,3,opt,name=created,proto3" json:"created,omitempty"`
 	// The replaced file had other hard links, which now keep the old content.
 	BrokeHardLink bool `protobuf:"varint,4,opt,name=broke_hard_link,json=brokeHardLink,proto3" json:"broke_hard_link,omitempty"`
+	// For a dry run: the unified diff of the change.
+	Diff          []byte `protobuf:"bytes,5,opt,name=diff,proto3" json:"diff,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WriteResponse) Reset() {
 	*x = WriteResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[20]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2042,7 +2146,7 @@ func (x *WriteResponse) String() string {
 func (*WriteResponse) ProtoMessage() {}
 
 func (x *WriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[20]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2055,7 +2159,7 @@ func (x *WriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteResponse.ProtoReflect.Descriptor instead.
 func (*WriteResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{20}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *WriteResponse) GetSha256() string {
@@ -2086,6 +2190,13 @@ func (x *WriteResponse) GetBrokeHardLink() bool {
 	return false
 }
 
+func (x *WriteResponse) GetDiff() []byte {
+	if x != nil {
+		return x.Diff
+	}
+	return nil
+}
+
 type Edit struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Old           []byte                 `protobuf:"bytes,1,opt,name=old,proto3" json:"old,omitempty"`
@@ -2097,7 +2208,7 @@ type Edit struct {
 
 func (x *Edit) Reset() {
 	*x = Edit{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[21]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2109,7 +2220,7 @@ func (x *Edit) String() string {
 func (*Edit) ProtoMessage() {}
 
 func (x *Edit) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[21]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2122,7 +2233,7 @@ func (x *Edit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Edit.ProtoReflect.Descriptor instead.
 func (*Edit) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{21}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Edit) GetOld() []byte {
@@ -2151,13 +2262,14 @@ type ReplaceRequest struct {
 	Path          []byte                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
 	Edits         []*Edit                `protobuf:"bytes,2,rep,name=edits,proto3" json:"edits,omitempty"`
 	IfSha256      string                 `protobuf:"bytes,3,opt,name=if_sha256,json=ifSha256,proto3" json:"if_sha256,omitempty"`
+	DryRun        bool                   `protobuf:"varint,4,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReplaceRequest) Reset() {
 	*x = ReplaceRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[22]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2169,7 +2281,7 @@ func (x *ReplaceRequest) String() string {
 func (*ReplaceRequest) ProtoMessage() {}
 
 func (x *ReplaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[22]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2182,7 +2294,7 @@ func (x *ReplaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplaceRequest.ProtoReflect.Descriptor instead.
 func (*ReplaceRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{22}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ReplaceRequest) GetPath() []byte {
@@ -2206,19 +2318,28 @@ func (x *ReplaceRequest) GetIfSha256() string {
 	return ""
 }
 
+func (x *ReplaceRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
 type ReplaceResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Sha256        string                 `protobuf:"bytes,1,opt,name=sha256,proto3" json:"sha256,omitempty"`
 	Size          int64                  `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
 	Replacements  int64                  `protobuf:"varint,3,opt,name=replacements,proto3" json:"replacements,omitempty"`
 	BrokeHardLink bool                   `protobuf:"varint,4,opt,name=broke_hard_link,json=brokeHardLink,proto3" json:"broke_hard_link,omitempty"`
+	// For a dry run: the unified diff of the change.
+	Diff          []byte `protobuf:"bytes,5,opt,name=diff,proto3" json:"diff,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReplaceResponse) Reset() {
 	*x = ReplaceResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[23]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2230,7 +2351,7 @@ func (x *ReplaceResponse) String() string {
 func (*ReplaceResponse) ProtoMessage() {}
 
 func (x *ReplaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[23]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2243,7 +2364,7 @@ func (x *ReplaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplaceResponse.ProtoReflect.Descriptor instead.
 func (*ReplaceResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{23}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ReplaceResponse) GetSha256() string {
@@ -2274,6 +2395,13 @@ func (x *ReplaceResponse) GetBrokeHardLink() bool {
 	return false
 }
 
+func (x *ReplaceResponse) GetDiff() []byte {
+	if x != nil {
+		return x.Diff
+	}
+	return nil
+}
+
 type MkdirRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Path          []byte                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
@@ -2283,7 +2411,7 @@ type MkdirRequest struct {
 
 func (x *MkdirRequest) Reset() {
 	*x = MkdirRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[24]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2295,7 +2423,7 @@ func (x *MkdirRequest) String() string {
 func (*MkdirRequest) ProtoMessage() {}
 
 func (x *MkdirRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[24]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2308,7 +2436,7 @@ func (x *MkdirRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MkdirRequest.ProtoReflect.Descriptor instead.
 func (*MkdirRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{24}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *MkdirRequest) GetPath() []byte {
@@ -2327,7 +2455,7 @@ type MkdirResponse struct {
 
 func (x *MkdirResponse) Reset() {
 	*x = MkdirResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[25]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2339,7 +2467,7 @@ func (x *MkdirResponse) String() string {
 func (*MkdirResponse) ProtoMessage() {}
 
 func (x *MkdirResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[25]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2352,7 +2480,7 @@ func (x *MkdirResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MkdirResponse.ProtoReflect.Descriptor instead.
 func (*MkdirResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{25}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *MkdirResponse) GetCreated() bool {
@@ -2363,16 +2491,20 @@ func (x *MkdirResponse) GetCreated() bool {
 }
 
 type MoveRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	From          []byte                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
-	To            []byte                 `protobuf:"bytes,2,opt,name=to,proto3" json:"to,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	From  []byte                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	To    []byte                 `protobuf:"bytes,2,opt,name=to,proto3" json:"to,omitempty"`
+	// When set, a file at from must hash to this.
+	IfSha256 string `protobuf:"bytes,3,opt,name=if_sha256,json=ifSha256,proto3" json:"if_sha256,omitempty"`
+	// When set, a directory at from must have this tree digest.
+	IfTreeSha256  string `protobuf:"bytes,4,opt,name=if_tree_sha256,json=ifTreeSha256,proto3" json:"if_tree_sha256,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MoveRequest) Reset() {
 	*x = MoveRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[26]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2384,7 +2516,7 @@ func (x *MoveRequest) String() string {
 func (*MoveRequest) ProtoMessage() {}
 
 func (x *MoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[26]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2397,7 +2529,7 @@ func (x *MoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveRequest.ProtoReflect.Descriptor instead.
 func (*MoveRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{26}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *MoveRequest) GetFrom() []byte {
@@ -2414,6 +2546,20 @@ func (x *MoveRequest) GetTo() []byte {
 	return nil
 }
 
+func (x *MoveRequest) GetIfSha256() string {
+	if x != nil {
+		return x.IfSha256
+	}
+	return ""
+}
+
+func (x *MoveRequest) GetIfTreeSha256() string {
+	if x != nil {
+		return x.IfTreeSha256
+	}
+	return ""
+}
+
 type MoveResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -2422,7 +2568,7 @@ type MoveResponse struct {
 
 func (x *MoveResponse) Reset() {
 	*x = MoveResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[27]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2434,7 +2580,7 @@ func (x *MoveResponse) String() string {
 func (*MoveResponse) ProtoMessage() {}
 
 func (x *MoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[27]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2447,20 +2593,24 @@ func (x *MoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveResponse.ProtoReflect.Descriptor instead.
 func (*MoveResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{27}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{28}
 }
 
 type DeleteRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Path          []byte                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
-	Recursive     bool                   `protobuf:"varint,2,opt,name=recursive,proto3" json:"recursive,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Path      []byte                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Recursive bool                   `protobuf:"varint,2,opt,name=recursive,proto3" json:"recursive,omitempty"`
+	// When set, the file must hash to this.
+	IfSha256 string `protobuf:"bytes,3,opt,name=if_sha256,json=ifSha256,proto3" json:"if_sha256,omitempty"`
+	// When set, the directory must have this tree digest.
+	IfTreeSha256  string `protobuf:"bytes,4,opt,name=if_tree_sha256,json=ifTreeSha256,proto3" json:"if_tree_sha256,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[28]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2472,7 +2622,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[28]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2485,7 +2635,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{28}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DeleteRequest) GetPath() []byte {
@@ -2502,6 +2652,20 @@ func (x *DeleteRequest) GetRecursive() bool {
 	return false
 }
 
+func (x *DeleteRequest) GetIfSha256() string {
+	if x != nil {
+		return x.IfSha256
+	}
+	return ""
+}
+
+func (x *DeleteRequest) GetIfTreeSha256() string {
+	if x != nil {
+		return x.IfTreeSha256
+	}
+	return ""
+}
+
 type DeleteResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// How many names were removed.
@@ -2512,7 +2676,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[29]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2524,7 +2688,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[29]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2537,7 +2701,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{29}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DeleteResponse) GetRemoved() int64 {
@@ -2547,18 +2711,455 @@ func (x *DeleteResponse) GetRemoved() int64 {
 	return 0
 }
 
+type SpliceRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Path   []byte                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Offset int64                  `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	// How many bytes at offset to remove.
+	Delete int64 `protobuf:"varint,3,opt,name=delete,proto3" json:"delete,omitempty"`
+	// The bytes to put at offset.
+	Insert []byte `protobuf:"bytes,4,opt,name=insert,proto3" json:"insert,omitempty"`
+	// The file must hash to this now; when empty, must_not_exist applies.
+	IfSha256      string `protobuf:"bytes,5,opt,name=if_sha256,json=ifSha256,proto3" json:"if_sha256,omitempty"`
+	MustNotExist  bool   `protobuf:"varint,6,opt,name=must_not_exist,json=mustNotExist,proto3" json:"must_not_exist,omitempty"`
+	DryRun        bool   `protobuf:"varint,7,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SpliceRequest) Reset() {
+	*x = SpliceRequest{}
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SpliceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SpliceRequest) ProtoMessage() {}
+
+func (x *SpliceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SpliceRequest.ProtoReflect.Descriptor instead.
+func (*SpliceRequest) Descriptor() ([]byte, []int) {
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *SpliceRequest) GetPath() []byte {
+	if x != nil {
+		return x.Path
+	}
+	return nil
+}
+
+func (x *SpliceRequest) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *SpliceRequest) GetDelete() int64 {
+	if x != nil {
+		return x.Delete
+	}
+	return 0
+}
+
+func (x *SpliceRequest) GetInsert() []byte {
+	if x != nil {
+		return x.Insert
+	}
+	return nil
+}
+
+func (x *SpliceRequest) GetIfSha256() string {
+	if x != nil {
+		return x.IfSha256
+	}
+	return ""
+}
+
+func (x *SpliceRequest) GetMustNotExist() bool {
+	if x != nil {
+		return x.MustNotExist
+	}
+	return false
+}
+
+func (x *SpliceRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+type SpliceResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sha256        string                 `protobuf:"bytes,1,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	Size          int64                  `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	Created       bool                   `protobuf:"varint,3,opt,name=created,proto3" json:"created,omitempty"`
+	BrokeHardLink bool                   `protobuf:"varint,4,opt,name=broke_hard_link,json=brokeHardLink,proto3" json:"broke_hard_link,omitempty"`
+	// For a dry run: the unified diff of the change.
+	Diff          []byte `protobuf:"bytes,5,opt,name=diff,proto3" json:"diff,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SpliceResponse) Reset() {
+	*x = SpliceResponse{}
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SpliceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SpliceResponse) ProtoMessage() {}
+
+func (x *SpliceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SpliceResponse.ProtoReflect.Descriptor instead.
+func (*SpliceResponse) Descriptor() ([]byte, []int) {
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *SpliceResponse) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
+func (x *SpliceResponse) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *SpliceResponse) GetCreated() bool {
+	if x != nil {
+		return x.Created
+	}
+	return false
+}
+
+func (x *SpliceResponse) GetBrokeHardLink() bool {
+	if x != nil {
+		return x.BrokeHardLink
+	}
+	return false
+}
+
+func (x *SpliceResponse) GetDiff() []byte {
+	if x != nil {
+		return x.Diff
+	}
+	return nil
+}
+
+type DigestRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Path          []byte                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DigestRequest) Reset() {
+	*x = DigestRequest{}
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DigestRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DigestRequest) ProtoMessage() {}
+
+func (x *DigestRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DigestRequest.ProtoReflect.Descriptor instead.
+func (*DigestRequest) Descriptor() ([]byte, []int) {
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *DigestRequest) GetPath() []byte {
+	if x != nil {
+		return x.Path
+	}
+	return nil
+}
+
+type DigestResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Set on progress messages; the last message carries the digest.
+	Progress    *Progress `protobuf:"bytes,1,opt,name=progress,proto3" json:"progress,omitempty"`
+	TreeSha256  string    `protobuf:"bytes,2,opt,name=tree_sha256,json=treeSha256,proto3" json:"tree_sha256,omitempty"`
+	Done        bool      `protobuf:"varint,3,opt,name=done,proto3" json:"done,omitempty"`
+	Type        FileType  `protobuf:"varint,4,opt,name=type,proto3,enum=fsmcp.v1.FileType" json:"type,omitempty"`
+	Files       int64     `protobuf:"varint,5,opt,name=files,proto3" json:"files,omitempty"`
+	Directories int64     `protobuf:"varint,6,opt,name=directories,proto3" json:"directories,omitempty"`
+	// Bytes of file content hashed (or found in the hash cache).
+	Bytes         int64 `protobuf:"varint,7,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DigestResponse) Reset() {
+	*x = DigestResponse{}
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DigestResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DigestResponse) ProtoMessage() {}
+
+func (x *DigestResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DigestResponse.ProtoReflect.Descriptor instead.
+func (*DigestResponse) Descriptor() ([]byte, []int) {
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *DigestResponse) GetProgress() *Progress {
+	if x != nil {
+		return x.Progress
+	}
+	return nil
+}
+
+func (x *DigestResponse) GetTreeSha256() string {
+	if x != nil {
+		return x.TreeSha256
+	}
+	return ""
+}
+
+func (x *DigestResponse) GetDone() bool {
+	if x != nil {
+		return x.Done
+	}
+	return false
+}
+
+func (x *DigestResponse) GetType() FileType {
+	if x != nil {
+		return x.Type
+	}
+	return FileType_FILE_TYPE_UNSPECIFIED
+}
+
+func (x *DigestResponse) GetFiles() int64 {
+	if x != nil {
+		return x.Files
+	}
+	return 0
+}
+
+func (x *DigestResponse) GetDirectories() int64 {
+	if x != nil {
+		return x.Directories
+	}
+	return 0
+}
+
+func (x *DigestResponse) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+type CopyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	From          []byte                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	To            []byte                 `protobuf:"bytes,2,opt,name=to,proto3" json:"to,omitempty"`
+	Recursive     bool                   `protobuf:"varint,3,opt,name=recursive,proto3" json:"recursive,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CopyRequest) Reset() {
+	*x = CopyRequest{}
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CopyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CopyRequest) ProtoMessage() {}
+
+func (x *CopyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CopyRequest.ProtoReflect.Descriptor instead.
+func (*CopyRequest) Descriptor() ([]byte, []int) {
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *CopyRequest) GetFrom() []byte {
+	if x != nil {
+		return x.From
+	}
+	return nil
+}
+
+func (x *CopyRequest) GetTo() []byte {
+	if x != nil {
+		return x.To
+	}
+	return nil
+}
+
+func (x *CopyRequest) GetRecursive() bool {
+	if x != nil {
+		return x.Recursive
+	}
+	return false
+}
+
+type CopyResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Files         int64                  `protobuf:"varint,1,opt,name=files,proto3" json:"files,omitempty"`
+	Directories   int64                  `protobuf:"varint,2,opt,name=directories,proto3" json:"directories,omitempty"`
+	Bytes         int64                  `protobuf:"varint,3,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CopyResponse) Reset() {
+	*x = CopyResponse{}
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CopyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CopyResponse) ProtoMessage() {}
+
+func (x *CopyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CopyResponse.ProtoReflect.Descriptor instead.
+func (*CopyResponse) Descriptor() ([]byte, []int) {
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *CopyResponse) GetFiles() int64 {
+	if x != nil {
+		return x.Files
+	}
+	return 0
+}
+
+func (x *CopyResponse) GetDirectories() int64 {
+	if x != nil {
+		return x.Directories
+	}
+	return 0
+}
+
+func (x *CopyResponse) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
 var File_fsmcp_v1_worker_proto protoreflect.FileDescriptor
 
 const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\n" +
-	"\x15fsmcp/v1/worker.proto\x12\bfsmcp.v1\"\xc6\x01\n" +
+	"\x15fsmcp/v1/worker.proto\x12\bfsmcp.v1\"\xf3\x01\n" +
 	"\x05Error\x12'\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x13.fsmcp.v1.ErrorCodeR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x12\n" +
 	"\x04path\x18\x03 \x01(\fR\x04path\x12%\n" +
 	"\x0ecurrent_sha256\x18\x04 \x01(\tR\rcurrentSha256\x12\x14\n" +
 	"\x05count\x18\x05 \x01(\x03R\x05count\x12)\n" +
-	"\x10policy_violation\x18\x06 \x01(\bR\x0fpolicyViolation\"\xa6\x02\n" +
+	"\x10policy_violation\x18\x06 \x01(\bR\x0fpolicyViolation\x12+\n" +
+	"\anearest\x18\a \x01(\v2\x11.fsmcp.v1.NearestR\anearest\"\x81\x01\n" +
+	"\aNearest\x12\x1f\n" +
+	"\vline_number\x18\x01 \x01(\x03R\n" +
+	"lineNumber\x12\x16\n" +
+	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12\x18\n" +
+	"\adiffers\x18\x03 \x01(\tR\adiffers\x12#\n" +
+	"\rmatched_bytes\x18\x04 \x01(\x03R\fmatchedBytes\"\xa6\x02\n" +
 	"\vConfinement\x12!\n" +
 	"\flandlock_abi\x18\x01 \x01(\x05R\vlandlockAbi\x12,\n" +
 	"\x12read_only_enforced\x18\x02 \x01(\bR\x10readOnlyEnforced\x12%\n" +
@@ -2689,43 +3290,85 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\x0efiles_searched\x18\x05 \x01(\x03R\rfilesSearched\x12\x18\n" +
 	"\amatches\x18\x06 \x01(\x03R\amatches\x12\x16\n" +
 	"\x06errors\x18\a \x01(\x03R\x06errors\x12)\n" +
-	"\x05files\x18\b \x03(\v2\x13.fsmcp.v1.FileCountR\x05files\"\x7f\n" +
+	"\x05files\x18\b \x03(\v2\x13.fsmcp.v1.FileCountR\x05files\"\xb0\x01\n" +
 	"\fWriteRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\fR\x04path\x12\x18\n" +
 	"\acontent\x18\x02 \x01(\fR\acontent\x12\x1b\n" +
 	"\tif_sha256\x18\x03 \x01(\tR\bifSha256\x12$\n" +
-	"\x0emust_not_exist\x18\x04 \x01(\bR\fmustNotExist\"}\n" +
+	"\x0emust_not_exist\x18\x04 \x01(\bR\fmustNotExist\x12\x16\n" +
+	"\x06append\x18\x05 \x01(\bR\x06append\x12\x17\n" +
+	"\adry_run\x18\x06 \x01(\bR\x06dryRun\"\x91\x01\n" +
 	"\rWriteResponse\x12\x16\n" +
 	"\x06sha256\x18\x01 \x01(\tR\x06sha256\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\x03R\x04size\x12\x18\n" +
 	"\acreated\x18\x03 \x01(\bR\acreated\x12&\n" +
-	"\x0fbroke_hard_link\x18\x04 \x01(\bR\rbrokeHardLink\"<\n" +
+	"\x0fbroke_hard_link\x18\x04 \x01(\bR\rbrokeHardLink\x12\x12\n" +
+	"\x04diff\x18\x05 \x01(\fR\x04diff\"<\n" +
 	"\x04Edit\x12\x10\n" +
 	"\x03old\x18\x01 \x01(\fR\x03old\x12\x10\n" +
 	"\x03new\x18\x02 \x01(\fR\x03new\x12\x10\n" +
-	"\x03all\x18\x03 \x01(\bR\x03all\"g\n" +
+	"\x03all\x18\x03 \x01(\bR\x03all\"\x80\x01\n" +
 	"\x0eReplaceRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\fR\x04path\x12$\n" +
 	"\x05edits\x18\x02 \x03(\v2\x0e.fsmcp.v1.EditR\x05edits\x12\x1b\n" +
-	"\tif_sha256\x18\x03 \x01(\tR\bifSha256\"\x89\x01\n" +
+	"\tif_sha256\x18\x03 \x01(\tR\bifSha256\x12\x17\n" +
+	"\adry_run\x18\x04 \x01(\bR\x06dryRun\"\x9d\x01\n" +
 	"\x0fReplaceResponse\x12\x16\n" +
 	"\x06sha256\x18\x01 \x01(\tR\x06sha256\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\x03R\x04size\x12\"\n" +
 	"\freplacements\x18\x03 \x01(\x03R\freplacements\x12&\n" +
-	"\x0fbroke_hard_link\x18\x04 \x01(\bR\rbrokeHardLink\"\"\n" +
+	"\x0fbroke_hard_link\x18\x04 \x01(\bR\rbrokeHardLink\x12\x12\n" +
+	"\x04diff\x18\x05 \x01(\fR\x04diff\"\"\n" +
 	"\fMkdirRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\fR\x04path\")\n" +
 	"\rMkdirResponse\x12\x18\n" +
-	"\acreated\x18\x01 \x01(\bR\acreated\"1\n" +
+	"\acreated\x18\x01 \x01(\bR\acreated\"t\n" +
 	"\vMoveRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\fR\x04from\x12\x0e\n" +
-	"\x02to\x18\x02 \x01(\fR\x02to\"\x0e\n" +
-	"\fMoveResponse\"A\n" +
+	"\x02to\x18\x02 \x01(\fR\x02to\x12\x1b\n" +
+	"\tif_sha256\x18\x03 \x01(\tR\bifSha256\x12$\n" +
+	"\x0eif_tree_sha256\x18\x04 \x01(\tR\fifTreeSha256\"\x0e\n" +
+	"\fMoveResponse\"\x84\x01\n" +
 	"\rDeleteRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\fR\x04path\x12\x1c\n" +
-	"\trecursive\x18\x02 \x01(\bR\trecursive\"*\n" +
+	"\trecursive\x18\x02 \x01(\bR\trecursive\x12\x1b\n" +
+	"\tif_sha256\x18\x03 \x01(\tR\bifSha256\x12$\n" +
+	"\x0eif_tree_sha256\x18\x04 \x01(\tR\fifTreeSha256\"*\n" +
 	"\x0eDeleteResponse\x12\x18\n" +
-	"\aremoved\x18\x01 \x01(\x03R\aremoved*K\n" +
+	"\aremoved\x18\x01 \x01(\x03R\aremoved\"\xc7\x01\n" +
+	"\rSpliceRequest\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\fR\x04path\x12\x16\n" +
+	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12\x16\n" +
+	"\x06delete\x18\x03 \x01(\x03R\x06delete\x12\x16\n" +
+	"\x06insert\x18\x04 \x01(\fR\x06insert\x12\x1b\n" +
+	"\tif_sha256\x18\x05 \x01(\tR\bifSha256\x12$\n" +
+	"\x0emust_not_exist\x18\x06 \x01(\bR\fmustNotExist\x12\x17\n" +
+	"\adry_run\x18\a \x01(\bR\x06dryRun\"\x92\x01\n" +
+	"\x0eSpliceResponse\x12\x16\n" +
+	"\x06sha256\x18\x01 \x01(\tR\x06sha256\x12\x12\n" +
+	"\x04size\x18\x02 \x01(\x03R\x04size\x12\x18\n" +
+	"\acreated\x18\x03 \x01(\bR\acreated\x12&\n" +
+	"\x0fbroke_hard_link\x18\x04 \x01(\bR\rbrokeHardLink\x12\x12\n" +
+	"\x04diff\x18\x05 \x01(\fR\x04diff\"#\n" +
+	"\rDigestRequest\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\fR\x04path\"\xeb\x01\n" +
+	"\x0eDigestResponse\x12.\n" +
+	"\bprogress\x18\x01 \x01(\v2\x12.fsmcp.v1.ProgressR\bprogress\x12\x1f\n" +
+	"\vtree_sha256\x18\x02 \x01(\tR\n" +
+	"treeSha256\x12\x12\n" +
+	"\x04done\x18\x03 \x01(\bR\x04done\x12&\n" +
+	"\x04type\x18\x04 \x01(\x0e2\x12.fsmcp.v1.FileTypeR\x04type\x12\x14\n" +
+	"\x05files\x18\x05 \x01(\x03R\x05files\x12 \n" +
+	"\vdirectories\x18\x06 \x01(\x03R\vdirectories\x12\x14\n" +
+	"\x05bytes\x18\a \x01(\x03R\x05bytes\"O\n" +
+	"\vCopyRequest\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\fR\x04from\x12\x0e\n" +
+	"\x02to\x18\x02 \x01(\fR\x02to\x12\x1c\n" +
+	"\trecursive\x18\x03 \x01(\bR\trecursive\"\\\n" +
+	"\fCopyResponse\x12\x14\n" +
+	"\x05files\x18\x01 \x01(\x03R\x05files\x12 \n" +
+	"\vdirectories\x18\x02 \x01(\x03R\vdirectories\x12\x14\n" +
+	"\x05bytes\x18\x03 \x01(\x03R\x05bytes*K\n" +
 	"\x0fProtocolVersion\x12 \n" +
 	"\x1cPROTOCOL_VERSION_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12PROTOCOL_VERSION_1\x10\x01*\xcd\x04\n" +
@@ -2770,7 +3413,7 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\x17GREP_OUTPUT_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13GREP_OUTPUT_MATCHES\x10\x01\x12\x15\n" +
 	"\x11GREP_OUTPUT_FILES\x10\x02\x12\x15\n" +
-	"\x11GREP_OUTPUT_COUNT\x10\x032\x88\x05\n" +
+	"\x11GREP_OUTPUT_COUNT\x10\x032\xbb\x06\n" +
 	"\rWorkerService\x128\n" +
 	"\x05Hello\x12\x16.fsmcp.v1.HelloRequest\x1a\x17.fsmcp.v1.HelloResponse\x125\n" +
 	"\x04Stat\x12\x15.fsmcp.v1.StatRequest\x1a\x16.fsmcp.v1.StatResponse\x125\n" +
@@ -2782,7 +3425,10 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\aReplace\x12\x18.fsmcp.v1.ReplaceRequest\x1a\x19.fsmcp.v1.ReplaceResponse\x128\n" +
 	"\x05Mkdir\x12\x16.fsmcp.v1.MkdirRequest\x1a\x17.fsmcp.v1.MkdirResponse\x125\n" +
 	"\x04Move\x12\x15.fsmcp.v1.MoveRequest\x1a\x16.fsmcp.v1.MoveResponse\x12;\n" +
-	"\x06Delete\x12\x17.fsmcp.v1.DeleteRequest\x1a\x18.fsmcp.v1.DeleteResponseB3Z1github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1;fsmcpv1b\x06proto3"
+	"\x06Delete\x12\x17.fsmcp.v1.DeleteRequest\x1a\x18.fsmcp.v1.DeleteResponse\x12;\n" +
+	"\x06Splice\x12\x17.fsmcp.v1.SpliceRequest\x1a\x18.fsmcp.v1.SpliceResponse\x12=\n" +
+	"\x06Digest\x12\x17.fsmcp.v1.DigestRequest\x1a\x18.fsmcp.v1.DigestResponse0\x01\x125\n" +
+	"\x04Copy\x12\x15.fsmcp.v1.CopyRequest\x1a\x16.fsmcp.v1.CopyResponseB3Z1github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1;fsmcpv1b\x06proto3"
 
 var (
 	file_fsmcp_v1_worker_proto_rawDescOnce sync.Once
@@ -2797,7 +3443,7 @@ func file_fsmcp_v1_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_fsmcp_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_fsmcp_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_fsmcp_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_fsmcp_v1_worker_proto_goTypes = []any{
 	(ProtocolVersion)(0),    // 0: fsmcp.v1.ProtocolVersion
 	(ErrorCode)(0),          // 1: fsmcp.v1.ErrorCode
@@ -2805,80 +3451,96 @@ var file_fsmcp_v1_worker_proto_goTypes = []any{
 	(ListingSort)(0),        // 3: fsmcp.v1.ListingSort
 	(GrepOutput)(0),         // 4: fsmcp.v1.GrepOutput
 	(*Error)(nil),           // 5: fsmcp.v1.Error
-	(*Confinement)(nil),     // 6: fsmcp.v1.Confinement
-	(*HelloRequest)(nil),    // 7: fsmcp.v1.HelloRequest
-	(*HelloResponse)(nil),   // 8: fsmcp.v1.HelloResponse
-	(*Entry)(nil),           // 9: fsmcp.v1.Entry
-	(*StatRequest)(nil),     // 10: fsmcp.v1.StatRequest
-	(*StatResponse)(nil),    // 11: fsmcp.v1.StatResponse
-	(*ListRequest)(nil),     // 12: fsmcp.v1.ListRequest
-	(*ListResponse)(nil),    // 13: fsmcp.v1.ListResponse
-	(*ReadRequest)(nil),     // 14: fsmcp.v1.ReadRequest
-	(*ReadResponse)(nil),    // 15: fsmcp.v1.ReadResponse
-	(*Progress)(nil),        // 16: fsmcp.v1.Progress
-	(*GlobRequest)(nil),     // 17: fsmcp.v1.GlobRequest
-	(*GlobResponse)(nil),    // 18: fsmcp.v1.GlobResponse
-	(*GrepRequest)(nil),     // 19: fsmcp.v1.GrepRequest
-	(*FileCount)(nil),       // 20: fsmcp.v1.FileCount
-	(*Submatch)(nil),        // 21: fsmcp.v1.Submatch
-	(*GrepLine)(nil),        // 22: fsmcp.v1.GrepLine
-	(*GrepResponse)(nil),    // 23: fsmcp.v1.GrepResponse
-	(*WriteRequest)(nil),    // 24: fsmcp.v1.WriteRequest
-	(*WriteResponse)(nil),   // 25: fsmcp.v1.WriteResponse
-	(*Edit)(nil),            // 26: fsmcp.v1.Edit
-	(*ReplaceRequest)(nil),  // 27: fsmcp.v1.ReplaceRequest
-	(*ReplaceResponse)(nil), // 28: fsmcp.v1.ReplaceResponse
-	(*MkdirRequest)(nil),    // 29: fsmcp.v1.MkdirRequest
-	(*MkdirResponse)(nil),   // 30: fsmcp.v1.MkdirResponse
-	(*MoveRequest)(nil),     // 31: fsmcp.v1.MoveRequest
-	(*MoveResponse)(nil),    // 32: fsmcp.v1.MoveResponse
-	(*DeleteRequest)(nil),   // 33: fsmcp.v1.DeleteRequest
-	(*DeleteResponse)(nil),  // 34: fsmcp.v1.DeleteResponse
+	(*Nearest)(nil),         // 6: fsmcp.v1.Nearest
+	(*Confinement)(nil),     // 7: fsmcp.v1.Confinement
+	(*HelloRequest)(nil),    // 8: fsmcp.v1.HelloRequest
+	(*HelloResponse)(nil),   // 9: fsmcp.v1.HelloResponse
+	(*Entry)(nil),           // 10: fsmcp.v1.Entry
+	(*StatRequest)(nil),     // 11: fsmcp.v1.StatRequest
+	(*StatResponse)(nil),    // 12: fsmcp.v1.StatResponse
+	(*ListRequest)(nil),     // 13: fsmcp.v1.ListRequest
+	(*ListResponse)(nil),    // 14: fsmcp.v1.ListResponse
+	(*ReadRequest)(nil),     // 15: fsmcp.v1.ReadRequest
+	(*ReadResponse)(nil),    // 16: fsmcp.v1.ReadResponse
+	(*Progress)(nil),        // 17: fsmcp.v1.Progress
+	(*GlobRequest)(nil),     // 18: fsmcp.v1.GlobRequest
+	(*GlobResponse)(nil),    // 19: fsmcp.v1.GlobResponse
+	(*GrepRequest)(nil),     // 20: fsmcp.v1.GrepRequest
+	(*FileCount)(nil),       // 21: fsmcp.v1.FileCount
+	(*Submatch)(nil),        // 22: fsmcp.v1.Submatch
+	(*GrepLine)(nil),        // 23: fsmcp.v1.GrepLine
+	(*GrepResponse)(nil),    // 24: fsmcp.v1.GrepResponse
+	(*WriteRequest)(nil),    // 25: fsmcp.v1.WriteRequest
+	(*WriteResponse)(nil),   // 26: fsmcp.v1.WriteResponse
+	(*Edit)(nil),            // 27: fsmcp.v1.Edit
+	(*ReplaceRequest)(nil),  // 28: fsmcp.v1.ReplaceRequest
+	(*ReplaceResponse)(nil), // 29: fsmcp.v1.ReplaceResponse
+	(*MkdirRequest)(nil),    // 30: fsmcp.v1.MkdirRequest
+	(*MkdirResponse)(nil),   // 31: fsmcp.v1.MkdirResponse
+	(*MoveRequest)(nil),     // 32: fsmcp.v1.MoveRequest
+	(*MoveResponse)(nil),    // 33: fsmcp.v1.MoveResponse
+	(*DeleteRequest)(nil),   // 34: fsmcp.v1.DeleteRequest
+	(*DeleteResponse)(nil),  // 35: fsmcp.v1.DeleteResponse
+	(*SpliceRequest)(nil),   // 36: fsmcp.v1.SpliceRequest
+	(*SpliceResponse)(nil),  // 37: fsmcp.v1.SpliceResponse
+	(*DigestRequest)(nil),   // 38: fsmcp.v1.DigestRequest
+	(*DigestResponse)(nil),  // 39: fsmcp.v1.DigestResponse
+	(*CopyRequest)(nil),     // 40: fsmcp.v1.CopyRequest
+	(*CopyResponse)(nil),    // 41: fsmcp.v1.CopyResponse
 }
 var file_fsmcp_v1_worker_proto_depIdxs = []int32{
 	1,  // 0: fsmcp.v1.Error.code:type_name -> fsmcp.v1.ErrorCode
-	0,  // 1: fsmcp.v1.HelloRequest.version:type_name -> fsmcp.v1.ProtocolVersion
-	0,  // 2: fsmcp.v1.HelloResponse.version:type_name -> fsmcp.v1.ProtocolVersion
-	6,  // 3: fsmcp.v1.HelloResponse.confinement:type_name -> fsmcp.v1.Confinement
-	2,  // 4: fsmcp.v1.Entry.type:type_name -> fsmcp.v1.FileType
-	9,  // 5: fsmcp.v1.StatResponse.entry:type_name -> fsmcp.v1.Entry
-	6,  // 6: fsmcp.v1.StatResponse.confinement:type_name -> fsmcp.v1.Confinement
-	9,  // 7: fsmcp.v1.ListResponse.entries:type_name -> fsmcp.v1.Entry
-	3,  // 8: fsmcp.v1.GlobRequest.sort:type_name -> fsmcp.v1.ListingSort
-	16, // 9: fsmcp.v1.GlobResponse.progress:type_name -> fsmcp.v1.Progress
-	4,  // 10: fsmcp.v1.GrepRequest.output:type_name -> fsmcp.v1.GrepOutput
-	21, // 11: fsmcp.v1.GrepLine.submatches:type_name -> fsmcp.v1.Submatch
-	16, // 12: fsmcp.v1.GrepResponse.progress:type_name -> fsmcp.v1.Progress
-	22, // 13: fsmcp.v1.GrepResponse.lines:type_name -> fsmcp.v1.GrepLine
-	20, // 14: fsmcp.v1.GrepResponse.files:type_name -> fsmcp.v1.FileCount
-	26, // 15: fsmcp.v1.ReplaceRequest.edits:type_name -> fsmcp.v1.Edit
-	7,  // 16: fsmcp.v1.WorkerService.Hello:input_type -> fsmcp.v1.HelloRequest
-	10, // 17: fsmcp.v1.WorkerService.Stat:input_type -> fsmcp.v1.StatRequest
-	12, // 18: fsmcp.v1.WorkerService.List:input_type -> fsmcp.v1.ListRequest
-	14, // 19: fsmcp.v1.WorkerService.Read:input_type -> fsmcp.v1.ReadRequest
-	17, // 20: fsmcp.v1.WorkerService.Glob:input_type -> fsmcp.v1.GlobRequest
-	19, // 21: fsmcp.v1.WorkerService.Grep:input_type -> fsmcp.v1.GrepRequest
-	24, // 22: fsmcp.v1.WorkerService.Write:input_type -> fsmcp.v1.WriteRequest
-	27, // 23: fsmcp.v1.WorkerService.Replace:input_type -> fsmcp.v1.ReplaceRequest
-	29, // 24: fsmcp.v1.WorkerService.Mkdir:input_type -> fsmcp.v1.MkdirRequest
-	31, // 25: fsmcp.v1.WorkerService.Move:input_type -> fsmcp.v1.MoveRequest
-	33, // 26: fsmcp.v1.WorkerService.Delete:input_type -> fsmcp.v1.DeleteRequest
-	8,  // 27: fsmcp.v1.WorkerService.Hello:output_type -> fsmcp.v1.HelloResponse
-	11, // 28: fsmcp.v1.WorkerService.Stat:output_type -> fsmcp.v1.StatResponse
-	13, // 29: fsmcp.v1.WorkerService.List:output_type -> fsmcp.v1.ListResponse
-	15, // 30: fsmcp.v1.WorkerService.Read:output_type -> fsmcp.v1.ReadResponse
-	18, // 31: fsmcp.v1.WorkerService.Glob:output_type -> fsmcp.v1.GlobResponse
-	23, // 32: fsmcp.v1.WorkerService.Grep:output_type -> fsmcp.v1.GrepResponse
-	25, // 33: fsmcp.v1.WorkerService.Write:output_type -> fsmcp.v1.WriteResponse
-	28, // 34: fsmcp.v1.WorkerService.Replace:output_type -> fsmcp.v1.ReplaceResponse
-	30, // 35: fsmcp.v1.WorkerService.Mkdir:output_type -> fsmcp.v1.MkdirResponse
-	32, // 36: fsmcp.v1.WorkerService.Move:output_type -> fsmcp.v1.MoveResponse
-	34, // 37: fsmcp.v1.WorkerService.Delete:output_type -> fsmcp.v1.DeleteResponse
-	27, // [27:38] is the sub-list for method output_type
-	16, // [16:27] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	6,  // 1: fsmcp.v1.Error.nearest:type_name -> fsmcp.v1.Nearest
+	0,  // 2: fsmcp.v1.HelloRequest.version:type_name -> fsmcp.v1.ProtocolVersion
+	0,  // 3: fsmcp.v1.HelloResponse.version:type_name -> fsmcp.v1.ProtocolVersion
+	7,  // 4: fsmcp.v1.HelloResponse.confinement:type_name -> fsmcp.v1.Confinement
+	2,  // 5: fsmcp.v1.Entry.type:type_name -> fsmcp.v1.FileType
+	10, // 6: fsmcp.v1.StatResponse.entry:type_name -> fsmcp.v1.Entry
+	7,  // 7: fsmcp.v1.StatResponse.confinement:type_name -> fsmcp.v1.Confinement
+	10, // 8: fsmcp.v1.ListResponse.entries:type_name -> fsmcp.v1.Entry
+	3,  // 9: fsmcp.v1.GlobRequest.sort:type_name -> fsmcp.v1.ListingSort
+	17, // 10: fsmcp.v1.GlobResponse.progress:type_name -> fsmcp.v1.Progress
+	4,  // 11: fsmcp.v1.GrepRequest.output:type_name -> fsmcp.v1.GrepOutput
+	22, // 12: fsmcp.v1.GrepLine.submatches:type_name -> fsmcp.v1.Submatch
+	17, // 13: fsmcp.v1.GrepResponse.progress:type_name -> fsmcp.v1.Progress
+	23, // 14: fsmcp.v1.GrepResponse.lines:type_name -> fsmcp.v1.GrepLine
+	21, // 15: fsmcp.v1.GrepResponse.files:type_name -> fsmcp.v1.FileCount
+	27, // 16: fsmcp.v1.ReplaceRequest.edits:type_name -> fsmcp.v1.Edit
+	17, // 17: fsmcp.v1.DigestResponse.progress:type_name -> fsmcp.v1.Progress
+	2,  // 18: fsmcp.v1.DigestResponse.type:type_name -> fsmcp.v1.FileType
+	8,  // 19: fsmcp.v1.WorkerService.Hello:input_type -> fsmcp.v1.HelloRequest
+	11, // 20: fsmcp.v1.WorkerService.Stat:input_type -> fsmcp.v1.StatRequest
+	13, // 21: fsmcp.v1.WorkerService.List:input_type -> fsmcp.v1.ListRequest
+	15, // 22: fsmcp.v1.WorkerService.Read:input_type -> fsmcp.v1.ReadRequest
+	18, // 23: fsmcp.v1.WorkerService.Glob:input_type -> fsmcp.v1.GlobRequest
+	20, // 24: fsmcp.v1.WorkerService.Grep:input_type -> fsmcp.v1.GrepRequest
+	25, // 25: fsmcp.v1.WorkerService.Write:input_type -> fsmcp.v1.WriteRequest
+	28, // 26: fsmcp.v1.WorkerService.Replace:input_type -> fsmcp.v1.ReplaceRequest
+	30, // 27: fsmcp.v1.WorkerService.Mkdir:input_type -> fsmcp.v1.MkdirRequest
+	32, // 28: fsmcp.v1.WorkerService.Move:input_type -> fsmcp.v1.MoveRequest
+	34, // 29: fsmcp.v1.WorkerService.Delete:input_type -> fsmcp.v1.DeleteRequest
+	36, // 30: fsmcp.v1.WorkerService.Splice:input_type -> fsmcp.v1.SpliceRequest
+	38, // 31: fsmcp.v1.WorkerService.Digest:input_type -> fsmcp.v1.DigestRequest
+	40, // 32: fsmcp.v1.WorkerService.Copy:input_type -> fsmcp.v1.CopyRequest
+	9,  // 33: fsmcp.v1.WorkerService.Hello:output_type -> fsmcp.v1.HelloResponse
+	12, // 34: fsmcp.v1.WorkerService.Stat:output_type -> fsmcp.v1.StatResponse
+	14, // 35: fsmcp.v1.WorkerService.List:output_type -> fsmcp.v1.ListResponse
+	16, // 36: fsmcp.v1.WorkerService.Read:output_type -> fsmcp.v1.ReadResponse
+	19, // 37: fsmcp.v1.WorkerService.Glob:output_type -> fsmcp.v1.GlobResponse
+	24, // 38: fsmcp.v1.WorkerService.Grep:output_type -> fsmcp.v1.GrepResponse
+	26, // 39: fsmcp.v1.WorkerService.Write:output_type -> fsmcp.v1.WriteResponse
+	29, // 40: fsmcp.v1.WorkerService.Replace:output_type -> fsmcp.v1.ReplaceResponse
+	31, // 41: fsmcp.v1.WorkerService.Mkdir:output_type -> fsmcp.v1.MkdirResponse
+	33, // 42: fsmcp.v1.WorkerService.Move:output_type -> fsmcp.v1.MoveResponse
+	35, // 43: fsmcp.v1.WorkerService.Delete:output_type -> fsmcp.v1.DeleteResponse
+	37, // 44: fsmcp.v1.WorkerService.Splice:output_type -> fsmcp.v1.SpliceResponse
+	39, // 45: fsmcp.v1.WorkerService.Digest:output_type -> fsmcp.v1.DigestResponse
+	41, // 46: fsmcp.v1.WorkerService.Copy:output_type -> fsmcp.v1.CopyResponse
+	33, // [33:47] is the sub-list for method output_type
+	19, // [19:33] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_fsmcp_v1_worker_proto_init() }
@@ -2892,7 +3554,7 @@ func file_fsmcp_v1_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fsmcp_v1_worker_proto_rawDesc), len(file_fsmcp_v1_worker_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   30,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -36,6 +36,9 @@ const (
 	WorkerService_Mkdir_FullMethodName   = "/fsmcp.v1.WorkerService/Mkdir"
 	WorkerService_Move_FullMethodName    = "/fsmcp.v1.WorkerService/Move"
 	WorkerService_Delete_FullMethodName  = "/fsmcp.v1.WorkerService/Delete"
+	WorkerService_Splice_FullMethodName  = "/fsmcp.v1.WorkerService/Splice"
+	WorkerService_Digest_FullMethodName  = "/fsmcp.v1.WorkerService/Digest"
+	WorkerService_Copy_FullMethodName    = "/fsmcp.v1.WorkerService/Copy"
 )
 
 // WorkerServiceClient is the client API for WorkerService service.
@@ -58,6 +61,11 @@ type WorkerServiceClient interface {
 	Mkdir(ctx context.Context, in *MkdirRequest, opts ...grpc.CallOption) (*MkdirResponse, error)
 	Move(ctx context.Context, in *MoveRequest, opts ...grpc.CallOption) (*MoveResponse, error)
 	Delete(ctx context.Context, in *DeleteRequest, opts ...grpc.CallOption) (*DeleteResponse, error)
+	// Splice replaces a byte range of a file through the same commit as Write.
+	Splice(ctx context.Context, in *SpliceRequest, opts ...grpc.CallOption) (*SpliceResponse, error)
+	// Digest streams progress messages, then one message with the tree hash.
+	Digest(ctx context.Context, in *DigestRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[DigestResponse], error)
+	Copy(ctx context.Context, in *CopyRequest, opts ...grpc.CallOption) (*CopyResponse, error)
 }
 
 type workerServiceClient struct {
@@ -196,6 +204,45 @@ func (c *workerServiceClient) Delete(ctx context.Context, in *DeleteRequest, opt
 	return out, nil
 }
 
+func (c *workerServiceClient) Splice(ctx context.Context, in *SpliceRequest, opts ...grpc.CallOption) (*SpliceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SpliceResponse)
+	err := c.cc.Invoke(ctx, WorkerService_Splice_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *workerServiceClient) Digest(ctx context.Context, in *DigestRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[DigestResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &WorkerService_ServiceDesc.Streams[2], WorkerService_Digest_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[DigestRequest, DigestResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type WorkerService_DigestClient = grpc.ServerStreamingClient[DigestResponse]
+
+func (c *workerServiceClient) Copy(ctx context.Context, in *CopyRequest, opts ...grpc.CallOption) (*CopyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CopyResponse)
+	err := c.cc.Invoke(ctx, WorkerService_Copy_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // WorkerServiceServer is the server API for WorkerService service.
 // All implementations must embed UnimplementedWorkerServiceServer
 // for forward compatibility.
@@ -216,6 +263,11 @@ type WorkerServiceServer interface {
 	Mkdir(context.Context, *MkdirRequest) (*MkdirResponse, error)
 	Move(context.Context, *MoveRequest) (*MoveResponse, error)
 	Delete(context.Context, *DeleteRequest) (*DeleteResponse, error)
+	// Splice replaces a byte range of a file through the same commit as Write.
+	Splice(context.Context, *SpliceRequest) (*SpliceResponse, error)
+	// Digest streams progress messages, then one message with the tree hash.
+	Digest(*DigestRequest, grpc.ServerStreamingServer[DigestResponse]) error
+	Copy(context.Context, *CopyRequest) (*CopyResponse, error)
 	mustEmbedUnimplementedWorkerServiceServer()
 }
 
@@ -258,6 +310,15 @@ func (UnimplementedWorkerServiceServer) Move(context.Context, *MoveRequest) (*Mo
 }
 func (UnimplementedWorkerServiceServer) Delete(context.Context, *DeleteRequest) (*DeleteResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Delete not implemented")
+}
+func (UnimplementedWorkerServiceServer) Splice(context.Context, *SpliceRequest) (*SpliceResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Splice not implemented")
+}
+func (UnimplementedWorkerServiceServer) Digest(*DigestRequest, grpc.ServerStreamingServer[DigestResponse]) error {
+	return status.Error(codes.Unimplemented, "method Digest not implemented")
+}
+func (UnimplementedWorkerServiceServer) Copy(context.Context, *CopyRequest) (*CopyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Copy not implemented")
 }
 func (UnimplementedWorkerServiceServer) mustEmbedUnimplementedWorkerServiceServer() {}
 func (UnimplementedWorkerServiceServer) testEmbeddedByValue()                       {}
@@ -464,6 +525,53 @@ func _WorkerService_Delete_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _WorkerService_Splice_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SpliceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkerServiceServer).Splice(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WorkerService_Splice_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkerServiceServer).Splice(ctx, req.(*SpliceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _WorkerService_Digest_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(DigestRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(WorkerServiceServer).Digest(m, &grpc.GenericServerStream[DigestRequest, DigestResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type WorkerService_DigestServer = grpc.ServerStreamingServer[DigestResponse]
+
+func _WorkerService_Copy_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CopyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkerServiceServer).Copy(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WorkerService_Copy_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkerServiceServer).Copy(ctx, req.(*CopyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // WorkerService_ServiceDesc is the grpc.ServiceDesc for WorkerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -507,6 +615,14 @@ var WorkerService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "Delete",
 			Handler:    _WorkerService_Delete_Handler,
 		},
+		{
+			MethodName: "Splice",
+			Handler:    _WorkerService_Splice_Handler,
+		},
+		{
+			MethodName: "Copy",
+			Handler:    _WorkerService_Copy_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
@@ -517,6 +633,11 @@ var WorkerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Grep",
 			Handler:       _WorkerService_Grep_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "Digest",
+			Handler:       _WorkerService_Digest_Handler,
 			ServerStreams: true,
 		},
 	},

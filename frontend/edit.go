@@ -1,0 +1,223 @@
+package frontend
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"fmt"
+	"unicode/utf8"
+
+	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The editing tools of the contract's "Editing like an agent edits": one
+// section per tool, each its input type, its definition and its handler.
+
+// previewFields adds a dry run's answer to doc: dry_run, and the diff as
+// text when it is valid UTF-8 (else diff_base64), cut at a whole line so
+// that the document stays within --max-response-bytes, with
+// diff_truncated saying so.
+func (s *server) previewFields(doc *obj, diff []byte, dryRun bool) *obj {
+	if !dryRun {
+		return doc
+	}
+	doc.bool("dry_run", true)
+	// Room for the diff's key and quotes and the diff_truncated field.
+	budget := int(s.cfg.MaxResponseBytes) - doc.size() - len(`,"diff_base64":"","diff_truncated":false`)
+	text := utf8.Valid(diff)
+	keep := fitLines(diff, budget, text)
+	if text {
+		doc.key("diff")
+		doc.b = appendString(doc.b, diff[:keep])
+	} else {
+		doc.key("diff_base64")
+		doc.b = append(doc.b, '"')
+		doc.b = base64.StdEncoding.AppendEncode(doc.b, diff[:keep])
+		doc.b = append(doc.b, '"')
+	}
+	return doc.bool("diff_truncated", keep < len(diff))
+}
+
+// fitLines returns the length of the longest prefix of diff made of whole
+// lines whose encoding (JSON-escaped text, or base64) fits in budget bytes.
+func fitLines(diff []byte, budget int, text bool) int {
+	size := func(n int) int { return base64.StdEncoding.EncodedLen(n) }
+	if text {
+		size = nil
+	}
+	keep, used := 0, 0
+	for keep < len(diff) {
+		end := len(diff)
+		if i := bytes.IndexByte(diff[keep:], '\n'); i >= 0 {
+			end = keep + i + 1
+		}
+		if size != nil {
+			if size(end) > budget {
+				break
+			}
+		} else {
+			n := 0
+			for _, c := range diff[keep:end] {
+				n += escapedLen(c)
+			}
+			if used+n > budget {
+				break
+			}
+			used += n
+		}
+		keep = end
+	}
+	return keep
+}
+
+// fs_splice
+
+type spliceIn struct {
+	Path       *string `json:"path,omitempty" jsonschema:"file; required unless path_base64"`
+	PathBase64 *string `json:"path_base64,omitempty" jsonschema:"path as base64, for non-UTF-8 names"`
+	Offset     int64   `json:"offset" jsonschema:"byte offset where the change starts, at most the file's size"`
+	Delete     *int64  `json:"delete,omitempty" jsonschema:"bytes to remove at offset; default 0"`
+	Insert     *string `json:"insert,omitempty" jsonschema:"bytes to put at offset; default none"`
+	Encoding   *string `json:"encoding,omitempty" jsonschema:"how insert is encoded; default utf8"`
+	IfSHA256   *string `json:"if_sha256" jsonschema:"the file's sha256 now, or null to create it"`
+	DryRun     *bool   `json:"dry_run,omitempty" jsonschema:"change nothing; answer the sha256, size and diff it would give"`
+}
+
+func spliceTool() *tool {
+	return defineTool("fs_splice", "Replace delete bytes at a byte offset with insert, atomically like fs_write. "+
+		"It inserts, cuts or overwrites without resending the file. if_sha256 is the sha256 from fs_stat or fs_read (or null "+
+		"to create the file at offset 0); the reply's sha256 is the next one. Offsets come from fs_read or fs_grep; an "+
+		"offset past the end is refused. dry_run: true answers the diff and writes nothing.",
+		false, true, false, (*server).splice).titled("Splice file")
+}
+
+func (s *server) splice(ctx context.Context, in *spliceIn, _ *mcp.CallToolRequest) (*obj, error) {
+	p, err := requiredPath("path", in.Path, in.PathBase64)
+	if err != nil {
+		return nil, err
+	}
+	var insert []byte
+	if in.Insert != nil {
+		if insert, err = decode("insert", *in.Insert, in.Encoding); err != nil {
+			return nil, err
+		}
+	}
+	var del int64
+	if in.Delete != nil {
+		del = *in.Delete
+	}
+	if in.Offset < 0 || del < 0 {
+		return nil, bug(fmt.Errorf("offset %d, delete %d passed the schema", in.Offset, del))
+	}
+	sum, mustNotExist, err := precondition(in.IfSHA256)
+	if err != nil {
+		return nil, err
+	}
+	dry := in.DryRun != nil && *in.DryRun
+	resp, err := s.wc.Splice(ctx, &fsmcpv1.SpliceRequest{Path: p, Offset: in.Offset, Delete: del, Insert: insert,
+		IfSha256: sum, MustNotExist: mustNotExist, DryRun: dry})
+	if err != nil {
+		return nil, err
+	}
+	doc := newObj().bool("ok", true).name("path", displayPath(p)).
+		str("sha256", resp.GetSha256()).int("size", resp.GetSize()).
+		bool("created", resp.GetCreated()).bool("broke_hard_link", resp.GetBrokeHardLink())
+	return s.previewFields(doc, resp.GetDiff(), dry), nil
+}
+
+// editTools lists the editing tools in the order tools/list shows them.
+func editTools() []*tool {
+	return []*tool{spliceTool(), copyTool(), digestTool()}
+}
+
+// guardArgs checks the optional preconditions of fs_delete and fs_move.
+func guardArgs(ifSHA, ifTree *string) (string, string, error) {
+	var a, b string
+	if ifSHA != nil {
+		if len(*ifSHA) != 64 || !isLowerHex(*ifSHA) {
+			return "", "", invalidf("if_sha256 must be 64 lowercase hex digits")
+		}
+		a = *ifSHA
+	}
+	if ifTree != nil {
+		if len(*ifTree) != 64 || !isLowerHex(*ifTree) {
+			return "", "", invalidf("if_tree_sha256 must be 64 lowercase hex digits")
+		}
+		b = *ifTree
+	}
+	if a != "" && b != "" {
+		return "", "", invalidf("give if_sha256 (a file) or if_tree_sha256 (a directory), not both")
+	}
+	return a, b, nil
+}
+
+// fs_digest
+
+type digestIn struct {
+	Path       *string `json:"path,omitempty" jsonschema:"file or directory (\"\" is the root); required unless path_base64"`
+	PathBase64 *string `json:"path_base64,omitempty" jsonschema:"path as base64, for non-UTF-8 names"`
+}
+
+func digestTool() *tool {
+	return defineTool("fs_digest", "Hash a directory's whole subtree, or one file, into tree_sha256. "+
+		"It covers names as bytes, types, modes, file contents and symlink targets that stay inside; ignore files do not "+
+		"apply. Pass it to fs_delete or fs_move as if_tree_sha256 to act only on the tree you saw. Large trees report progress.",
+		true, false, true, (*server).digest).titled("Digest tree")
+}
+
+func (s *server) digest(ctx context.Context, in *digestIn, req *mcp.CallToolRequest) (*obj, error) {
+	p, err := requiredPath("path", in.Path, in.PathBase64)
+	if err != nil {
+		return nil, err
+	}
+	stream, err := s.wc.Digest(ctx, &fsmcpv1.DigestRequest{Path: p})
+	if err != nil {
+		return nil, err
+	}
+	notify := progressFunc(ctx, req)
+	resp, err := finalMessage(stream, func(pr *fsmcpv1.Progress) {
+		notify(float64(pr.GetFilesSearched()), fmt.Sprintf("%d files hashed", pr.GetFilesSearched()))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return newObj().bool("ok", true).name("path", displayPath(p)).str("type", typeName(resp.GetType())).
+		str("tree_sha256", resp.GetTreeSha256()).int("files", resp.GetFiles()).
+		int("directories", resp.GetDirectories()).int("bytes", resp.GetBytes()), nil
+}
+
+// fs_copy
+
+type copyIn struct {
+	From       *string `json:"from,omitempty" jsonschema:"file or directory to copy; required unless from_base64"`
+	FromBase64 *string `json:"from_base64,omitempty" jsonschema:"from as base64"`
+	To         *string `json:"to,omitempty" jsonschema:"new path, which must not exist; required unless to_base64"`
+	ToBase64   *string `json:"to_base64,omitempty" jsonschema:"to as base64"`
+	Recursive  *bool   `json:"recursive,omitempty" jsonschema:"copy a directory and everything in it"`
+}
+
+func copyTool() *tool {
+	return defineTool("fs_copy", "Copy a file, or with recursive: true a directory tree, to a new path. "+
+		"to must not exist (fs_delete it first); it is never replaced. Content, mode, owner, extended attributes and ACLs "+
+		"are copied, or the copy is refused. A directory appears whole or not at all; a tree holding a symlink, fifo, "+
+		"socket or device is refused and nothing is copied.",
+		false, false, false, (*server).copy).titled("Copy path")
+}
+
+func (s *server) copy(ctx context.Context, in *copyIn, _ *mcp.CallToolRequest) (*obj, error) {
+	from, err := requiredPath("from", in.From, in.FromBase64)
+	if err != nil {
+		return nil, err
+	}
+	to, err := requiredPath("to", in.To, in.ToBase64)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.wc.Copy(ctx, &fsmcpv1.CopyRequest{From: from, To: to, Recursive: boolArg(in.Recursive)})
+	if err != nil {
+		return nil, err
+	}
+	return newObj().bool("ok", true).name("from", displayPath(from)).name("to", displayPath(to)).
+		int("files", resp.GetFiles()).int("directories", resp.GetDirectories()).int("bytes", resp.GetBytes()), nil
+}

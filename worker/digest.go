@@ -1,0 +1,247 @@
+package worker
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"os"
+	"path"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"golang.org/x/sys/unix"
+)
+
+// The tree digest (fs_digest's tree_sha256) is a Merkle hash: each node's
+// digest is sha256 over its type, its mode and its payload, and a
+// directory's payload lists its children's names and digests. Changing any
+// name's bytes, type, mode, file content or inside symlink target changes
+// the root's digest; the order of readdir, timestamps, owners, inode
+// numbers and link counts do not. Ignore files do not apply: every entry
+// counts, hidden ones too, except the worker's own temp names, which no
+// tool shows.
+//
+//	node      = sha256(type || mode || payload)     type: one byte, mode: uint32 big-endian, st_mode & 07777
+//	file      payload = sha256(content)              (32 bytes)
+//	directory payload = for each child, by name bytes: uint32 len(name) || name || node(child)
+//	symlink   payload = 'i' || target, when the target stays inside the root; 'e' alone when it leaves
+//	          or is absolute (its text is never hashed, as it is never shown); mode is 0
+//	other     payload = empty (fifos, sockets, devices are never opened)
+const (
+	digestFile    = 'f'
+	digestDir     = 'd'
+	digestSymlink = 'l'
+	digestOther   = 'o'
+)
+
+// digestProgressEvery is how often a digest reports progress.
+const digestProgressEvery = 250 * time.Millisecond
+
+// digester computes tree digests through the hash cache.
+type digester struct {
+	s     *Service
+	ctx   context.Context
+	files atomic.Int64
+	dirs  atomic.Int64
+	bytes atomic.Int64
+}
+
+// Digest implements fsmcpv1.WorkerServiceServer.
+func (s *Service) Digest(req *fsmcpv1.DigestRequest, stream fsmcpv1.WorkerService_DigestServer) error {
+	p, err := clientPath(req.GetPath())
+	if err != nil {
+		return err
+	}
+	ctx := stream.Context()
+	dg := &digester{s: s, ctx: ctx}
+	type result struct {
+		sum [32]byte
+		typ fsmcpv1.FileType
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		sum, typ, err := dg.path(p)
+		done <- result{sum, typ, err}
+	}()
+	tick := time.NewTicker(digestProgressEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case r := <-done:
+			if r.err != nil {
+				return fsError("digest", p, r.err)
+			}
+			return stream.Send(&fsmcpv1.DigestResponse{Done: true, TreeSha256: hex.EncodeToString(r.sum[:]), Type: r.typ,
+				Files: dg.files.Load(), Directories: dg.dirs.Load(), Bytes: dg.bytes.Load()})
+		case <-tick.C:
+			if err := stream.Send(&fsmcpv1.DigestResponse{Progress: &fsmcpv1.Progress{FilesSearched: dg.files.Load()}}); err != nil {
+				<-done // the walk sees the cancelled context and stops
+				return err
+			}
+		}
+	}
+}
+
+// path digests the node at the client path p, resolved as an lstat
+// (accessMeta): the final component is never followed, and each file's
+// content is judged on its own (see file).
+func (dg *digester) path(p string) ([32]byte, fsmcpv1.FileType, error) {
+	if p == "." {
+		d, err := dg.s.openDir("digest", p, ".")
+		if err != nil {
+			return [32]byte{}, 0, err
+		}
+		defer d.close()
+		sum, err := dg.dir(d.fd, ".", d.rel, 0)
+		return sum, fsmcpv1.FileType_FILE_TYPE_DIRECTORY, err
+	}
+	d, base, err := dg.s.openName("digest", p, accessMeta)
+	if err != nil {
+		return [32]byte{}, 0, err
+	}
+	defer d.close()
+	return dg.node(d.fd, base, p, joinRel(d.rel, base), 0)
+}
+
+// node digests the entry name of the directory fd, whose client path is p
+// and real root-relative path rel.
+func (dg *digester) node(fd int, name, p, rel string, depth int) ([32]byte, fsmcpv1.FileType, error) {
+	if err := dg.ctx.Err(); err != nil {
+		return [32]byte{}, 0, err
+	}
+	st, err := fstatat(fd, name)
+	if err != nil {
+		return [32]byte{}, 0, err
+	}
+	typ := fileType(st.Mode)
+	switch typ {
+	case fsmcpv1.FileType_FILE_TYPE_FILE:
+		sum, err := dg.file(fd, name, p, rel, st)
+		return sum, typ, err
+	case fsmcpv1.FileType_FILE_TYPE_DIRECTORY:
+		if depth >= maxWalkDepth {
+			return [32]byte{}, 0, newError(fsmcpv1.ErrorCode_ERROR_CODE_TOO_LARGE, p, "digest: the tree is deeper than %d levels", maxWalkDepth)
+		}
+		sub, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+		if err != nil {
+			if errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
+				return [32]byte{}, 0, newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, p, "digest: the tree changed while it was read")
+			}
+			return [32]byte{}, 0, err
+		}
+		defer unix.Close(sub)
+		sum, err := dg.dir(sub, p, rel, depth+1)
+		return sum, typ, err
+	case fsmcpv1.FileType_FILE_TYPE_SYMLINK:
+		target, inside, err := dg.s.linkTarget(p)
+		if err != nil {
+			return [32]byte{}, 0, err
+		}
+		payload := []byte{'e'}
+		if inside {
+			payload = append([]byte{'i'}, target...)
+		}
+		return nodeSum(digestSymlink, 0, payload), typ, nil
+	}
+	return nodeSum(digestOther, st.Mode&0o7777, nil), typ, nil
+}
+
+func nodeSum(typ byte, mode uint32, payload []byte) [32]byte {
+	h := sha256.New()
+	var hdr [5]byte
+	hdr[0] = typ
+	binary.BigEndian.PutUint32(hdr[1:], mode)
+	h.Write(hdr[:])
+	h.Write(payload)
+	var sum [32]byte
+	h.Sum(sum[:0])
+	return sum
+}
+
+// file digests a regular file: from the hash cache when its lstat shows a
+// version already hashed (no open at all), else opened without following
+// anything and hashed through the cache. A denied file is refused: its
+// hash is its content's.
+func (dg *digester) file(fd int, name, p, rel string, st *unix.Stat_t) ([32]byte, error) {
+	if err := dg.s.judge("digest", p, rel, accessContent); err != nil {
+		return [32]byte{}, err
+	}
+	dg.files.Add(1)
+	dg.bytes.Add(st.Size)
+	sum, ok := dg.s.hashes.get(keyOf(st))
+	if !ok {
+		ffd, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		if err != nil {
+			if errors.Is(err, unix.ELOOP) {
+				return [32]byte{}, newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, p, "digest: the tree changed while it was read")
+			}
+			return [32]byte{}, err
+		}
+		f := os.NewFile(uintptr(ffd), name)
+		defer f.Close()
+		opened, err := fstat(f)
+		if err != nil {
+			return [32]byte{}, err
+		}
+		if err := regularOnly("digest", p, opened); err != nil {
+			return [32]byte{}, err
+		}
+		if sum, err = dg.s.hashOpen(dg.ctx, f, opened); err != nil {
+			return [32]byte{}, err
+		}
+		st = opened
+	}
+	raw, err := hex.DecodeString(sum)
+	if err != nil {
+		return [32]byte{}, err
+	}
+	return nodeSum(digestFile, st.Mode&0o7777, raw), nil
+}
+
+// dir digests the open directory fd, whose client path is p and real
+// root-relative path rel.
+func (dg *digester) dir(fd int, p, rel string, depth int) ([32]byte, error) {
+	dg.dirs.Add(1)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return [32]byte{}, err
+	}
+	dup, err := unix.Dup(fd)
+	if err != nil {
+		return [32]byte{}, err
+	}
+	unix.CloseOnExec(dup)
+	f := os.NewFile(uintptr(dup), "dir")
+	names, err := f.Readdirnames(-1)
+	f.Close()
+	if err != nil {
+		return [32]byte{}, err
+	}
+	slices.Sort(names) // Go compares strings as bytes
+	var payload []byte
+	for _, n := range names {
+		if isTempName(n) {
+			continue
+		}
+		child := n
+		if p != "." {
+			child = path.Join(p, n)
+		}
+		sum, _, err := dg.node(fd, n, child, joinRel(rel, n), depth)
+		if errors.Is(err, unix.ENOENT) {
+			return [32]byte{}, newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, child, "digest: the tree changed while it was read")
+		}
+		if err != nil {
+			return [32]byte{}, err
+		}
+		payload = binary.BigEndian.AppendUint32(payload, uint32(len(n)))
+		payload = append(payload, n...)
+		payload = append(payload, sum[:]...)
+	}
+	return nodeSum(digestDir, st.Mode&0o7777, payload), nil
+}
