@@ -239,7 +239,7 @@ const (
 // that asks, or permission_denied.
 func (s *server) approve(ctx context.Context, t *tool, req *mcp.CallToolRequest) *mcp.CallToolResult {
 	// Arguments that fail validation are refused before anyone is asked.
-	if _, err := t.decode(req); err != nil {
+	if _, err := t.decode(ctx, req); err != nil {
 		return errorResult(asToolError(err))
 	}
 	a := s.approvals

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -29,68 +30,137 @@ const maxAuditPath = 4096
 // pathArgs are the arguments that name paths, each with its _base64 twin.
 var pathArgs = []string{"path", "from", "to"}
 
-// auditLog writes whole lines; concurrent calls never interleave.
+// auditQueue is how many lines may wait for the log's writer. A log that
+// cannot keep up (a stderr nobody drains, a stalled disk) never delays a
+// reply: past the queue, lines are dropped and counted, and a line
+// {"event":"audit_dropped","count":N} records the loss once the log moves
+// again, and at exit.
+const auditQueue = 4096
+
+// auditLog writes whole lines from one goroutine; calls only queue them.
 type auditLog struct {
-	mu     sync.Mutex
 	w      io.Writer
 	f      *os.File // --audit-log, else nil (stderr)
 	stderr io.Writer
-	failed bool
-	// inFlight counts calls running, so that stopping can let them
-	// answer first.
-	inFlight sync.WaitGroup
+	lines  chan []byte
+	done   chan struct{}
+	// dropped counts lines lost since the last audit_dropped line.
+	dropped   atomic.Int64
+	closeOnce sync.Once
 }
 
 // openAudit appends to path, or writes to stderr when path is empty. It
 // runs before the front-end confines itself: afterwards no file can be
 // opened.
 func openAudit(path string, stderr io.Writer) (*auditLog, error) {
-	a := &auditLog{w: stderr, stderr: stderr}
-	if path == "" {
-		return a, nil
+	a := &auditLog{w: stderr, stderr: stderr, lines: make(chan []byte, auditQueue), done: make(chan struct{})}
+	if path != "" {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("--audit-log: %w", err)
+		}
+		a.w, a.f = f, f
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("--audit-log: %w", err)
-	}
-	a.w, a.f = f, f
+	go a.run()
 	return a, nil
 }
 
+// auditCloseWait bounds how long closing waits for queued lines to reach
+// a log that is not moving.
+const auditCloseWait = 2 * time.Second
+
+// close writes what is queued (for up to auditCloseWait) and closes the
+// file.
 func (a *auditLog) close() {
-	if a != nil && a.f != nil {
-		a.f.Close()
+	if a == nil {
+		return
+	}
+	a.closeOnce.Do(func() {
+		close(a.lines)
+		select {
+		case <-a.done:
+		case <-time.After(auditCloseWait):
+			return // the writer is stuck; the file closes with the process
+		}
+		if a.f != nil {
+			a.f.Close()
+		}
+	})
+}
+
+func (a *auditLog) run() {
+	defer close(a.done)
+	failed := false
+	write := func(line []byte) {
+		if _, err := a.w.Write(line); err != nil && !failed {
+			failed = true
+			fmt.Fprintf(a.stderr, "fsmcp: audit log: %v (further failures are not reported)\n", err)
+		}
+	}
+	for line := range a.lines {
+		write(line)
+		if len(a.lines) == 0 {
+			if n := a.dropped.Swap(0); n > 0 {
+				write(droppedLine(n))
+			}
+		}
+	}
+	if n := a.dropped.Swap(0); n > 0 {
+		write(droppedLine(n))
 	}
 }
 
-// wrap records every call of h, whose tool is named tool, and counts it
-// while it runs.
+func droppedLine(n int64) []byte {
+	o := newObj().str("time", formatTime(time.Now().UnixNano())).str("event", "audit_dropped").int("count", n)
+	return append(o.bytes(), '\n')
+}
+
+// record queues one line, or counts it dropped when the queue is full.
+func (a *auditLog) record(line []byte) {
+	select {
+	case a.lines <- line:
+	default:
+		a.dropped.Add(1)
+	}
+}
+
+// callRecord is what the tool handler learnt of a call, for its audit
+// line: the arguments it decoded and the outcome it produced, so the line
+// reads neither again.
+type callRecord struct {
+	args       map[string]any
+	outcome    string
+	replyBytes int64
+	// res is the result the outcome describes; a wrapper that answers
+	// otherwise leaves the line to read its own result.
+	res *mcp.CallToolResult
+}
+
+type recordKey struct{}
+
+// recordOf returns the call's record, or nil outside an audited call.
+func recordOf(ctx context.Context) *callRecord {
+	r, _ := ctx.Value(recordKey{}).(*callRecord)
+	return r
+}
+
+// wrap records every call of h, whose tool is named tool.
 func (a *auditLog) wrap(tool string, h mcp.ToolHandler) mcp.ToolHandler {
 	if a == nil {
 		return h
 	}
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		a.inFlight.Add(1)
-		defer a.inFlight.Done()
+		rec := &callRecord{}
 		start := time.Now()
-		ctx, note := withNote(ctx)
+		ctx, note := withNote(context.WithValue(ctx, recordKey{}, rec))
 		res, err := h(ctx, req)
-		a.write(auditLine(start, time.Since(start), tool, req, res, err, note))
+		a.record(auditLine(start, time.Since(start), tool, req, rec, res, err, note))
 		return res, err
 	}
 }
 
-func (a *auditLog) write(line []byte) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if _, err := a.w.Write(line); err != nil && !a.failed {
-		a.failed = true
-		fmt.Fprintf(a.stderr, "fsmcp: audit log: %v (further failures are not reported)\n", err)
-	}
-}
-
 // auditLine renders one call as a JSON line.
-func auditLine(start time.Time, d time.Duration, tool string, req *mcp.CallToolRequest, res *mcp.CallToolResult, err error, note *callNote) []byte {
+func auditLine(start time.Time, d time.Duration, tool string, req *mcp.CallToolRequest, rec *callRecord, res *mcp.CallToolResult, err error, note *callNote) []byte {
 	o := newObj().str("time", formatTime(start.UnixNano())).str("event", "tool_call")
 	session, peer := "", ""
 	if req != nil && req.Session != nil {
@@ -107,8 +177,13 @@ func auditLine(start time.Time, d time.Duration, tool string, req *mcp.CallToolR
 		o.str("peer", peer)
 	}
 	o.str("tool", tool)
-	if req != nil && req.Params != nil {
-		if paths, clipped := auditPaths(req.Params.Arguments); paths != nil {
+	args := rec.args
+	if args == nil && req != nil && req.Params != nil && len(req.Params.Arguments) > 0 {
+		// The tool did not decode them (it refused them first).
+		json.Unmarshal(req.Params.Arguments, &args)
+	}
+	if args != nil {
+		if paths, clipped := auditPaths(args); paths != nil {
 			o.object("paths", paths)
 			if clipped {
 				o.bool("paths_clipped", true)
@@ -119,6 +194,11 @@ func auditLine(start time.Time, d time.Duration, tool string, req *mcp.CallToolR
 	switch {
 	case err != nil:
 		outcome = "protocol_error"
+	case rec.outcome != "" && res == rec.res:
+		outcome, bytes = rec.outcome, rec.replyBytes
+		if res != nil {
+			scope, _ = res.Meta["scope_violation"].(bool)
+		}
 	case res != nil:
 		for _, c := range res.Content {
 			if tc, ok := c.(*mcp.TextContent); ok {
@@ -160,21 +240,16 @@ func errorCode(res *mcp.CallToolResult) string {
 	return "error"
 }
 
-// auditPaths picks the path arguments out of a call's raw arguments, as
-// the worker would resolve them (one leading "/" stripped), as text when
-// UTF-8, else under key_base64. It returns nil when there are none.
-func auditPaths(raw json.RawMessage) (paths *obj, clipped bool) {
-	var args map[string]json.RawMessage
-	if len(raw) == 0 || json.Unmarshal(raw, &args) != nil {
-		return nil, false
-	}
+// auditPaths picks the path arguments out of a call's decoded arguments,
+// as the worker would resolve them (one leading "/" stripped), as text
+// when UTF-8, else under key_base64. It returns nil when there are none.
+func auditPaths(args map[string]any) (paths *obj, clipped bool) {
 	o := newObj()
 	for _, k := range pathArgs {
 		var p []byte
-		var s string
-		if v, ok := args[k]; ok && json.Unmarshal(v, &s) == nil {
+		if s, ok := args[k].(string); ok {
 			p = []byte(s)
-		} else if v, ok := args[k+"_base64"]; ok && json.Unmarshal(v, &s) == nil {
+		} else if s, ok := args[k+"_base64"].(string); ok {
 			b, err := base64.StdEncoding.DecodeString(s)
 			if err != nil {
 				continue // refused by the tool as invalid_argument

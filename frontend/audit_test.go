@@ -38,7 +38,9 @@ func TestAuditPaths(t *testing.T) {
 		{`{"path":"a\nb\"c"}`, `{"path":"a\nb\"c"}`, false},
 		{`{"path":"` + long + `"}`, `{"path":"` + long[:maxAuditPath] + `"}`, true},
 	} {
-		o, clipped := auditPaths(json.RawMessage(c.args))
+		var args map[string]any
+		json.Unmarshal([]byte(c.args), &args)
+		o, clipped := auditPaths(args)
 		got := ""
 		if o != nil {
 			got = string(o.bytes())
@@ -57,7 +59,7 @@ func TestAuditLine(t *testing.T) {
 	}
 	res := errorResult(errf(7, "m"))
 	res.Meta = mcp.Meta{"scope_violation": true}
-	line := auditLine(start, 1500*time.Microsecond, "fs_read", req, res, nil, nil)
+	line := auditLine(start, 1500*time.Microsecond, "fs_read", req, &callRecord{}, res, nil, nil)
 	var doc map[string]any
 	if err := json.Unmarshal(line, &doc); err != nil || line[len(line)-1] != '\n' || strings.Count(string(line), "\n") != 1 {
 		t.Fatalf("not one JSON line: %q %v", line, err)
@@ -74,7 +76,7 @@ func TestAuditLine(t *testing.T) {
 	if strings.Contains(string(line), "SECRET") {
 		t.Errorf("audit line carries argument content: %s", line)
 	}
-	line = auditLine(start, 0, "fs_stat", &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{}}, nil, errors.New("x"), nil)
+	line = auditLine(start, 0, "fs_stat", &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{}}, &callRecord{}, nil, errors.New("x"), nil)
 	if !strings.Contains(string(line), `"session":"stdio"`) || !strings.Contains(string(line), `"outcome":"protocol_error"`) {
 		t.Errorf("audit line %s", line)
 	}

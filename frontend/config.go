@@ -26,6 +26,8 @@ type Config struct {
 	RG               string
 	AllowNoLandlock  bool
 	CallTimeout      time.Duration
+	MaxCalls         int
+	MaxSessionCalls  int
 	// Ask names the tools, or classes of tools, that wait for the
 	// person's approval (--ask).
 	Ask      []string
@@ -77,6 +79,8 @@ func parseFlags(args []string, stderr io.Writer) (*Config, *flag.FlagSet, error)
 		return nil
 	})
 	fs.BoolVar(&c.ToolHelp, "tool-help", false, "print the tools and parameters the other flags would serve, and exit")
+	fs.IntVar(&c.MaxCalls, "max-calls", 64, "tool calls running at once on the server; more wait up to 10 s for a slot, then are answered unavailable")
+	fs.IntVar(&c.MaxSessionCalls, "max-session-calls", 16, "tool calls running at once in one session (stdio, or one HTTP session)")
 	fs.BoolVar(&c.Version, "version", false, "print the version and exit")
 	fs.Usage = func() {}
 	// One line for a bad command line; the full usage only for --help.
@@ -132,6 +136,12 @@ func (c *Config) check() error {
 	if c.CallTimeout <= 0 {
 		return errors.New("--call-timeout must be positive")
 	}
+	if c.MaxCalls < 1 || c.MaxCalls > maxCallsLimit {
+		return fmt.Errorf("--max-calls must be between 1 and %d", maxCallsLimit)
+	}
+	if c.MaxSessionCalls < 1 || c.MaxSessionCalls > c.MaxCalls {
+		return fmt.Errorf("--max-session-calls must be between 1 and --max-calls (%d)", c.MaxCalls)
+	}
 	switch c.Transport {
 	case "stdio":
 	case "http":
@@ -154,6 +164,10 @@ func (c *Config) check() error {
 	}
 	return nil
 }
+
+// maxCallsLimit is the worker's bound on concurrent gRPC streams
+// (worker.MaxStreams): more calls would only queue inside gRPC.
+const maxCallsLimit = 256
 
 // maxResponseBytesLimit keeps a page well inside one gRPC message.
 const maxResponseBytesLimit = 64 << 20

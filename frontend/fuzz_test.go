@@ -1,6 +1,7 @@
 package frontend
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -26,7 +27,7 @@ func FuzzArguments(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		for _, tool := range tools {
 			req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: tool.name, Arguments: raw}}
-			in, err := tool.decode(req)
+			in, err := tool.decode(context.Background(), req)
 			if err != nil {
 				var te *toolError
 				if !errors.As(err, &te) || te.code != fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT {

@@ -47,8 +47,6 @@ const (
 	// maxRequestBytes bounds one request body (413 beyond): room for an
 	// fs_write of 24 MiB as base64, a quarter of a gRPC message.
 	maxRequestBytes = 32 << 20
-	// maxStdioLineBytes bounds one JSON-RPC message on stdio.
-	maxStdioLineBytes = maxMessageBytes
 )
 
 // endpoint is what the front-end acquires before it confines itself:
@@ -124,38 +122,28 @@ func (e *endpoint) close() {
 	e.audit.close()
 }
 
-// serve runs srv on stdio or HTTP until ctx ends or, for stdio, the
-// client hangs up. When ctx ends, calls in flight answer before the
+// serve runs srv on stdio (conn) or HTTP until ctx ends or, for stdio,
+// the client hangs up. When ctx ends, calls in flight answer before the
 // connection closes.
-func (e *endpoint) serve(ctx context.Context, srv *mcp.Server, stdin io.ReadCloser, stdout io.WriteCloser, stderr io.Writer) error {
+func (e *endpoint) serve(ctx context.Context, srv *mcp.Server, conn *stdioConn, stderr io.Writer) error {
 	if e.http == nil {
-		return e.serveStdio(ctx, srv, stdin, stdout)
+		return e.serveStdio(ctx, srv, conn)
 	}
 	return e.http.serve(ctx, srv, stderr)
 }
 
-const (
-	// stopGrace is how long calls in flight may take to answer once the
-	// front-end is stopping, before they are cancelled.
-	stopGrace = 5 * time.Second
-	// replySettle is the time a finished call's reply takes to reach
-	// stdout after its handler returned.
-	replySettle = 200 * time.Millisecond
-)
+// stopGrace is how long calls in flight may take to answer once the
+// front-end is stopping (stdin closed, a signal, the worker gone), before
+// they are answered unavailable and cancelled.
+const stopGrace = 5 * time.Second
 
-// serveStdio is mcp.Server.Run, except for stopping. The SDK runs tool
-// calls beside its JSON-RPC connection, whose Close does not wait for
-// them: closing at once would drop the reply of a call that failed
-// because the worker died, and the client would never learn why. So
-// stopping waits for the calls in flight (up to stopGrace, then cancels
-// them), lets their replies be written, and only then closes.
-func (e *endpoint) serveStdio(ctx context.Context, srv *mcp.Server, stdin io.ReadCloser, stdout io.WriteCloser) error {
-	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancel()
-	// A line longer than the limit ends the stdio session (the stream
-	// cannot be resynchronised), so the limit sits above anything a
-	// worker message may carry.
-	ss, err := srv.Connect(sctx, &mcp.IOTransport{Reader: stdin, Writer: stdout, MaxLineLength: maxStdioLineBytes}, nil)
+// serveStdio is mcp.Server.Run over the front-end's own connection
+// (wire.go), which drains the calls in flight on stdin EOF by itself.
+// When ctx ends first, the connection refuses new calls, lets those in
+// flight answer (up to stopGrace), answers the rest, and only then does
+// the session close.
+func (e *endpoint) serveStdio(ctx context.Context, srv *mcp.Server, conn *stdioConn) error {
+	ss, err := srv.Connect(context.WithoutCancel(ctx), conn, nil)
 	if err != nil {
 		return err
 	}
@@ -166,15 +154,12 @@ func (e *endpoint) serveStdio(ctx context.Context, srv *mcp.Server, stdin io.Rea
 		return err
 	case <-ctx.Done():
 	}
-	idle := make(chan struct{})
-	go func() { e.audit.inFlight.Wait(); close(idle) }()
-	select {
-	case <-idle:
-	case <-time.After(stopGrace):
-		cancel()
-		<-idle
+	cause := "stopping"
+	if c := context.Cause(ctx); c != nil && !errors.Is(c, context.Canceled) {
+		cause = c.Error()
 	}
-	time.Sleep(replySettle)
+	conn.stop(cause, conn.grace)
+	conn.end(io.EOF)
 	ss.Close()
 	<-ended
 	return ctx.Err()

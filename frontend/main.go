@@ -127,22 +127,25 @@ func serve(ctx context.Context, cfg *Config, hooks Hooks, stdin io.ReadCloser, s
 		fmt.Fprintf(stderr, "fsmcp: front-end seccomp filter: %d system calls refused\n", sc.Denied)
 	}
 
-	srv := (&server{cfg: cfg, wc: wc, confinement: confinement, wrap: hooks.WrapTool, audit: ep.audit}).build()
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
+	var conn *stdioConn
+	if ep.http == nil {
+		conn = newStdioConn(stdin, stdout)
+	}
+	srv := (&server{cfg: cfg, wc: wc, confinement: confinement, wrap: hooks.WrapTool, audit: ep.audit, stdio: conn}).build()
+	runCtx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
 	var workerDied atomic.Bool
 	go func() {
 		select {
 		case <-w.Exited:
 			workerDied.Store(true)
-			stop()
+			stop(errors.New("the worker exited"))
 		case <-runCtx.Done():
 		}
 	}()
 	// Serving returns on stdin EOF (stdio), on a signal (ctx), or when the
-	// worker died; in the last two cases it first lets calls in flight
-	// answer.
-	err = ep.serve(runCtx, srv, stdin, stdout, stderr)
+	// worker died; in every case calls in flight answer first.
+	err = ep.serve(runCtx, srv, conn, stderr)
 	if workerDied.Load() {
 		return fmt.Errorf("worker exited unexpectedly (%v)", w.Err())
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime/debug"
 	"slices"
+	"time"
 	"unicode/utf8"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
@@ -30,6 +31,8 @@ type server struct {
 	// approvals asks the person before the calls --ask names; nil asks
 	// nothing.
 	approvals *approvals
+	// stdio is the stdio connection, nil over HTTP.
+	stdio *stdioConn
 }
 
 // tool is one MCP tool: its metadata, strict input schema and handler.
@@ -45,7 +48,7 @@ type tool struct {
 	resolved    *jsonschema.Resolved
 	// decode validates the raw arguments and decodes them into the
 	// tool's input type.
-	decode func(req *mcp.CallToolRequest) (any, error)
+	decode func(ctx context.Context, req *mcp.CallToolRequest) (any, error)
 	// call decodes, then runs the tool.
 	call func(ctx context.Context, s *server, req *mcp.CallToolRequest) (*obj, error)
 }
@@ -82,13 +85,18 @@ func defineTool[In any](name, description string, readOnly, destructive, idempot
 			maxArgs = maxMessageBytes
 		}
 	}
-	t.decode = func(req *mcp.CallToolRequest) (any, error) {
+	t.decode = func(ctx context.Context, req *mcp.CallToolRequest) (any, error) {
 		if n := len(req.Params.Arguments); n > maxArgs {
 			return nil, invalidf("arguments of %d bytes exceed the %d this tool accepts", n, maxArgs)
 		}
-		raw, err := checkArguments(req, resolved)
+		raw, args, err := checkArguments(req, resolved)
 		if err != nil {
 			return nil, err
+		}
+		if m, ok := args.(map[string]any); ok {
+			if rec := recordOf(ctx); rec != nil {
+				rec.args = m // the audit line reads its paths from here
+			}
 		}
 		in := new(In)
 		if err := json.Unmarshal(raw, in); err != nil {
@@ -97,7 +105,7 @@ func defineTool[In any](name, description string, readOnly, destructive, idempot
 		return in, nil
 	}
 	t.call = func(ctx context.Context, s *server, req *mcp.CallToolRequest) (*obj, error) {
-		in, err := t.decode(req)
+		in, err := t.decode(ctx, req)
 		if err != nil {
 			return nil, err
 		}
@@ -116,7 +124,7 @@ func (t *tool) titled(title string) *tool {
 // checkArguments verifies _meta.args_sha256 over the exact received bytes,
 // then validates the arguments against the tool's schema. Nothing reaches
 // the worker unless both pass.
-func checkArguments(req *mcp.CallToolRequest, resolved *jsonschema.Resolved) (json.RawMessage, error) {
+func checkArguments(req *mcp.CallToolRequest, resolved *jsonschema.Resolved) (json.RawMessage, any, error) {
 	raw := req.Params.Arguments
 	if len(raw) == 0 {
 		raw = json.RawMessage("{}")
@@ -124,30 +132,30 @@ func checkArguments(req *mcp.CallToolRequest, resolved *jsonschema.Resolved) (js
 	if want, ok := req.Params.Meta["args_sha256"]; ok {
 		ws, ok := want.(string)
 		if !ok || len(ws) != 64 || !isLowerHex(ws) {
-			return nil, invalidf("_meta.args_sha256 must be 64 lowercase hex digits")
+			return nil, nil, invalidf("_meta.args_sha256 must be 64 lowercase hex digits")
 		}
 		sum := sha256.Sum256(raw)
 		if got := hex.EncodeToString(sum[:]); got != ws {
-			return nil, errf(fsmcpv1.ErrorCode_ERROR_CODE_ARGS_MISMATCH,
+			return nil, nil, errf(fsmcpv1.ErrorCode_ERROR_CODE_ARGS_MISMATCH,
 				"the arguments received hash to %s, not to _meta.args_sha256", got)
 		}
 	}
 	// encoding/json would silently repair invalid UTF-8 and lone
 	// surrogates to U+FFFD; a repaired name must never address a file.
 	if !utf8.Valid(raw) {
-		return nil, invalidf("arguments are not valid UTF-8; use the _base64 form of a path")
+		return nil, nil, invalidf("arguments are not valid UTF-8; use the _base64 form of a path")
 	}
 	if err := checkSurrogates(raw); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var v any
 	if err := json.Unmarshal(raw, &v); err != nil {
-		return nil, invalidf("arguments: %v", err)
+		return nil, nil, invalidf("arguments: %v", err)
 	}
 	if err := resolved.Validate(v); err != nil {
-		return nil, invalidf("%s", explainInvalid(resolved.Schema(), v, err))
+		return nil, nil, invalidf("%s", explainInvalid(resolved.Schema(), v, err))
 	}
-	return raw, nil
+	return raw, v, nil
 }
 
 func isLowerHex(s string) bool {
@@ -300,6 +308,16 @@ func (s *server) handler(t *tool) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		ctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
 		defer cancel()
+		rec := recordOf(ctx)
+		fail := func(te *toolError) *mcp.CallToolResult {
+			res := errorResult(te)
+			if rec != nil {
+				rec.outcome = codeName(te.code)
+				rec.replyBytes = int64(len(res.Content[0].(*mcp.TextContent).Text))
+				rec.res = res
+			}
+			return res
+		}
 		if s.approvals.needed(t.name) {
 			if res := s.approve(ctx, t, req); res != nil {
 				return res, nil
@@ -307,12 +325,16 @@ func (s *server) handler(t *tool) mcp.ToolHandler {
 		}
 		doc, cerr := t.call(ctx, s, req)
 		if cerr != nil {
-			return errorResult(s.callError(ctx, cerr)), nil
+			return fail(s.callError(ctx, cerr)), nil
 		}
 		if int64(doc.size()) > s.cfg.MaxResponseBytes {
-			return errorResult(errf(fsmcpv1.ErrorCode_ERROR_CODE_TOO_LARGE, "the reply would exceed --max-response-bytes")), nil
+			return fail(errf(fsmcpv1.ErrorCode_ERROR_CODE_TOO_LARGE, "the reply would exceed --max-response-bytes")), nil
 		}
-		return okResult(doc), nil
+		res := okResult(doc)
+		if rec != nil {
+			rec.outcome, rec.replyBytes, rec.res = "ok", int64(doc.size()), res
+		}
+		return res, nil
 	}
 }
 
@@ -325,6 +347,9 @@ func (s *server) callError(ctx context.Context, err error) *toolError {
 	}
 	return te
 }
+
+// callSlotWait bounds how long a call waits for a slot (callGate).
+const callSlotWait = 10 * time.Second
 
 // allTools lists every tool in the order tools/list shows them.
 func allTools() []*tool {
@@ -347,5 +372,10 @@ func (s *server) build() *mcp.Server {
 		s.approvals = newApprovals(asked)
 	}
 	s.register(srv, tools)
+	wait := min(s.cfg.CallTimeout, callSlotWait)
+	gate := newCallGate(s.cfg.MaxCalls, s.cfg.MaxSessionCalls, wait)
+	// Outermost first: the encoder sees every tool result, the gate's
+	// refusals included.
+	srv.AddReceivingMiddleware(encodeResult(s.stdio), gate.middleware)
 	return srv
 }

@@ -150,6 +150,9 @@ func rgVersion(rg string) (string, error) {
 	return strings.TrimSpace(first), nil
 }
 
+// MaxStreams bounds the gRPC streams the worker serves at once.
+const MaxStreams = 256
+
 // Serve serves svc on conn until the peer closes it. opts add interceptors
 // inside panic recovery.
 func Serve(conn net.Conn, svc *Service, extra grpc.UnaryServerInterceptor) error {
@@ -162,6 +165,9 @@ func Serve(conn net.Conn, svc *Service, extra grpc.UnaryServerInterceptor) error
 		grpc.ChainStreamInterceptor(recoverStream),
 		grpc.MaxRecvMsgSize(MaxMessageBytes),
 		grpc.MaxSendMsgSize(MaxMessageBytes),
+		// The front-end runs at most --max-calls (≤ MaxStreams) calls at
+		// once; a peer opening more waits for gRPC stream quota.
+		grpc.MaxConcurrentStreams(MaxStreams),
 		// The front-end's sizing (frontend/client.go): static windows end
 		// the BDP pings and mid-message window updates; 64 KiB per read
 		// or write system call.

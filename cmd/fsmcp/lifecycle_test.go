@@ -115,6 +115,9 @@ func TestStartupRefusals(t *testing.T) {
 		{"bad --rg", []string{"--root", root, "--rg", "/nonexistent/rg"}, nil, "ripgrep not found"},
 		{"tiny reply bound", []string{"--root", root, "--max-response-bytes", "10"}, nil, "--max-response-bytes"},
 		{"bad transport", []string{"--root", root, "--transport", "carrier-pigeon"}, nil, "--transport"},
+		{"no calls", []string{"--root", root, "--max-calls", "0"}, nil, "--max-calls must be between 1 and 256"},
+		{"too many calls", []string{"--root", root, "--max-calls", "257"}, nil, "--max-calls must be between 1 and 256"},
+		{"session above server", []string{"--root", root, "--max-calls", "4", "--max-session-calls", "5"}, nil, "--max-session-calls must be between 1 and --max-calls (4)"},
 		{"unknown flag", []string{"--root", root, "--follow-symlinks"}, nil, "flag provided but not defined"},
 		{"stray argument", []string{"--root", root, "extra"}, nil, "unexpected argument"},
 	}
