@@ -332,7 +332,7 @@ func (s *server) handler(t *tool) mcp.ToolHandler {
 		}
 		res := okResult(doc)
 		if rec != nil {
-			rec.outcome, rec.replyBytes, rec.res = "ok", int64(doc.size()), res
+			rec.outcome, rec.replyBytes, rec.res = "ok", int64(len(res.Content[0].(*mcp.TextContent).Text)), res
 		}
 		return res, nil
 	}

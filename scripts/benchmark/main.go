@@ -41,6 +41,9 @@ type options struct {
 	spin    time.Duration
 	// read: only the reading rows (lines, tree, grep modes, read_many).
 	read bool
+	// raw: only the raw-client rows against the official server.
+	raw bool
+	rawOptions
 }
 
 // row is one line of the report.
@@ -66,6 +69,9 @@ func main() {
 	flag.StringVar(&o.bin, "fsmcp", "", "fsmcp binary to measure (default: build ./cmd/fsmcp)")
 	flag.StringVar(&o.gotree, "gotree", filepath.Join(goroot(), "src"), "source tree for the search benchmarks")
 	flag.BoolVar(&o.read, "read", false, "only the rows of the reading tools (lines, tree, grep modes, several files)")
+	flag.BoolVar(&o.raw, "raw", false, "only the raw-client rows: fsmcp against the official Node server (raw.go)")
+	flag.StringVar(&o.before, "before", "", "with --raw: also build and measure this git revision, in the same rounds")
+	flag.StringVar(&o.node, "node", os.Getenv("FSMCP_BENCH_NODE"), "with --raw: a directory whose node_modules hold @modelcontextprotocol/server-filesystem and @modelcontextprotocol/sdk")
 	flag.Parse()
 	o.samples, o.spin = 300, 1500*time.Millisecond
 	if o.smoke {
@@ -304,6 +310,9 @@ func run(o options) ([]row, error) {
 	}
 	if o.read {
 		return readRows(o, tmp)
+	}
+	if o.raw {
+		return rawRows(o, o.rawOptions, tmp)
 	}
 	var rows []row
 
