@@ -79,8 +79,8 @@ func parseFlags(args []string, stderr io.Writer) (*Config, *flag.FlagSet, error)
 		return nil
 	})
 	fs.BoolVar(&c.ToolHelp, "tool-help", false, "print the tools and parameters the other flags would serve, and exit")
-	fs.IntVar(&c.MaxCalls, "max-calls", 64, "tool calls running at once on the server; more wait up to 10 s for a slot, then are answered unavailable")
-	fs.IntVar(&c.MaxSessionCalls, "max-session-calls", 16, "tool calls running at once in one session (stdio, or one HTTP session)")
+	fs.IntVar(&c.MaxCalls, "max-calls", defaultMaxCalls, "tool calls running at once on the server; more wait up to 10 s for a slot, then are answered unavailable")
+	fs.IntVar(&c.MaxSessionCalls, "max-session-calls", defaultMaxSessionCalls, "tool calls running at once in one session (stdio, or one HTTP session)")
 	fs.BoolVar(&c.Version, "version", false, "print the version and exit")
 	fs.Usage = func() {}
 	// One line for a bad command line; the full usage only for --help.

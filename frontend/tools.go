@@ -351,6 +351,28 @@ func (s *server) callError(ctx context.Context, err error) *toolError {
 // callSlotWait bounds how long a call waits for a slot (callGate).
 const callSlotWait = 10 * time.Second
 
+// The bounds of callGate when the configuration leaves them unset (a
+// Config not made by parseFlags); the flags default to the same.
+const (
+	defaultMaxCalls        = 64
+	defaultMaxSessionCalls = 16
+)
+
+// callGate bounds the calls running at once as configured.
+func (s *server) callGate() *callGate {
+	perServer, perSession, wait := s.cfg.MaxCalls, s.cfg.MaxSessionCalls, callSlotWait
+	if perServer <= 0 {
+		perServer = defaultMaxCalls
+	}
+	if perSession <= 0 {
+		perSession = min(defaultMaxSessionCalls, perServer)
+	}
+	if s.cfg.CallTimeout > 0 {
+		wait = min(wait, s.cfg.CallTimeout)
+	}
+	return newCallGate(perServer, perSession, wait)
+}
+
 // allTools lists every tool in the order tools/list shows them.
 func allTools() []*tool {
 	var ts []*tool
@@ -372,8 +394,7 @@ func (s *server) build() *mcp.Server {
 		s.approvals = newApprovals(asked)
 	}
 	s.register(srv, tools)
-	wait := min(s.cfg.CallTimeout, callSlotWait)
-	gate := newCallGate(s.cfg.MaxCalls, s.cfg.MaxSessionCalls, wait)
+	gate := s.callGate()
 	// Outermost first: the encoder sees every tool result, the gate's
 	// refusals included.
 	srv.AddReceivingMiddleware(encodeResult(s.stdio), gate.middleware)

@@ -53,7 +53,7 @@ func TestWireStdinClosedAnswersEverything(t *testing.T) {
 	root := slowTree(t, 1, 2)
 	script := wireInit +
 		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}` + "\n" +
-		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"fs_grep","arguments":{"pattern":"\\w+e\\b"}}}` + "\n" +
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"fs_grep","arguments":{"path":"","pattern":"\\w+e\\b"}}}` + "\n" +
 		`not json` + "\n" +
 		`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"fs_stat","arguments":{"path":""}}}`
 	cmd := fsmcpCommand(root)

@@ -368,6 +368,15 @@ func run(o options) ([]row, error) {
 		return nil, err
 	}
 	rows = append(rows, more...)
+	if o.smoke {
+		// The raw-client harness runs in the smoke too, so it never rots;
+		// its figures come from scripts/bench --raw.
+		more, err = rawRows(o, o.rawOptions, tmp)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, more...)
+	}
 	return rows, nil
 }
 

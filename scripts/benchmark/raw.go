@@ -350,10 +350,20 @@ func compareRows(name string, k int, servers []*rawServer, runs [][]rawRun) []ro
 		slices.Sort(lat)
 		return agg{p50: pct(lat, .5), cpu: cpu / float64(n) * 1e6, rate: float64(n) / wall}
 	}
+	var rows []row
+	if len(servers) == 1 {
+		a := sum(runs[0])
+		r := row{Name: fmt.Sprintf("%s: %s", name, servers[0].name), Target: fmt.Sprintf("cpu %.0f µs/call", a.cpu)}
+		if k > 1 {
+			r.Value, r.Unit = a.rate, "calls/s"
+		} else {
+			r.P50us = a.p50
+		}
+		return append(rows, r)
+	}
 	base := len(servers) - 1
 	b := sum(runs[base])
-	var rows []row
-	for i, s := range servers {
+	for i, s := range servers[:base] {
 		a := sum(runs[i])
 		r := row{Name: fmt.Sprintf("%s: %s", name, s.name), Baseline: servers[base].name}
 		if k > 1 {
@@ -363,9 +373,7 @@ func compareRows(name string, k int, servers []*rawServer, runs [][]rawRun) []ro
 			r.P50us, r.BaseP50, r.Ratio = a.p50, b.p50, a.p50/b.p50
 			r.Target = fmt.Sprintf("cpu %.0f µs/call vs %.0f (%.2fx)", a.cpu, b.cpu, a.cpu/b.cpu)
 		}
-		if i != base {
-			rows = append(rows, r)
-		}
+		rows = append(rows, r)
 	}
 	return rows
 }
