@@ -1,6 +1,7 @@
 package frontend
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -8,6 +9,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -25,6 +30,10 @@ type Config struct {
 	ToolsPrefix      string
 	RG               string
 	AllowNoLandlock  bool
+	AllowBroadRoot   bool
+	HTTPReadTimeout  time.Duration
+	HTTPSessionIdle  time.Duration
+	HTTPMaxSessions  int
 	CallTimeout      time.Duration
 	MaxCalls         int
 	MaxSessionCalls  int
@@ -34,6 +43,8 @@ type Config struct {
 	ToolHelp bool
 	Version  bool
 	Help     bool
+	// set holds the flags given on the command line.
+	set map[string]bool
 }
 
 // defaultMaxResponseBytes bounds a reply where agent hosts still take it
@@ -69,10 +80,14 @@ func parseFlags(args []string, stderr io.Writer) (*Config, *flag.FlagSet, error)
 		c.AllowOrigins = append(c.AllowOrigins, o)
 		return nil
 	})
+	fs.DurationVar(&c.HTTPReadTimeout, "http-read-timeout", 60*time.Second, "time a client has to send one HTTP request, headers and body")
+	fs.DurationVar(&c.HTTPSessionIdle, "http-session-idle", 10*time.Minute, "close an HTTP session unused this long")
+	fs.IntVar(&c.HTTPMaxSessions, "http-max-sessions", 1024, "HTTP sessions kept at most; a new one closes the one idle the longest")
 	fs.StringVar(&c.AuditLog, "audit-log", "", "append the audit log (one JSON line per call) to this file instead of stderr")
 	fs.StringVar(&c.ToolsPrefix, "tools-prefix", "", "prefix for every tool name")
 	fs.StringVar(&c.RG, "rg", "", "ripgrep binary (default: rg on PATH)")
 	fs.BoolVar(&c.AllowNoLandlock, "allow-no-landlock", false, "run on a kernel without Landlock, with only os.Root as containment")
+	fs.BoolVar(&c.AllowBroadRoot, "allow-broad-root", false, "let --root be / or your home directory itself")
 	fs.DurationVar(&c.CallTimeout, "call-timeout", 60*time.Second, "deadline of one tool call")
 	fs.Func("ask", "ask the person at the client (MCP elicitation) before calls of this tool, or of a class: writes, destructive, exec; repeatable", func(v string) error {
 		c.Ask = append(c.Ask, v)
@@ -101,6 +116,8 @@ func parseFlags(args []string, stderr io.Writer) (*Config, *flag.FlagSet, error)
 	if fs.NArg() > 0 {
 		return nil, fs, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
+	c.set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { c.set[f.Name] = true })
 	return c, fs, nil
 }
 
@@ -142,11 +159,30 @@ func (c *Config) check() error {
 	if c.MaxSessionCalls < 1 || c.MaxSessionCalls > c.MaxCalls {
 		return fmt.Errorf("--max-session-calls must be between 1 and --max-calls (%d)", c.MaxCalls)
 	}
+	if err := checkToolsPrefix(c.ToolsPrefix); err != nil {
+		return err
+	}
+	if err := c.checkBroadRoot(); err != nil {
+		return err
+	}
 	switch c.Transport {
 	case "stdio":
+		for _, f := range httpFlags {
+			if c.set[f] {
+				return fmt.Errorf("--%s applies to --transport http only", f)
+			}
+		}
 	case "http":
 		if err := checkListen(c.Listen, c.AllowRemote); err != nil {
 			return err
+		}
+		switch {
+		case c.HTTPReadTimeout <= 0:
+			return errors.New("--http-read-timeout must be positive")
+		case c.HTTPSessionIdle <= 0:
+			return errors.New("--http-session-idle must be positive")
+		case c.HTTPMaxSessions < 1:
+			return errors.New("--http-max-sessions must be at least 1")
 		}
 	default:
 		return fmt.Errorf("--transport %q: want stdio or http", c.Transport)
@@ -161,6 +197,90 @@ func (c *Config) check() error {
 	}
 	if c.RG, err = filepath.Abs(path); err != nil {
 		return err
+	}
+	return checkRG(c.RG)
+}
+
+// httpFlags have a meaning only under --transport http; given under
+// stdio they would be ignored, so they are refused.
+var httpFlags = []string{"listen", "token-file", "allow-origin", "allow-remote",
+	"http-read-timeout", "http-session-idle", "http-max-sessions"}
+
+// maxToolNameLen and toolNameChars are the MCP specification's rule for
+// tool names (2025-11-25, "Tool names"): 1 to 128 characters of A-Z, a-z,
+// 0-9, underscore, hyphen and dot.
+const maxToolNameLen = 128
+
+var toolNameChars = regexp.MustCompile(`^[A-Za-z0-9_.-]*$`)
+
+// checkToolsPrefix refuses a prefix that would make a tool name MCP does
+// not allow.
+func checkToolsPrefix(prefix string) error {
+	if !toolNameChars.MatchString(prefix) {
+		return fmt.Errorf("--tools-prefix %q: tool names may hold only letters, digits, _, - and .", prefix)
+	}
+	longest := ""
+	for _, t := range allTools() {
+		if len(t.name) > len(longest) {
+			longest = t.name
+		}
+	}
+	if n := len(prefix) + len(longest); n > maxToolNameLen {
+		return fmt.Errorf("--tools-prefix is %d bytes: with it, %s would be %d characters, more than the %d MCP allows",
+			len(prefix), longest, n, maxToolNameLen)
+	}
+	return nil
+}
+
+// checkBroadRoot refuses to serve the whole filesystem or the user's home
+// directory itself, unless asked to: either hands the client every key,
+// token and configuration file the user has.
+func (c *Config) checkBroadRoot() error {
+	if c.AllowBroadRoot {
+		return nil
+	}
+	fi, err := os.Stat(c.Root)
+	if err != nil {
+		return nil // check reports it
+	}
+	if sys, err := os.Stat("/"); err == nil && os.SameFile(fi, sys) {
+		return fmt.Errorf("--root %s is the whole filesystem: the client could read and change every file this user can; serve a project directory, or pass --allow-broad-root", c.Root)
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		if h, err := os.Stat(home); err == nil && os.SameFile(fi, h) {
+			return fmt.Errorf("--root %s is your home directory: the client could read your keys and tokens and change your shell and tool configuration; serve a project directory, or pass --allow-broad-root", c.Root)
+		}
+	}
+	return nil
+}
+
+// minRG is the oldest ripgrep fsmcp is tested with (Debian 12's), whose
+// --json events and exit codes the worker parses.
+var minRG = [3]int{13, 0, 0}
+
+var rgVersionLine = regexp.MustCompile(`^ripgrep (\d+)\.(\d+)\.(\d+)`)
+
+// checkRG runs rg --version and refuses a program that does not answer as
+// ripgrep minRG or newer: a stand-in that exits 0 would make every search
+// succeed with nothing found.
+func checkRG(rg string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, rg, "--version").Output()
+	if err != nil {
+		return fmt.Errorf("--rg %s: running it with --version failed: %v", rg, err)
+	}
+	first, _, _ := strings.Cut(string(out), "\n")
+	m := rgVersionLine.FindStringSubmatch(first)
+	if m == nil {
+		return fmt.Errorf("--rg %s does not answer --version as ripgrep (it said %.80q)", rg, first)
+	}
+	var got [3]int
+	for i := range got {
+		got[i], _ = strconv.Atoi(m[i+1])
+	}
+	if slices.Compare(got[:], minRG[:]) < 0 {
+		return fmt.Errorf("--rg %s is ripgrep %d.%d.%d; fsmcp needs %d.%d.%d or newer", rg, got[0], got[1], got[2], minRG[0], minRG[1], minRG[2])
 	}
 	return nil
 }

@@ -66,6 +66,12 @@ type httpEndpoint struct {
 	// token is kept only when generated, to be printed once.
 	token   string
 	origins []string
+	// readTimeout bounds reading one request, headers and body.
+	readTimeout time.Duration
+	// sessionIdle closes a session unused this long; maxSessions caps
+	// how many are kept.
+	sessionIdle time.Duration
+	maxSessions int
 }
 
 // prepare opens the audit log and, for --transport http, takes the
@@ -81,7 +87,8 @@ func prepare(cfg *Config, stderr io.Writer) (*endpoint, error) {
 	if cfg.Transport != "http" {
 		return e, nil
 	}
-	h := &httpEndpoint{origins: cfg.AllowOrigins}
+	h := &httpEndpoint{origins: cfg.AllowOrigins, readTimeout: cfg.HTTPReadTimeout,
+		sessionIdle: cfg.HTTPSessionIdle, maxSessions: cfg.HTTPMaxSessions}
 	e.http = h
 	token, generated, err := loadToken(cfg.TokenFile, stderr)
 	if err != nil {
@@ -298,30 +305,46 @@ func originAllowed(values []string, allow []string) bool {
 // authorized compares the request's bearer token with the expected one in
 // constant time: both are hashed first, so neither length nor content
 // leaks through timing.
-func (h *httpEndpoint) authorized(r *http.Request) bool {
+// It also says whether the request carried an Authorization header.
+func (h *httpEndpoint) authorized(r *http.Request) (has, ok bool) {
 	values := r.Header.Values("Authorization")
 	if len(values) != 1 {
-		return false
+		return len(values) > 0, false
 	}
-	scheme, token, ok := strings.Cut(values[0], " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return false
+	scheme, token, found := strings.Cut(values[0], " ")
+	if !found || !strings.EqualFold(scheme, "Bearer") {
+		return true, false
 	}
 	sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
-	return subtle.ConstantTimeCompare(sum[:], h.tokenSum[:]) == 1
+	return true, subtle.ConstantTimeCompare(sum[:], h.tokenSum[:]) == 1
 }
 
 // gate admits a request to next only with an acceptable Origin (else 403)
-// and the bearer token (else 401).
+// and the bearer token (else 401). A browser's CORS preflight from an
+// acceptable Origin is answered here, before the token, which browsers
+// never send on a preflight. Refusals close the connection at once,
+// without reading a body the client may be sending slowly.
 func (h *httpEndpoint) gate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !originAllowed(r.Header.Values("Origin"), h.origins) {
-			http.Error(w, "Forbidden: Origin not allowed", http.StatusForbidden)
+		origin := r.Header.Values("Origin")
+		if !originAllowed(origin, h.origins) {
+			refuse(w, http.StatusForbidden, "fsmcp: this Origin is not allowed; start fsmcp with --allow-origin ORIGIN to allow a web page's origin")
 			return
 		}
-		if !h.authorized(r) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="fsmcp"`)
-			http.Error(w, "Unauthorized", http.StatusUnauthorized)
+		if len(origin) == 1 {
+			corsHeaders(w.Header(), origin[0])
+			if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+				preflight(w)
+				return
+			}
+		}
+		if has, ok := h.authorized(r); !ok {
+			challenge := `Bearer realm="fsmcp", error_description="send Authorization: Bearer TOKEN, with the token of --token-file or the one fsmcp printed when it started"`
+			if has {
+				challenge = `Bearer realm="fsmcp", error="invalid_token", error_description="the bearer token is not this server's"`
+			}
+			w.Header().Set("WWW-Authenticate", challenge)
+			refuse(w, http.StatusUnauthorized, "fsmcp: /mcp needs the header \"Authorization: Bearer TOKEN\", with the token of --token-file or the one fsmcp printed on stderr when it started")
 			return
 		}
 		// Tool handlers see the request's headers: the token stays here.
@@ -331,16 +354,48 @@ func (h *httpEndpoint) gate(next http.Handler) http.Handler {
 	})
 }
 
+// refuse answers a refused request and closes the connection: net/http
+// would otherwise read up to 256 KiB of an unread body before answering.
+func refuse(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Connection", "close")
+	http.Error(w, msg, code)
+}
+
+// The CORS response headers for an Origin the gate accepts. The Origin is
+// echoed, never "*": a page from any other origin gets no CORS headers, so
+// its browser refuses it the response.
+const (
+	corsMethods     = "GET, POST, DELETE"
+	corsHeaderNames = "Authorization, Content-Type, Accept, Mcp-Session-Id, Mcp-Protocol-Version, Last-Event-ID"
+	corsExposed     = "Mcp-Session-Id, Mcp-Protocol-Version, WWW-Authenticate"
+)
+
+func corsHeaders(hdr http.Header, origin string) {
+	hdr.Set("Access-Control-Allow-Origin", origin)
+	hdr.Add("Vary", "Origin")
+	hdr.Set("Access-Control-Expose-Headers", corsExposed)
+}
+
+// preflight answers a CORS preflight from an accepted Origin.
+func preflight(w http.ResponseWriter) {
+	hdr := w.Header()
+	hdr.Set("Access-Control-Allow-Methods", corsMethods)
+	hdr.Set("Access-Control-Allow-Headers", corsHeaderNames)
+	hdr.Set("Access-Control-Max-Age", "600")
+	w.WriteHeader(http.StatusNoContent)
+}
+
 // handler routes /mcp through the gate to go-sdk's Streamable HTTP
 // handler, and answers /health without authentication.
 func (h *httpEndpoint) handler(srv *mcp.Server) http.Handler {
+	srv.AddReceivingMiddleware(newSessionCap(h.maxSessions).middleware)
 	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
 		// A client that gives up on a call closes its request; the
 		// call's context, and with it the worker's RPC, ends too.
 		PropagateRequestCancellation: true,
-		// Sessions of the older protocol revisions that a client
-		// abandons without DELETE are closed eventually.
-		SessionTimeout:      time.Hour,
+		// A session a client abandons without DELETE is closed once
+		// idle this long (and sooner when the cap needs room).
+		SessionTimeout:      h.sessionIdle,
 		MaxRequestBodyBytes: maxRequestBytes,
 	})
 	mux := http.NewServeMux()
@@ -358,9 +413,12 @@ func (h *httpEndpoint) serve(ctx context.Context, srv *mcp.Server, stderr io.Wri
 	hs := &http.Server{
 		Handler:           h.handler(srv),
 		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          log.New(stderr, "fsmcp: http: ", 0),
+		// Headers and body: a client sending slowly holds a
+		// descriptor only this long (untilBodyRead lifts it after).
+		ReadTimeout:    h.readTimeout,
+		IdleTimeout:    2 * time.Minute,
+		MaxHeaderBytes: 64 << 10,
+		ErrorLog:       log.New(stderr, "fsmcp: http: ", 0),
 	}
 	where := "http://" + h.ln.Addr().String() + mcpPath
 	if h.ln.Addr().Network() == "unix" {

@@ -117,7 +117,7 @@ func TestAuthorized(t *testing.T) {
 		for _, v := range c.values {
 			r.Header.Add("Authorization", v)
 		}
-		if got := h.authorized(r); got != c.want {
+		if _, got := h.authorized(r); got != c.want {
 			t.Errorf("authorized(%q) = %v, want %v", c.values, got, c.want)
 		}
 	}

@@ -45,7 +45,7 @@ func Main(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.Wri
 		fs.Usage()
 		return 0
 	case cfg.Version:
-		fmt.Fprintf(stdout, "fsmcp %s (%s)\nkernel landlock ABI %d\n", Version, runtime.Version(), sandbox.KernelABI())
+		fmt.Fprintf(stdout, "fsmcp %s (%s)\n%s\nkernel landlock ABI %d\n", Version, runtime.Version(), buildText(), sandbox.KernelABI())
 		return 0
 	case cfg.ToolHelp:
 		if err := cfg.checkTools(); err != nil {
@@ -189,6 +189,33 @@ func tuneGC(maxResponseBytes int64) {
 	if os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(frontendMemoryBase + frontendPageCopies*maxResponseBytes)
 	}
+}
+
+// buildText describes the build from the information the Go toolchain
+// embeds: the main module's path and version, and the VCS revision, its
+// time and whether the tree had uncommitted changes.
+func buildText() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "build information unavailable"
+	}
+	text := "module " + bi.Main.Path + " " + bi.Main.Version
+	setting := map[string]string{}
+	for _, s := range bi.Settings {
+		setting[s.Key] = s.Value
+	}
+	rev := setting["vcs.revision"]
+	if rev == "" {
+		return text + ", revision unknown"
+	}
+	text += ", revision " + rev
+	if t := setting["vcs.time"]; t != "" {
+		text += " (" + t + ")"
+	}
+	if setting["vcs.modified"] == "true" {
+		text += ", modified"
+	}
+	return text
 }
 
 var goRelease = regexp.MustCompile(`^go(\d+)\.(\d+)(?:\.(\d+))?`)

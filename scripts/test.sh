@@ -10,6 +10,7 @@ command -v rg >/dev/null || missing+=(ripgrep)
 command -v setfacl >/dev/null || missing+=(acl)
 command -v chattr >/dev/null || missing+=(e2fsprogs)
 command -v systemd-socket-activate >/dev/null || missing+=(systemd)
+command -v chromium >/dev/null || missing+=(chromium)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "scripts/test.sh: install ${missing[*]} first" >&2

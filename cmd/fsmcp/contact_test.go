@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -37,4 +38,68 @@ func TestContactDefaultReplyBound(t *testing.T) {
 		t.Errorf("fs_read of 256 KiB: reply of %d bytes (truncated %v, next_offset %d, length %d), want at most 65536, cut near it",
 			len(r.text), r.doc["truncated"], r.num("next_offset"), r.num("length"))
 	}
+}
+
+// refusedStart runs fsmcp with flags and fails unless it exits 2 with one
+// line on stderr that contains want, and nothing on stdout.
+func refusedStart(t *testing.T, env []string, want string, flags ...string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], flags...)
+	cmd.Env = append(append(os.Environ(), "FSMCP_TEST_FRONTEND=1", "GORACE=atexit_sleep_ms=0"), env...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.Run()
+	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+	if code := cmd.ProcessState.ExitCode(); code != 2 || len(lines) != 1 || !strings.Contains(lines[0], want) || stdout.Len() > 0 {
+		t.Errorf("fsmcp %q: exit %d, stdout %q, stderr %q; want exit 2 and one line with %q", flags, code, stdout.String(), stderr.String(), want)
+	}
+}
+
+// Flags that would silently do something else than asked are refused at
+// start with the reason.
+func TestContactFlagRefusals(t *testing.T) {
+	root := t.TempDir()
+	fakeRG := func(name, script string) string {
+		p := filepath.Join(t.TempDir(), name)
+		if err := os.WriteFile(p, []byte("#!/bin/sh\n"+script+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	home := t.TempDir()
+	for _, c := range []struct {
+		name  string
+		env   []string
+		want  string
+		flags []string
+	}{
+		{"space in prefix", nil, "tool names may hold only letters, digits", []string{"--root", root, "--tools-prefix", "a b/"}},
+		{"slash in prefix", nil, "tool names may hold only", []string{"--root", root, "--tools-prefix", "a/"}},
+		{"long prefix", nil, "more than the 128 MCP allows", []string{"--root", root, "--tools-prefix", strings.Repeat("p", 120)}},
+		{"rg that is not ripgrep", nil, "does not answer --version as ripgrep", []string{"--root", root, "--rg", "/bin/true"}},
+		{"rg too old", nil, "is ripgrep 11.0.2; fsmcp needs 13.0.0 or newer", []string{"--root", root, "--rg", fakeRG("rg", "echo 'ripgrep 11.0.2'")}},
+		{"rg failing", nil, "running it with --version failed", []string{"--root", root, "--rg", fakeRG("rg", "exit 3")}},
+		{"listen under stdio", nil, "--listen applies to --transport http only", []string{"--root", root, "--listen", "127.0.0.1:9"}},
+		{"token file under stdio", nil, "--token-file applies to --transport http only", []string{"--root", root, "--token-file", "/dev/null"}},
+		{"origin under stdio", nil, "--allow-origin applies to --transport http only", []string{"--root", root, "--allow-origin", "https://a.example"}},
+		{"remote under stdio", nil, "--allow-remote applies to --transport http only", []string{"--root", root, "--transport", "stdio", "--allow-remote"}},
+		{"root /", nil, "is the whole filesystem", []string{"--root", "/"}},
+		{"root /., read-only", nil, "is the whole filesystem", []string{"--root", "/.", "--read-only"}},
+		{"root home", []string{"HOME=" + home}, "is your home directory", []string{"--root", home}},
+		{"root home by another name", []string{"HOME=" + home}, "is your home directory", []string{"--root", home + "/../" + filepath.Base(home)}},
+	} {
+		t.Run(c.name, func(t *testing.T) { refusedStart(t, c.env, c.want, c.flags...) })
+	}
+}
+
+// --allow-broad-root lets the home directory be served, and a directory
+// below it needs nothing: the refusal is for the broad roots only.
+func TestContactBroadRootAllowed(t *testing.T) {
+	home := t.TempDir()
+	if err := os.Mkdir(filepath.Join(home, "project"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HOME", home)
+	start(t, home, "--allow-broad-root").wantOK("fs_stat", map[string]any{"path": ""})
+	start(t, filepath.Join(home, "project")).wantOK("fs_stat", map[string]any{"path": ""})
 }

@@ -182,8 +182,9 @@ func toolNames(t *testing.T, s *server) []string {
 	return names
 }
 
-// TestHTTPSession runs a whole session over Streamable HTTP, at the newest
-// protocol revision (no sessions) and at 2025-11-25 (Mcp-Session-Id):
+// TestHTTPSession runs a whole session over Streamable HTTP, at the
+// client's newest revision (2025-11-25 after its fallback) and at
+// 2025-11-25 asked for directly, both with Mcp-Session-Id:
 // initialize, tools/list, every read tool, and a write.
 func TestHTTPSession(t *testing.T) {
 	root, _ := tree(t)
@@ -555,8 +556,8 @@ func rgUnder(t *testing.T, pid int) []int {
 }
 
 // TestHTTPCancellation: a client that gives up on a call cancels the
-// worker's RPC, at the newest protocol revision (the request is closed)
-// and at 2025-11-25 (notifications/cancelled).
+// worker's RPC (notifications/cancelled), with the client's newest
+// revision and with 2025-11-25 asked for directly.
 func TestHTTPCancellation(t *testing.T) {
 	root, _ := tree(t)
 	h := startHTTP(t, root)
@@ -719,15 +720,16 @@ func TestToolsPrefix(t *testing.T) {
 	}
 }
 
-// TestVersion: --version prints the release, the Go toolchain and the
-// kernel's Landlock ABI, and starts nothing.
+// TestVersion: --version prints the release, the Go toolchain, the module
+// and VCS revision from the build information (a test binary carries no
+// revision) and the kernel's Landlock ABI, and starts nothing.
 func TestVersion(t *testing.T) {
 	cmd := fsmcpCommand("/nonexistent", "--version")
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatal(err)
 	}
-	re := regexp.MustCompile(`^fsmcp \d+\.\d+\.\d+ \(go[^)]+\)\nkernel landlock ABI (\d+)\n$`)
+	re := regexp.MustCompile(`^fsmcp \d+\.\d+\.\d+ \(go[^)]+\)\nmodule github\.com/fsmcp/fsmcp \S+, revision unknown\nkernel landlock ABI (\d+)\n$`)
 	m := re.FindStringSubmatch(string(out))
 	if m == nil {
 		t.Fatalf("--version = %q", out)

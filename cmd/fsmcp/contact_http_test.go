@@ -1,0 +1,349 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// A request without the token is answered 401 with a Bearer challenge
+// that says what to send; one with a wrong token says the token is wrong.
+func TestContactHTTPUnauthorized(t *testing.T) {
+	root, _ := tree(t)
+	h := startHTTP(t, root)
+	for _, c := range []struct {
+		auth, challenge string
+	}{
+		{"", `Bearer realm="fsmcp", error_description="send Authorization: Bearer TOKEN`},
+		{"Bearer wrong-token-of-some-length", `Bearer realm="fsmcp", error="invalid_token"`},
+	} {
+		req, _ := http.NewRequest("POST", h.base+"/mcp", strings.NewReader(`{}`))
+		if c.auth != "" {
+			req.Header.Set("Authorization", c.auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if got := resp.Header.Get("WWW-Authenticate"); resp.StatusCode != 401 || !strings.HasPrefix(got, c.challenge) ||
+			!strings.Contains(string(body), `"Authorization: Bearer TOKEN"`) {
+			t.Errorf("Authorization %q: %d, WWW-Authenticate %q, body %q; want 401, %q and a body saying what to send",
+				c.auth, resp.StatusCode, got, body, c.challenge)
+		}
+	}
+}
+
+// rawRequest writes head to a new connection to h and returns the
+// connection and a reader of what comes back.
+func rawRequest(t *testing.T, h *httpServer, head string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(h.base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if _, err := io.WriteString(conn, head); err != nil {
+		t.Fatal(err)
+	}
+	return conn, bufio.NewReader(conn)
+}
+
+// A refused request is answered at once, without waiting for a body the
+// client is still sending, and its connection is closed: a client
+// trickling a body cannot hold a descriptor by being refused.
+func TestContactHTTPRefusalsDoNotWaitForBody(t *testing.T) {
+	root, _ := tree(t)
+	h := startHTTP(t, root)
+	for _, c := range []struct {
+		header string
+		status int
+	}{
+		{"", 401},
+		{"Authorization: Bearer wrong-token-of-some-length\r\n", 401},
+		{"Authorization: Bearer " + h.token + "\r\nOrigin: http://evil.example\r\n", 403},
+	} {
+		conn, r := rawRequest(t, h, "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"+
+			"Content-Length: 1000000\r\n"+c.header+"\r\n{")
+		// Nothing more of the body is sent: the reply must come anyway.
+		conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+		resp, err := http.ReadResponse(r, nil)
+		if err != nil {
+			t.Fatalf("%q: no reply while the body is unsent: %v", c.header, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.status {
+			t.Errorf("%q: %d, want %d", c.header, resp.StatusCode, c.status)
+		}
+		if _, err := r.ReadByte(); err != io.EOF {
+			t.Errorf("%q: the connection stays open after the refusal (%v)", c.header, err)
+		}
+	}
+}
+
+// A request body sent slowly is cut off at --http-read-timeout, token or
+// not; a call that takes longer than the timeout, once its request was
+// read, still answers.
+func TestContactHTTPReadTimeout(t *testing.T) {
+	root := slowTree(t, 1, 0)
+	h := startHTTP(t, root, "--http-read-timeout", "1s")
+	body := `{"jsonrpc":"2.0","id":1,"method":"ping"}`
+	conn, r := rawRequest(t, h, fmt.Sprintf("POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n"+
+		"Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: %d\r\n\r\n", h.token, len(body)))
+	closed := make(chan struct{})
+	go func() {
+		io.Copy(io.Discard, r)
+		close(closed)
+	}()
+	sent := 0
+	for ; sent < len(body); sent++ {
+		select {
+		case <-closed:
+		case <-time.After(500 * time.Millisecond):
+			conn.Write([]byte{body[sent]})
+			continue
+		}
+		break
+	}
+	if sent == len(body) {
+		t.Fatalf("the connection stayed open for the whole %d-byte body sent over %v", len(body), 500*time.Millisecond*time.Duration(len(body)))
+	}
+	t.Logf("the connection closed after %d of %d body bytes", sent, len(body))
+
+	s := h.connect("")
+	began := time.Now()
+	r2 := s.wantOK("fs_grep", map[string]any{"path": "", "pattern": slowPattern})
+	t.Logf("a %v grep answered after a 1s read timeout: %d matches", time.Since(began).Round(time.Millisecond), r2.num("matches"))
+}
+
+// connectHTTP opens a go-sdk session, or returns the error.
+func connectHTTP(h *httpServer) (*mcp.ClientSession, error) {
+	client := mcp.NewClient(&mcp.Implementation{Name: "contact-test", Version: "1"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return client.Connect(ctx, &mcp.StreamableClientTransport{
+		Endpoint:   h.base + "/mcp",
+		HTTPClient: &http.Client{Transport: bearer{h.token, http.DefaultTransport}},
+		MaxRetries: -1,
+	}, nil)
+}
+
+func statErr(cs *mcp.ClientSession) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "fs_stat", Arguments: map[string]any{"path": "a.txt"}})
+	return err
+}
+
+// Sessions a client abandons are reaped: past --http-max-sessions a new
+// session closes the one idle the longest, and a session unused for
+// --http-session-idle is closed.
+func TestContactHTTPSessionReaping(t *testing.T) {
+	root, _ := tree(t)
+	h := startHTTP(t, root, "--http-max-sessions", "2")
+	var sessions []*mcp.ClientSession
+	for i := range 3 {
+		cs, err := connectHTTP(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		if err := statErr(cs); err != nil {
+			t.Fatalf("session %d: %v", i, err)
+		}
+		sessions = append(sessions, cs)
+	}
+	if err := statErr(sessions[0]); err == nil {
+		t.Errorf("the session idle the longest still answers after a third session past --http-max-sessions 2")
+	}
+	for i, cs := range sessions[1:] {
+		if err := statErr(cs); err != nil {
+			t.Errorf("session %d: %v", i+1, err)
+		}
+	}
+
+	idle := startHTTP(t, root, "--http-session-idle", "1s")
+	cs, err := connectHTTP(idle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if err := statErr(cs); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2500 * time.Millisecond)
+	if err := statErr(cs); err == nil {
+		t.Errorf("a session unused for 2.5s still answers with --http-session-idle 1s")
+	}
+}
+
+// When every session has a call in flight, a session past the cap is
+// refused with a JSON-RPC error that says why, and the busy one goes on.
+func TestContactHTTPSessionCapBusy(t *testing.T) {
+	root := slowTree(t, 2, 0)
+	h := startHTTP(t, root, "--http-max-sessions", "1")
+	busy := h.connect("")
+	done := make(chan reply, 1)
+	go func() { done <- busy.call("fs_grep", map[string]any{"path": "", "pattern": slowPattern}) }()
+	time.Sleep(300 * time.Millisecond)
+	_, err := connectHTTP(h)
+	select {
+	case <-done:
+		t.Skip("the grep ended before the second session arrived: the machine is too fast for this test's tree")
+	default:
+	}
+	if err == nil || !strings.Contains(err.Error(), "--http-max-sessions") {
+		t.Errorf("a second session while the only one is busy: %v, want a refusal naming --http-max-sessions", err)
+	}
+	if r := <-done; r.isError {
+		t.Errorf("the busy session's grep: %s", r.text)
+	}
+}
+
+// Over HTTP, fsmcp serves the protocol revisions up to 2025-11-25, with
+// Mcp-Session-Id. A 2026-07-28 request is answered with the
+// unsupported-version error listing them, and go-sdk's client falls back
+// to a session at 2025-11-25; over stdio, 2026-07-28 is served.
+func TestContactHTTPProtocolRevisions(t *testing.T) {
+	root, _ := tree(t)
+	h := startHTTP(t, root)
+	req, _ := http.NewRequest("POST", h.base+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{`+
+		`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"},`+
+		`"io.modelcontextprotocol/clientCapabilities":{}}}}`))
+	req.Header.Set("Authorization", "Bearer "+h.token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msg struct {
+		Error struct {
+			Code int
+			Data struct{ Supported []string }
+		}
+	}
+	err = json.NewDecoder(resp.Body).Decode(&msg)
+	resp.Body.Close()
+	if err != nil || msg.Error.Code != -32022 || len(msg.Error.Data.Supported) == 0 || msg.Error.Data.Supported[0] != "2025-11-25" {
+		t.Errorf("a 2026-07-28 request over HTTP: %+v (%v), want -32022 listing 2025-11-25 first", msg, err)
+	}
+	s := h.connect("")
+	if v := s.session.InitializeResult().ProtocolVersion; v != "2025-11-25" || s.session.ID() == "" {
+		t.Errorf("go-sdk over HTTP negotiated %q with session %q, want 2025-11-25 with a session", v, s.session.ID())
+	}
+	if v := start(t, root).session.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+		t.Errorf("go-sdk over stdio negotiated %q, want 2026-07-28", v)
+	}
+}
+
+// A web page on an origin given with --allow-origin calls /mcp from a real
+// browser: the CORS preflight passes, the reply and its Mcp-Session-Id are
+// readable, and a 401 shows its WWW-Authenticate. A page on any other
+// origin is refused by the browser, because fsmcp sends it no CORS
+// headers.
+func TestContactHTTPBrowserCORS(t *testing.T) {
+	browser, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Skip("chromium is not installed (scripts/test.sh installs it): the CORS test needs a real browser")
+	}
+	root, _ := tree(t)
+	pages, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := pages.Addr().(*net.TCPAddr).Port
+	allowed := fmt.Sprintf("http://allowed.test:%d", port)
+	h := startHTTP(t, root, "--allow-origin", allowed)
+	reports := make(chan string, 4)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /page", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprintf(w, browserPage, h.base+"/mcp", h.token)
+	})
+	mux.HandleFunc("POST /report", func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		reports <- string(b)
+	})
+	srv := &http.Server{Handler: mux}
+	go srv.Serve(pages)
+	defer srv.Close()
+
+	visit := func(origin string) map[string]any {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+			"--no-first-run", "--user-data-dir="+t.TempDir(),
+			"--host-resolver-rules=MAP allowed.test 127.0.0.1, MAP foreign.test 127.0.0.1",
+			origin+"/page")
+		out := &syncBuffer{}
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { cmd.Process.Kill(); cmd.Wait() }()
+		select {
+		case rep := <-reports:
+			var m map[string]any
+			if err := json.Unmarshal([]byte(rep), &m); err != nil {
+				t.Fatalf("report %q: %v", rep, err)
+			}
+			return m
+		case <-ctx.Done():
+			t.Fatalf("the page on %s never reported\nchromium:\n%.3000s", origin, out.String())
+		}
+		return nil
+	}
+
+	got := visit(allowed)
+	t.Logf("page on %s read: %v", allowed, got)
+	if got["status"] != float64(200) || got["session"] == "" || !strings.Contains(fmt.Sprint(got["body"]), `"serverInfo"`) ||
+		got["unauthorized"] != float64(401) || !strings.HasPrefix(fmt.Sprint(got["challenge"]), "Bearer ") {
+		t.Errorf("page on the allowed origin %s: %v, want status 200, a session id, the initialize reply, and a readable 401 with its challenge", allowed, got)
+	}
+	foreign := fmt.Sprintf("http://foreign.test:%d", port)
+	got = visit(foreign)
+	t.Logf("page on %s read: %v", foreign, got)
+	if got["error"] == nil || got["status"] != nil {
+		t.Errorf("page on the foreign origin %s: %v, want the browser to refuse the call", foreign, got)
+	}
+	if strings.Contains(h.stderr.String(), "panic") {
+		t.Errorf("fsmcp:\n%s", h.stderr.String())
+	}
+}
+
+// browserPage initializes an MCP session with fetch, tries once without
+// the token, and reports what it could read to its own origin.
+const browserPage = `<!doctype html><title>fsmcp CORS</title><script>
+const mcp = %q, token = %q;
+const init = {jsonrpc: "2.0", id: 1, method: "initialize", params: {protocolVersion: "2025-11-25",
+  capabilities: {}, clientInfo: {name: "browser", version: "1"}}};
+const report = (r) => fetch("/report", {method: "POST", body: JSON.stringify(r)});
+(async () => {
+  try {
+    const r = await fetch(mcp, {method: "POST", body: JSON.stringify(init), headers: {
+      "Authorization": "Bearer " + token, "Content-Type": "application/json",
+      "Accept": "application/json, text/event-stream"}});
+    const body = await r.text();
+    const u = await fetch(mcp, {method: "POST", body: "{}", headers: {"Content-Type": "application/json"}});
+    report({status: r.status, session: r.headers.get("Mcp-Session-Id") || "", body: body.slice(0, 400),
+      unauthorized: u.status, challenge: u.headers.get("WWW-Authenticate") || ""});
+  } catch (e) {
+    report({error: String(e)});
+  }
+})();
+</script>`
