@@ -150,7 +150,7 @@ var originalTools = []string{"fs_stat", "fs_list", "fs_read", "fs_glob", "fs_gre
 // weighs what titles and workflow cost, not new features.
 var laterArguments = map[string][]string{
 	"fs_read":    {"line", "lines", "if_sha256"},
-	"fs_glob":    {"max_depth", "sort"},
+	"fs_glob":    {"max_depth", "sort", "exclude"},
 	"fs_grep":    {"before", "after", "output", "type", "multiline"},
 	"fs_write":   {"append", "dry_run"},
 	"fs_replace": {"dry_run"},

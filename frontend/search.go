@@ -15,14 +15,15 @@ import (
 )
 
 type globIn struct {
-	Pattern    string  `json:"pattern" jsonschema:"glob, e.g. **/*.go"`
-	Path       *string `json:"path,omitempty" jsonschema:"\"\" is the root; required unless path_base64"`
-	PathBase64 *string `json:"path_base64,omitempty" jsonschema:"path as base64, for non-UTF-8 names"`
-	Hidden     *bool   `json:"hidden,omitempty" jsonschema:"include hidden files"`
-	NoIgnore   *bool   `json:"no_ignore,omitempty" jsonschema:"include .gitignored files"`
-	MaxDepth   *int64  `json:"max_depth,omitempty" jsonschema:"directories to descend below path; 1 is path's own entries"`
-	Sort       *string `json:"sort,omitempty" jsonschema:"path (default) or mtime: newest first, each with its mtime"`
-	Cursor     *string `json:"cursor,omitempty" jsonschema:"cursor from a truncated reply"`
+	Pattern    string   `json:"pattern" jsonschema:"glob, e.g. **/*.go"`
+	Path       *string  `json:"path,omitempty" jsonschema:"\"\" is the root; required unless path_base64"`
+	PathBase64 *string  `json:"path_base64,omitempty" jsonschema:"path as base64, for non-UTF-8 names"`
+	Hidden     *bool    `json:"hidden,omitempty" jsonschema:"include hidden files"`
+	NoIgnore   *bool    `json:"no_ignore,omitempty" jsonschema:"include .gitignored files"`
+	MaxDepth   *int64   `json:"max_depth,omitempty" jsonschema:"directories to descend below path; 1 is path's own entries"`
+	Exclude    []string `json:"exclude,omitempty" jsonschema:"globs of paths to leave out, e.g. [\"node_modules\", \"*.log\"]"`
+	Sort       *string  `json:"sort,omitempty" jsonschema:"path (default) or mtime: newest first, each with its mtime"`
+	Cursor     *string  `json:"cursor,omitempty" jsonschema:"cursor from a truncated reply"`
 }
 
 type grepIn struct {
@@ -57,6 +58,7 @@ func searchTools() []*tool {
 			"is one line: path, line_number, offset (of the line, for fs_read), text and submatch byte ranges. "+
 			"On a large tree, try output files first. When truncated is true, call again with the reply's cursor. To find files by name use fs_glob.",
 			true, false, true, (*server).grep).titled("Search contents"),
+		treeTool(),
 	}
 }
 
@@ -147,6 +149,10 @@ func (s *server) glob(ctx context.Context, in *globIn, req *mcp.CallToolRequest)
 		}
 		greq.MaxDepth = int32(*in.MaxDepth)
 	}
+	if err := excludeArg(in.Exclude); err != nil {
+		return nil, err
+	}
+	greq.Excludes = in.Exclude
 	byMtime := false
 	if in.Sort != nil {
 		switch *in.Sort {

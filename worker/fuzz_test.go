@@ -122,6 +122,10 @@ func fuzzPath(t *testing.T, c fsmcpv1.WorkerServiceClient, p []byte, base string
 	one(c.List(ctx, &fsmcpv1.ListRequest{Path: p, MaxBytes: 1 << 16}))
 	one(c.Read(ctx, &fsmcpv1.ReadRequest{Path: p, Length: 1 << 16}))
 	many(workertest.Drain(c.Glob(ctx, &fsmcpv1.GlobRequest{Pattern: "*", Path: p, Hidden: true, NoIgnore: true, MaxBytes: 1 << 16})))
+	// Two levels: deeper, a tree shows the directories Mkdir below builds
+	// inside the root from seeds that spell the host path of the tree
+	// (tmp/FuzzPaths…/001/canary), names that are inside, not a leak.
+	many(workertest.Drain(c.Tree(ctx, &fsmcpv1.TreeRequest{Path: p, MaxDepth: 2, Hidden: true, NoIgnore: true, MaxBytes: 1 << 16})))
 	many(workertest.Drain(c.Grep(ctx, &fsmcpv1.GrepRequest{Pattern: "CANARY|inside", Path: p, Hidden: true, NoIgnore: true, MaxBytes: 1 << 16})))
 	one(c.Write(ctx, &fsmcpv1.WriteRequest{Path: p, Content: []byte("fuzz"), MustNotExist: true}))
 	one(c.Replace(ctx, &fsmcpv1.ReplaceRequest{Path: p, IfSha256: "0000000000000000000000000000000000000000000000000000000000000000",

@@ -81,6 +81,9 @@ type searchTarget struct {
 	rel string
 	// deny, when set, drops every result whose real path it denies.
 	deny *policy
+	// debug, when set, receives each line rg writes to stderr that
+	// starts with "DEBUG|" (rg --debug); the others are rg's errors.
+	debug func(line []byte)
 }
 
 func (t *searchTarget) close() {
@@ -262,6 +265,9 @@ func (s *Service) runRG(ctx context.Context, op string, t *searchTarget, args []
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	stderr := &stderrBuffer{}
 	cmd.Stderr = stderr
+	if t.debug != nil {
+		cmd.Stderr = &debugSplitter{debug: t.debug, rest: stderr}
+	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, fsError(op, "", err)
@@ -395,6 +401,12 @@ func (s *Service) Glob(req *fsmcpv1.GlobRequest, stream grpc.ServerStreamingServ
 	if n := req.GetMaxDepth(); n > 0 {
 		args = append(args, fmt.Sprintf("--max-depth=%d", n))
 	}
+	for _, g := range req.GetExcludes() {
+		if err := checkArg(op, "exclude", g); err != nil {
+			return err
+		}
+	}
+	args = excludeArgs(args, req.GetExcludes())
 	args = t.pathArgs(args)
 
 	byMtime := req.GetSort() == fsmcpv1.ListingSort_LISTING_SORT_MTIME
@@ -524,10 +536,12 @@ type keyedHeap[T any] struct {
 	key   func(T) []byte
 }
 
-func (h *keyedHeap[T]) Len() int           { return len(h.items) }
-func (h *keyedHeap[T]) Less(i, j int) bool { return bytes.Compare(h.key(h.items[i]), h.key(h.items[j])) > 0 }
-func (h *keyedHeap[T]) Swap(i, j int)      { h.items[i], h.items[j] = h.items[j], h.items[i] }
-func (h *keyedHeap[T]) Push(x any)         { h.items = append(h.items, x.(T)) }
+func (h *keyedHeap[T]) Len() int { return len(h.items) }
+func (h *keyedHeap[T]) Less(i, j int) bool {
+	return bytes.Compare(h.key(h.items[i]), h.key(h.items[j])) > 0
+}
+func (h *keyedHeap[T]) Swap(i, j int) { h.items[i], h.items[j] = h.items[j], h.items[i] }
+func (h *keyedHeap[T]) Push(x any)    { h.items = append(h.items, x.(T)) }
 func (h *keyedHeap[T]) Pop() any {
 	x := h.items[len(h.items)-1]
 	h.items = h.items[:len(h.items)-1]

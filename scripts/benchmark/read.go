@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"time"
@@ -12,7 +13,53 @@ import (
 
 // readRows are the rows of the reading tools.
 func readRows(o options, tmp string) ([]row, error) {
-	return lineRows(o, tmp)
+	rows, err := lineRows(o, tmp)
+	if err != nil {
+		return nil, err
+	}
+	more, err := treeRows(o)
+	return append(rows, more...), err
+}
+
+// treeRows measures fs_tree of the Go source tree against rg --files of
+// the same tree, interleaved so that drift on a shared machine hits both.
+func treeRows(o options) ([]row, error) {
+	s, err := startStdio(o.bin, o.gotree, "--read-only")
+	if err != nil {
+		return nil, err
+	}
+	defer s.cs.Close()
+	n := max(o.samples/15, 3)
+	rg := func() error {
+		cmd := exec.Command("rg", "--files")
+		cmd.Dir = o.gotree
+		cmd.Stdout = io.Discard
+		return cmd.Run()
+	}
+	var rows []row
+	for _, depth := range []int{3, 16} {
+		args := map[string]any{"path": "", "max_depth": depth}
+		tree := func() error { _, err := s.call("fs_tree", args); return err }
+		if err := tree(); err != nil {
+			return nil, err
+		}
+		var lat, blat []float64
+		for range n {
+			l, err := sample(1, tree)
+			if err != nil {
+				return nil, err
+			}
+			b, err := sample(1, rg)
+			if err != nil {
+				return nil, err
+			}
+			lat, blat = append(lat, l...), append(blat, b...)
+		}
+		slices.Sort(lat)
+		slices.Sort(blat)
+		rows = append(rows, latencyRow(fmt.Sprintf("fs_tree depth %d (Go tree)", depth), lat, "rg --files", blat, "≤ 1.30x", ratioAtMost(1.3)))
+	}
+	return rows, nil
 }
 
 // lineRows measures fs_read by line on a large text file: the first call

@@ -1334,8 +1334,10 @@ type GlobRequest struct {
 	Sort     ListingSort `protobuf:"varint,9,opt,name=sort,proto3,enum=fsmcp.v1.ListingSort" json:"sort,omitempty"`
 	// With sort by mtime, the cursor is after_mtime_unix_nano then after.
 	AfterMtimeUnixNano int64 `protobuf:"varint,10,opt,name=after_mtime_unix_nano,json=afterMtimeUnixNano,proto3" json:"after_mtime_unix_nano,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// rg globs of paths to leave out, applied after the ignore rules.
+	Excludes      []string `protobuf:"bytes,11,rep,name=excludes,proto3" json:"excludes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GlobRequest) Reset() {
@@ -1436,6 +1438,13 @@ func (x *GlobRequest) GetAfterMtimeUnixNano() int64 {
 		return x.AfterMtimeUnixNano
 	}
 	return 0
+}
+
+func (x *GlobRequest) GetExcludes() []string {
+	if x != nil {
+		return x.Excludes
+	}
+	return nil
 }
 
 type GlobResponse struct {
@@ -3141,6 +3150,267 @@ func (x *CopyResponse) GetBytes() int64 {
 	return 0
 }
 
+type TreeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Path  []byte                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// Levels below path to list, 1 to 16.
+	MaxDepth int32 `protobuf:"varint,2,opt,name=max_depth,json=maxDepth,proto3" json:"max_depth,omitempty"`
+	Hidden   bool  `protobuf:"varint,3,opt,name=hidden,proto3" json:"hidden,omitempty"`
+	NoIgnore bool  `protobuf:"varint,4,opt,name=no_ignore,json=noIgnore,proto3" json:"no_ignore,omitempty"`
+	// Continue after this path (exclusive), when has_after is set.
+	After    []byte `protobuf:"bytes,5,opt,name=after,proto3" json:"after,omitempty"`
+	HasAfter bool   `protobuf:"varint,6,opt,name=has_after,json=hasAfter,proto3" json:"has_after,omitempty"`
+	MaxBytes int64  `protobuf:"varint,7,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	// rg globs of paths to leave out, applied after the ignore rules.
+	Excludes      []string `protobuf:"bytes,8,rep,name=excludes,proto3" json:"excludes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TreeRequest) Reset() {
+	*x = TreeRequest{}
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TreeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TreeRequest) ProtoMessage() {}
+
+func (x *TreeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TreeRequest.ProtoReflect.Descriptor instead.
+func (*TreeRequest) Descriptor() ([]byte, []int) {
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *TreeRequest) GetPath() []byte {
+	if x != nil {
+		return x.Path
+	}
+	return nil
+}
+
+func (x *TreeRequest) GetMaxDepth() int32 {
+	if x != nil {
+		return x.MaxDepth
+	}
+	return 0
+}
+
+func (x *TreeRequest) GetHidden() bool {
+	if x != nil {
+		return x.Hidden
+	}
+	return false
+}
+
+func (x *TreeRequest) GetNoIgnore() bool {
+	if x != nil {
+		return x.NoIgnore
+	}
+	return false
+}
+
+func (x *TreeRequest) GetAfter() []byte {
+	if x != nil {
+		return x.After
+	}
+	return nil
+}
+
+func (x *TreeRequest) GetHasAfter() bool {
+	if x != nil {
+		return x.HasAfter
+	}
+	return false
+}
+
+func (x *TreeRequest) GetMaxBytes() int64 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
+func (x *TreeRequest) GetExcludes() []string {
+	if x != nil {
+		return x.Excludes
+	}
+	return nil
+}
+
+// TreeEntry is one name of a tree listing.
+type TreeEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Relative to the root.
+	Path []byte   `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Type FileType `protobuf:"varint,2,opt,name=type,proto3,enum=fsmcp.v1.FileType" json:"type,omitempty"`
+	// For a regular file.
+	Size int64 `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
+	// A directory at the depth limit that has entries below it.
+	More          bool `protobuf:"varint,4,opt,name=more,proto3" json:"more,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TreeEntry) Reset() {
+	*x = TreeEntry{}
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TreeEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TreeEntry) ProtoMessage() {}
+
+func (x *TreeEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TreeEntry.ProtoReflect.Descriptor instead.
+func (*TreeEntry) Descriptor() ([]byte, []int) {
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *TreeEntry) GetPath() []byte {
+	if x != nil {
+		return x.Path
+	}
+	return nil
+}
+
+func (x *TreeEntry) GetType() FileType {
+	if x != nil {
+		return x.Type
+	}
+	return FileType_FILE_TYPE_UNSPECIFIED
+}
+
+func (x *TreeEntry) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *TreeEntry) GetMore() bool {
+	if x != nil {
+		return x.More
+	}
+	return false
+}
+
+type TreeResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Progress *Progress              `protobuf:"bytes,1,opt,name=progress,proto3" json:"progress,omitempty"`
+	Entries  []*TreeEntry           `protobuf:"bytes,2,rep,name=entries,proto3" json:"entries,omitempty"`
+	More     bool                   `protobuf:"varint,3,opt,name=more,proto3" json:"more,omitempty"`
+	Done     bool                   `protobuf:"varint,4,opt,name=done,proto3" json:"done,omitempty"`
+	// How many entries the whole listing holds, across all pages.
+	Total int64 `protobuf:"varint,5,opt,name=total,proto3" json:"total,omitempty"`
+	// How many files or directories could not be read.
+	Errors        int64 `protobuf:"varint,6,opt,name=errors,proto3" json:"errors,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TreeResponse) Reset() {
+	*x = TreeResponse{}
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TreeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TreeResponse) ProtoMessage() {}
+
+func (x *TreeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TreeResponse.ProtoReflect.Descriptor instead.
+func (*TreeResponse) Descriptor() ([]byte, []int) {
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *TreeResponse) GetProgress() *Progress {
+	if x != nil {
+		return x.Progress
+	}
+	return nil
+}
+
+func (x *TreeResponse) GetEntries() []*TreeEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *TreeResponse) GetMore() bool {
+	if x != nil {
+		return x.More
+	}
+	return false
+}
+
+func (x *TreeResponse) GetDone() bool {
+	if x != nil {
+		return x.Done
+	}
+	return false
+}
+
+func (x *TreeResponse) GetTotal() int64 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+func (x *TreeResponse) GetErrors() int64 {
+	if x != nil {
+		return x.Errors
+	}
+	return 0
+}
+
 var File_fsmcp_v1_worker_proto protoreflect.FileDescriptor
 
 const file_fsmcp_v1_worker_proto_rawDesc = "" +
@@ -3220,7 +3490,7 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"lineLength\"K\n" +
 	"\bProgress\x12%\n" +
 	"\x0efiles_searched\x18\x01 \x01(\x03R\rfilesSearched\x12\x18\n" +
-	"\amatches\x18\x02 \x01(\x03R\amatches\"\xbb\x02\n" +
+	"\amatches\x18\x02 \x01(\x03R\amatches\"\xd7\x02\n" +
 	"\vGlobRequest\x12\x18\n" +
 	"\apattern\x18\x01 \x01(\tR\apattern\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\fR\x04path\x12\x16\n" +
@@ -3232,7 +3502,8 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\tmax_depth\x18\b \x01(\x05R\bmaxDepth\x12)\n" +
 	"\x04sort\x18\t \x01(\x0e2\x15.fsmcp.v1.ListingSortR\x04sort\x121\n" +
 	"\x15after_mtime_unix_nano\x18\n" +
-	" \x01(\x03R\x12afterMtimeUnixNano\"\xd4\x01\n" +
+	" \x01(\x03R\x12afterMtimeUnixNano\x12\x1a\n" +
+	"\bexcludes\x18\v \x03(\tR\bexcludes\"\xd4\x01\n" +
 	"\fGlobResponse\x12.\n" +
 	"\bprogress\x18\x01 \x01(\v2\x12.fsmcp.v1.ProgressR\bprogress\x12\x14\n" +
 	"\x05paths\x18\x02 \x03(\fR\x05paths\x12\x12\n" +
@@ -3368,7 +3639,28 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\fCopyResponse\x12\x14\n" +
 	"\x05files\x18\x01 \x01(\x03R\x05files\x12 \n" +
 	"\vdirectories\x18\x02 \x01(\x03R\vdirectories\x12\x14\n" +
-	"\x05bytes\x18\x03 \x01(\x03R\x05bytes*K\n" +
+	"\x05bytes\x18\x03 \x01(\x03R\x05bytes\"\xdf\x01\n" +
+	"\vTreeRequest\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\fR\x04path\x12\x1b\n" +
+	"\tmax_depth\x18\x02 \x01(\x05R\bmaxDepth\x12\x16\n" +
+	"\x06hidden\x18\x03 \x01(\bR\x06hidden\x12\x1b\n" +
+	"\tno_ignore\x18\x04 \x01(\bR\bnoIgnore\x12\x14\n" +
+	"\x05after\x18\x05 \x01(\fR\x05after\x12\x1b\n" +
+	"\thas_after\x18\x06 \x01(\bR\bhasAfter\x12\x1b\n" +
+	"\tmax_bytes\x18\a \x01(\x03R\bmaxBytes\x12\x1a\n" +
+	"\bexcludes\x18\b \x03(\tR\bexcludes\"o\n" +
+	"\tTreeEntry\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\fR\x04path\x12&\n" +
+	"\x04type\x18\x02 \x01(\x0e2\x12.fsmcp.v1.FileTypeR\x04type\x12\x12\n" +
+	"\x04size\x18\x03 \x01(\x03R\x04size\x12\x12\n" +
+	"\x04more\x18\x04 \x01(\bR\x04more\"\xc3\x01\n" +
+	"\fTreeResponse\x12.\n" +
+	"\bprogress\x18\x01 \x01(\v2\x12.fsmcp.v1.ProgressR\bprogress\x12-\n" +
+	"\aentries\x18\x02 \x03(\v2\x13.fsmcp.v1.TreeEntryR\aentries\x12\x12\n" +
+	"\x04more\x18\x03 \x01(\bR\x04more\x12\x12\n" +
+	"\x04done\x18\x04 \x01(\bR\x04done\x12\x14\n" +
+	"\x05total\x18\x05 \x01(\x03R\x05total\x12\x16\n" +
+	"\x06errors\x18\x06 \x01(\x03R\x06errors*K\n" +
 	"\x0fProtocolVersion\x12 \n" +
 	"\x1cPROTOCOL_VERSION_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12PROTOCOL_VERSION_1\x10\x01*\xcd\x04\n" +
@@ -3413,7 +3705,7 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\x17GREP_OUTPUT_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13GREP_OUTPUT_MATCHES\x10\x01\x12\x15\n" +
 	"\x11GREP_OUTPUT_FILES\x10\x02\x12\x15\n" +
-	"\x11GREP_OUTPUT_COUNT\x10\x032\xbb\x06\n" +
+	"\x11GREP_OUTPUT_COUNT\x10\x032\xf4\x06\n" +
 	"\rWorkerService\x128\n" +
 	"\x05Hello\x12\x16.fsmcp.v1.HelloRequest\x1a\x17.fsmcp.v1.HelloResponse\x125\n" +
 	"\x04Stat\x12\x15.fsmcp.v1.StatRequest\x1a\x16.fsmcp.v1.StatResponse\x125\n" +
@@ -3428,7 +3720,8 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\x06Delete\x12\x17.fsmcp.v1.DeleteRequest\x1a\x18.fsmcp.v1.DeleteResponse\x12;\n" +
 	"\x06Splice\x12\x17.fsmcp.v1.SpliceRequest\x1a\x18.fsmcp.v1.SpliceResponse\x12=\n" +
 	"\x06Digest\x12\x17.fsmcp.v1.DigestRequest\x1a\x18.fsmcp.v1.DigestResponse0\x01\x125\n" +
-	"\x04Copy\x12\x15.fsmcp.v1.CopyRequest\x1a\x16.fsmcp.v1.CopyResponseB3Z1github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1;fsmcpv1b\x06proto3"
+	"\x04Copy\x12\x15.fsmcp.v1.CopyRequest\x1a\x16.fsmcp.v1.CopyResponse\x127\n" +
+	"\x04Tree\x12\x15.fsmcp.v1.TreeRequest\x1a\x16.fsmcp.v1.TreeResponse0\x01B3Z1github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1;fsmcpv1b\x06proto3"
 
 var (
 	file_fsmcp_v1_worker_proto_rawDescOnce sync.Once
@@ -3443,7 +3736,7 @@ func file_fsmcp_v1_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_fsmcp_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_fsmcp_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_fsmcp_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_fsmcp_v1_worker_proto_goTypes = []any{
 	(ProtocolVersion)(0),    // 0: fsmcp.v1.ProtocolVersion
 	(ErrorCode)(0),          // 1: fsmcp.v1.ErrorCode
@@ -3487,6 +3780,9 @@ var file_fsmcp_v1_worker_proto_goTypes = []any{
 	(*DigestResponse)(nil),  // 39: fsmcp.v1.DigestResponse
 	(*CopyRequest)(nil),     // 40: fsmcp.v1.CopyRequest
 	(*CopyResponse)(nil),    // 41: fsmcp.v1.CopyResponse
+	(*TreeRequest)(nil),     // 42: fsmcp.v1.TreeRequest
+	(*TreeEntry)(nil),       // 43: fsmcp.v1.TreeEntry
+	(*TreeResponse)(nil),    // 44: fsmcp.v1.TreeResponse
 }
 var file_fsmcp_v1_worker_proto_depIdxs = []int32{
 	1,  // 0: fsmcp.v1.Error.code:type_name -> fsmcp.v1.ErrorCode
@@ -3508,39 +3804,44 @@ var file_fsmcp_v1_worker_proto_depIdxs = []int32{
 	27, // 16: fsmcp.v1.ReplaceRequest.edits:type_name -> fsmcp.v1.Edit
 	17, // 17: fsmcp.v1.DigestResponse.progress:type_name -> fsmcp.v1.Progress
 	2,  // 18: fsmcp.v1.DigestResponse.type:type_name -> fsmcp.v1.FileType
-	8,  // 19: fsmcp.v1.WorkerService.Hello:input_type -> fsmcp.v1.HelloRequest
-	11, // 20: fsmcp.v1.WorkerService.Stat:input_type -> fsmcp.v1.StatRequest
-	13, // 21: fsmcp.v1.WorkerService.List:input_type -> fsmcp.v1.ListRequest
-	15, // 22: fsmcp.v1.WorkerService.Read:input_type -> fsmcp.v1.ReadRequest
-	18, // 23: fsmcp.v1.WorkerService.Glob:input_type -> fsmcp.v1.GlobRequest
-	20, // 24: fsmcp.v1.WorkerService.Grep:input_type -> fsmcp.v1.GrepRequest
-	25, // 25: fsmcp.v1.WorkerService.Write:input_type -> fsmcp.v1.WriteRequest
-	28, // 26: fsmcp.v1.WorkerService.Replace:input_type -> fsmcp.v1.ReplaceRequest
-	30, // 27: fsmcp.v1.WorkerService.Mkdir:input_type -> fsmcp.v1.MkdirRequest
-	32, // 28: fsmcp.v1.WorkerService.Move:input_type -> fsmcp.v1.MoveRequest
-	34, // 29: fsmcp.v1.WorkerService.Delete:input_type -> fsmcp.v1.DeleteRequest
-	36, // 30: fsmcp.v1.WorkerService.Splice:input_type -> fsmcp.v1.SpliceRequest
-	38, // 31: fsmcp.v1.WorkerService.Digest:input_type -> fsmcp.v1.DigestRequest
-	40, // 32: fsmcp.v1.WorkerService.Copy:input_type -> fsmcp.v1.CopyRequest
-	9,  // 33: fsmcp.v1.WorkerService.Hello:output_type -> fsmcp.v1.HelloResponse
-	12, // 34: fsmcp.v1.WorkerService.Stat:output_type -> fsmcp.v1.StatResponse
-	14, // 35: fsmcp.v1.WorkerService.List:output_type -> fsmcp.v1.ListResponse
-	16, // 36: fsmcp.v1.WorkerService.Read:output_type -> fsmcp.v1.ReadResponse
-	19, // 37: fsmcp.v1.WorkerService.Glob:output_type -> fsmcp.v1.GlobResponse
-	24, // 38: fsmcp.v1.WorkerService.Grep:output_type -> fsmcp.v1.GrepResponse
-	26, // 39: fsmcp.v1.WorkerService.Write:output_type -> fsmcp.v1.WriteResponse
-	29, // 40: fsmcp.v1.WorkerService.Replace:output_type -> fsmcp.v1.ReplaceResponse
-	31, // 41: fsmcp.v1.WorkerService.Mkdir:output_type -> fsmcp.v1.MkdirResponse
-	33, // 42: fsmcp.v1.WorkerService.Move:output_type -> fsmcp.v1.MoveResponse
-	35, // 43: fsmcp.v1.WorkerService.Delete:output_type -> fsmcp.v1.DeleteResponse
-	37, // 44: fsmcp.v1.WorkerService.Splice:output_type -> fsmcp.v1.SpliceResponse
-	39, // 45: fsmcp.v1.WorkerService.Digest:output_type -> fsmcp.v1.DigestResponse
-	41, // 46: fsmcp.v1.WorkerService.Copy:output_type -> fsmcp.v1.CopyResponse
-	33, // [33:47] is the sub-list for method output_type
-	19, // [19:33] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	2,  // 19: fsmcp.v1.TreeEntry.type:type_name -> fsmcp.v1.FileType
+	17, // 20: fsmcp.v1.TreeResponse.progress:type_name -> fsmcp.v1.Progress
+	43, // 21: fsmcp.v1.TreeResponse.entries:type_name -> fsmcp.v1.TreeEntry
+	8,  // 22: fsmcp.v1.WorkerService.Hello:input_type -> fsmcp.v1.HelloRequest
+	11, // 23: fsmcp.v1.WorkerService.Stat:input_type -> fsmcp.v1.StatRequest
+	13, // 24: fsmcp.v1.WorkerService.List:input_type -> fsmcp.v1.ListRequest
+	15, // 25: fsmcp.v1.WorkerService.Read:input_type -> fsmcp.v1.ReadRequest
+	18, // 26: fsmcp.v1.WorkerService.Glob:input_type -> fsmcp.v1.GlobRequest
+	20, // 27: fsmcp.v1.WorkerService.Grep:input_type -> fsmcp.v1.GrepRequest
+	25, // 28: fsmcp.v1.WorkerService.Write:input_type -> fsmcp.v1.WriteRequest
+	28, // 29: fsmcp.v1.WorkerService.Replace:input_type -> fsmcp.v1.ReplaceRequest
+	30, // 30: fsmcp.v1.WorkerService.Mkdir:input_type -> fsmcp.v1.MkdirRequest
+	32, // 31: fsmcp.v1.WorkerService.Move:input_type -> fsmcp.v1.MoveRequest
+	34, // 32: fsmcp.v1.WorkerService.Delete:input_type -> fsmcp.v1.DeleteRequest
+	36, // 33: fsmcp.v1.WorkerService.Splice:input_type -> fsmcp.v1.SpliceRequest
+	38, // 34: fsmcp.v1.WorkerService.Digest:input_type -> fsmcp.v1.DigestRequest
+	40, // 35: fsmcp.v1.WorkerService.Copy:input_type -> fsmcp.v1.CopyRequest
+	42, // 36: fsmcp.v1.WorkerService.Tree:input_type -> fsmcp.v1.TreeRequest
+	9,  // 37: fsmcp.v1.WorkerService.Hello:output_type -> fsmcp.v1.HelloResponse
+	12, // 38: fsmcp.v1.WorkerService.Stat:output_type -> fsmcp.v1.StatResponse
+	14, // 39: fsmcp.v1.WorkerService.List:output_type -> fsmcp.v1.ListResponse
+	16, // 40: fsmcp.v1.WorkerService.Read:output_type -> fsmcp.v1.ReadResponse
+	19, // 41: fsmcp.v1.WorkerService.Glob:output_type -> fsmcp.v1.GlobResponse
+	24, // 42: fsmcp.v1.WorkerService.Grep:output_type -> fsmcp.v1.GrepResponse
+	26, // 43: fsmcp.v1.WorkerService.Write:output_type -> fsmcp.v1.WriteResponse
+	29, // 44: fsmcp.v1.WorkerService.Replace:output_type -> fsmcp.v1.ReplaceResponse
+	31, // 45: fsmcp.v1.WorkerService.Mkdir:output_type -> fsmcp.v1.MkdirResponse
+	33, // 46: fsmcp.v1.WorkerService.Move:output_type -> fsmcp.v1.MoveResponse
+	35, // 47: fsmcp.v1.WorkerService.Delete:output_type -> fsmcp.v1.DeleteResponse
+	37, // 48: fsmcp.v1.WorkerService.Splice:output_type -> fsmcp.v1.SpliceResponse
+	39, // 49: fsmcp.v1.WorkerService.Digest:output_type -> fsmcp.v1.DigestResponse
+	41, // 50: fsmcp.v1.WorkerService.Copy:output_type -> fsmcp.v1.CopyResponse
+	44, // 51: fsmcp.v1.WorkerService.Tree:output_type -> fsmcp.v1.TreeResponse
+	37, // [37:52] is the sub-list for method output_type
+	22, // [22:37] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_fsmcp_v1_worker_proto_init() }
@@ -3554,7 +3855,7 @@ func file_fsmcp_v1_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fsmcp_v1_worker_proto_rawDesc), len(file_fsmcp_v1_worker_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   37,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -39,6 +39,7 @@ const (
 	WorkerService_Splice_FullMethodName  = "/fsmcp.v1.WorkerService/Splice"
 	WorkerService_Digest_FullMethodName  = "/fsmcp.v1.WorkerService/Digest"
 	WorkerService_Copy_FullMethodName    = "/fsmcp.v1.WorkerService/Copy"
+	WorkerService_Tree_FullMethodName    = "/fsmcp.v1.WorkerService/Tree"
 )
 
 // WorkerServiceClient is the client API for WorkerService service.
@@ -66,6 +67,8 @@ type WorkerServiceClient interface {
 	// Digest streams progress messages, then one message with the tree hash.
 	Digest(ctx context.Context, in *DigestRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[DigestResponse], error)
 	Copy(ctx context.Context, in *CopyRequest, opts ...grpc.CallOption) (*CopyResponse, error)
+	// Tree streams progress messages, then one message with the page.
+	Tree(ctx context.Context, in *TreeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[TreeResponse], error)
 }
 
 type workerServiceClient struct {
@@ -243,6 +246,25 @@ func (c *workerServiceClient) Copy(ctx context.Context, in *CopyRequest, opts ..
 	return out, nil
 }
 
+func (c *workerServiceClient) Tree(ctx context.Context, in *TreeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[TreeResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &WorkerService_ServiceDesc.Streams[3], WorkerService_Tree_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[TreeRequest, TreeResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type WorkerService_TreeClient = grpc.ServerStreamingClient[TreeResponse]
+
 // WorkerServiceServer is the server API for WorkerService service.
 // All implementations must embed UnimplementedWorkerServiceServer
 // for forward compatibility.
@@ -268,6 +290,8 @@ type WorkerServiceServer interface {
 	// Digest streams progress messages, then one message with the tree hash.
 	Digest(*DigestRequest, grpc.ServerStreamingServer[DigestResponse]) error
 	Copy(context.Context, *CopyRequest) (*CopyResponse, error)
+	// Tree streams progress messages, then one message with the page.
+	Tree(*TreeRequest, grpc.ServerStreamingServer[TreeResponse]) error
 	mustEmbedUnimplementedWorkerServiceServer()
 }
 
@@ -319,6 +343,9 @@ func (UnimplementedWorkerServiceServer) Digest(*DigestRequest, grpc.ServerStream
 }
 func (UnimplementedWorkerServiceServer) Copy(context.Context, *CopyRequest) (*CopyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Copy not implemented")
+}
+func (UnimplementedWorkerServiceServer) Tree(*TreeRequest, grpc.ServerStreamingServer[TreeResponse]) error {
+	return status.Error(codes.Unimplemented, "method Tree not implemented")
 }
 func (UnimplementedWorkerServiceServer) mustEmbedUnimplementedWorkerServiceServer() {}
 func (UnimplementedWorkerServiceServer) testEmbeddedByValue()                       {}
@@ -572,6 +599,17 @@ func _WorkerService_Copy_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _WorkerService_Tree_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(TreeRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(WorkerServiceServer).Tree(m, &grpc.GenericServerStream[TreeRequest, TreeResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type WorkerService_TreeServer = grpc.ServerStreamingServer[TreeResponse]
+
 // WorkerService_ServiceDesc is the grpc.ServiceDesc for WorkerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -638,6 +676,11 @@ var WorkerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Digest",
 			Handler:       _WorkerService_Digest_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "Tree",
+			Handler:       _WorkerService_Tree_Handler,
 			ServerStreams: true,
 		},
 	},
