@@ -260,3 +260,23 @@ func TestContactValidationMessages(t *testing.T) {
 		}
 	}
 }
+
+// The server declares only the tools capability, and answers the methods
+// of the others as unknown rather than with empty successes.
+func TestContactCapabilities(t *testing.T) {
+	cs := contactSession(t, &Config{})
+	caps := cs.InitializeResult().Capabilities
+	if caps.Tools == nil || caps.Logging != nil || caps.Resources != nil || caps.Prompts != nil || caps.Completions != nil {
+		t.Errorf("capabilities %+v, want tools only", caps)
+	}
+	ctx := context.Background()
+	for name, call := range map[string]func() error{
+		"resources/list":   func() error { _, err := cs.ListResources(ctx, nil); return err },
+		"prompts/list":     func() error { _, err := cs.ListPrompts(ctx, nil); return err },
+		"logging/setLevel": func() error { return cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "debug"}) },
+	} {
+		if err := call(); err == nil || !strings.Contains(err.Error(), "not found") {
+			t.Errorf("%s: %v, want method not found", name, err)
+		}
+	}
+}

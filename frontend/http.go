@@ -16,10 +16,10 @@ import (
 	"net/url"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/coreos/go-systemd/v22/activation"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/sys/unix"
 )
@@ -42,8 +42,6 @@ const (
 	// peerHeader carries the HTTP peer's address from the gate to the
 	// audit log. The gate overwrites whatever a client sent under it.
 	peerHeader = "Fsmcp-Peer"
-	// listenFDsStart is SD_LISTEN_FDS_START (sd_listen_fds(3)).
-	listenFDsStart = 3
 	// maxRequestBytes bounds one request body (413 beyond): room for an
 	// fs_write of 24 MiB as base64, a quarter of a gRPC message.
 	maxRequestBytes = 32 << 20
@@ -78,7 +76,7 @@ type httpEndpoint struct {
 // socket-activated listener or binds --listen, and reads or generates the
 // token.
 func prepare(cfg *Config, stderr io.Writer) (*endpoint, error) {
-	fds := takeListenFDs()
+	activated := activation.Files(true)
 	audit, err := openAudit(cfg.AuditLog, stderr)
 	if err != nil {
 		return nil, err
@@ -99,8 +97,8 @@ func prepare(cfg *Config, stderr io.Writer) (*endpoint, error) {
 	if generated {
 		h.token = token
 	}
-	if fds > 0 {
-		h.ln, err = activatedListener(fds)
+	if len(activated) > 0 {
+		h.ln, err = activatedListener(activated)
 		h.activated = true
 	} else {
 		h.ln, err = net.Listen("tcp", cfg.Listen)
@@ -172,42 +170,26 @@ func (e *endpoint) serveStdio(ctx context.Context, srv *mcp.Server, conn *stdioC
 	return ctx.Err()
 }
 
-// takeListenFDs returns how many sockets systemd passed to this process
-// (LISTEN_FDS, checked against LISTEN_PID), and removes the variables so
-// that nothing started later takes them for its own. The passed
-// descriptors are made close-on-exec: the worker must not inherit them.
-func takeListenFDs() int {
-	pid, fds := os.Getenv("LISTEN_PID"), os.Getenv("LISTEN_FDS")
-	for _, v := range []string{"LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"} {
-		os.Unsetenv(v)
-	}
-	if fds == "" || pid != strconv.Itoa(os.Getpid()) {
-		return 0
-	}
-	n, err := strconv.Atoi(fds)
-	if err != nil || n < 1 {
-		return 0
-	}
-	for fd := listenFDsStart; fd < listenFDsStart+n; fd++ {
-		unix.CloseOnExec(fd)
-	}
-	return n
-}
-
-// activatedListener wraps the one listening socket systemd passed as
-// descriptor 3. It never binds.
-func activatedListener(n int) (net.Listener, error) {
-	if n != 1 {
-		return nil, fmt.Errorf("socket activation passed %d sockets, want 1", n)
+// activatedListener wraps the one listening socket systemd passed
+// (sd_listen_fds(3), through go-systemd's activation package, which checks
+// LISTEN_PID, unsets the variables so that nothing started later takes the
+// sockets for its own, and marks them close-on-exec so the worker does not
+// inherit them). It never binds.
+func activatedListener(files []*os.File) (net.Listener, error) {
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	if len(files) != 1 {
+		return nil, fmt.Errorf("socket activation passed %d sockets, want 1", len(files))
 	}
 	// Accepting on a connected socket would fail on the first client;
 	// say now what is wrong.
-	if v, err := unix.GetsockoptInt(listenFDsStart, unix.SOL_SOCKET, unix.SO_ACCEPTCONN); err != nil || v != 1 {
+	if v, err := unix.GetsockoptInt(int(files[0].Fd()), unix.SOL_SOCKET, unix.SO_ACCEPTCONN); err != nil || v != 1 {
 		return nil, errors.New("socket activation: descriptor 3 is not a listening socket (for a per-connection socket, use --transport stdio)")
 	}
-	f := os.NewFile(listenFDsStart, "systemd-socket")
-	defer f.Close()
-	ln, err := net.FileListener(f)
+	ln, err := net.FileListener(files[0])
 	if err != nil {
 		return nil, fmt.Errorf("socket activation: %w", err)
 	}

@@ -1,6 +1,7 @@
 package frontend
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"regexp"
@@ -9,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // The contents of the tools' input schemas beyond what the Go types say,
@@ -300,4 +303,19 @@ func prefixToolNames(description, prefix string) string {
 		return description
 	}
 	return toolNameRef.ReplaceAllString(description, prefix+"$0")
+}
+
+// undeclaredMethods answers the methods of capabilities the server does
+// not declare with "method not found", as for any unknown method: go-sdk
+// would otherwise answer resources/list, prompts/list and
+// logging/setLevel with empty lists and success.
+func undeclaredMethods(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if area, _, _ := strings.Cut(method, "/"); area == "resources" || area == "prompts" ||
+			area == "logging" || area == "completion" {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound,
+				Message: fmt.Sprintf("method %q not found: fsmcp declares the tools capability only", method)}
+		}
+		return next(ctx, method, req)
+	}
 }

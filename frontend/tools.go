@@ -386,7 +386,12 @@ func allTools() []*tool {
 func (s *server) build() *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "fsmcp", Version: Version}, &mcp.ServerOptions{
 		Instructions: "Tools over one directory. Paths are relative to it. Every reply is one JSON document.",
+		// Only what the server uses: tools, whose list never changes.
+		// No logging (nothing is logged to the client), no resources,
+		// prompts or completions.
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
 	})
+	srv.AddReceivingMiddleware(undeclaredMethods)
 	tools := allTools()
 	if asked, err := askedTools(s.cfg.Ask, s.cfg.ToolsPrefix, tools); err != nil {
 		panic("BUG(fsmcp): --ask passed check but not build: " + err.Error())

@@ -80,7 +80,7 @@ dir="$(json "$root")"
 
 cat <<EOF
 
-== Claude Desktop (claude_desktop_config.json) and Claude Code (.mcp.json): mcpServers ==
+== Claude Code (.mcp.json) and other mcpServers clients: mcpServers ==
 {
   "mcpServers": {
     "fsmcp": {

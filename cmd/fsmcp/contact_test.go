@@ -103,3 +103,24 @@ func TestContactBroadRootAllowed(t *testing.T) {
 	start(t, home, "--allow-broad-root").wantOK("fs_stat", map[string]any{"path": ""})
 	start(t, filepath.Join(home, "project")).wantOK("fs_stat", map[string]any{"path": ""})
 }
+
+// fsmcp builds on Linux only and says so: on another system the build's
+// only error is the one that names the reason, not an undefined system
+// call deep inside.
+func TestContactLinuxOnlyBuild(t *testing.T) {
+	for _, goos := range []string{"darwin", "windows"} {
+		cmd := exec.Command("go", "build", "-o", os.DevNull, "./...")
+		cmd.Dir = "../.."
+		cmd.Env = append(os.Environ(), "GOOS="+goos, "GOARCH=amd64", "CGO_ENABLED=0")
+		out, err := cmd.CombinedOutput()
+		var errs []string
+		for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			if !strings.HasPrefix(l, "#") {
+				errs = append(errs, l)
+			}
+		}
+		if err == nil || len(errs) != 1 || !strings.Contains(errs[0], "fsmcp_builds_on_Linux_only") {
+			t.Errorf("GOOS=%s go build ./...: %v\n%s\nwant one error naming fsmcp_builds_on_Linux_only", goos, err, out)
+		}
+	}
+}

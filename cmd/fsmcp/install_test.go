@@ -94,7 +94,7 @@ func TestInstallScript(t *testing.T) {
 		Args    []string `json:"args"`
 	}
 	for _, c := range []struct{ heading, key string }{
-		{"== Claude Desktop", "mcpServers"},
+		{"== Claude Code", "mcpServers"},
 		{"== VS Code", "servers"},
 	} {
 		i := strings.Index(text, c.heading)
