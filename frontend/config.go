@@ -21,22 +21,24 @@ type Config struct {
 	Root             string
 	ReadOnly         bool
 	MaxResponseBytes int64
-	Transport        string
-	Listen           string
-	TokenFile        string
-	AllowRemote      bool
-	AllowOrigins     []string
-	AuditLog         string
-	ToolsPrefix      string
-	RG               string
-	AllowNoLandlock  bool
-	AllowBroadRoot   bool
-	HTTPReadTimeout  time.Duration
-	HTTPSessionIdle  time.Duration
-	HTTPMaxSessions  int
-	CallTimeout      time.Duration
-	MaxCalls         int
-	MaxSessionCalls  int
+	// MaxMediaBytes bounds the file fs_view shows.
+	MaxMediaBytes   int64
+	Transport       string
+	Listen          string
+	TokenFile       string
+	AllowRemote     bool
+	AllowOrigins    []string
+	AuditLog        string
+	ToolsPrefix     string
+	RG              string
+	AllowNoLandlock bool
+	AllowBroadRoot  bool
+	HTTPReadTimeout time.Duration
+	HTTPSessionIdle time.Duration
+	HTTPMaxSessions int
+	CallTimeout     time.Duration
+	MaxCalls        int
+	MaxSessionCalls int
 	// Ask names the tools, or classes of tools, that wait for the
 	// person's approval (--ask).
 	Ask      []string
@@ -50,6 +52,13 @@ type Config struct {
 // defaultMaxResponseBytes bounds a reply where agent hosts still take it
 // whole: they truncate or refuse tool results far below 256 KiB.
 const defaultMaxResponseBytes = 64 << 10
+
+// defaultMaxMediaBytes and maxMediaBytesLimit bound fs_view's file: a
+// picture a model can take in, and well inside one gRPC message.
+const (
+	defaultMaxMediaBytes = 5 << 20
+	maxMediaBytesLimit   = 64 << 20
+)
 
 // minResponseBytes keeps a page able to hold at least one entry with the
 // longest legal name, base64-encoded.
@@ -68,6 +77,7 @@ func parseFlags(args []string, stderr io.Writer) (*Config, *flag.FlagSet, error)
 	fs.StringVar(&c.Root, "root", "", "directory to serve (required)")
 	fs.BoolVar(&c.ReadOnly, "read-only", false, "serve only the read tools; the kernel refuses writes")
 	fs.Int64Var(&c.MaxResponseBytes, "max-response-bytes", defaultMaxResponseBytes, "upper bound of every reply's JSON document")
+	fs.Int64Var(&c.MaxMediaBytes, "max-media-bytes", defaultMaxMediaBytes, "largest picture or sound fs_view shows; a larger file is too_large, unread")
 	fs.StringVar(&c.Transport, "transport", "stdio", "stdio or http")
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "address for --transport http")
 	fs.StringVar(&c.TokenFile, "token-file", "", "file holding the bearer token for --transport http (default: generate one and print it)")
@@ -149,6 +159,9 @@ func (c *Config) check() error {
 	}
 	if c.MaxResponseBytes > maxResponseBytesLimit {
 		return fmt.Errorf("--max-response-bytes must be at most %d", maxResponseBytesLimit)
+	}
+	if c.MaxMediaBytes < 1 || c.MaxMediaBytes > maxMediaBytesLimit {
+		return fmt.Errorf("--max-media-bytes must be between 1 and %d", maxMediaBytesLimit)
 	}
 	if c.CallTimeout <= 0 {
 		return errors.New("--call-timeout must be positive")

@@ -90,6 +90,7 @@ func serve(ctx context.Context, cfg *Config, hooks Hooks, stdin io.ReadCloser, s
 		ReadOnly:        cfg.ReadOnly,
 		AllowNoLandlock: cfg.AllowNoLandlock,
 		MaxRead:         cfg.MaxResponseBytes,
+		MaxMedia:        cfg.MaxMediaBytes,
 	}, stderr)
 	if err != nil {
 		return err

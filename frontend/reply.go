@@ -45,6 +45,9 @@ func codeName(c fsmcpv1.ErrorCode) string {
 type obj struct {
 	b []byte
 	n int
+	// media, when set, is a content block the result carries after the
+	// document (fs_view's picture or sound).
+	media mcp.Content
 }
 
 func newObj() *obj { return &obj{b: append(make([]byte, 0, 256), '{')} }
@@ -171,7 +174,11 @@ func typeName(t fsmcpv1.FileType) string {
 
 // okResult wraps a success document: {"ok":true, ...}.
 func okResult(doc *obj) *mcp.CallToolResult {
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: doc.text()}}}
+	res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: doc.text()}}}
+	if doc.media != nil {
+		res.Content = append(res.Content, doc.media)
+	}
+	return res
 }
 
 // errorResult renders a failure as the contract's error document with

@@ -59,6 +59,7 @@ func searchTools() []*tool {
 			"On a large tree, try output files first. When truncated is true, call again with the reply's cursor. To find files by name use fs_glob.",
 			true, false, true, (*server).grep).titled("Search contents"),
 		treeTool(),
+		viewTool(),
 	}
 }
 

@@ -35,6 +35,8 @@ type WorkerConfig struct {
 	AllowNoLandlock bool
 	// MaxRead bounds the bytes one read returns.
 	MaxRead int64
+	// MaxMedia bounds the file fs_view sends (--max-media-bytes).
+	MaxMedia int64
 }
 
 func (c WorkerConfig) argv() []string {
@@ -46,6 +48,7 @@ func (c WorkerConfig) argv() []string {
 		"--read-only=" + strconv.FormatBool(c.ReadOnly),
 		"--allow-no-landlock=" + strconv.FormatBool(c.AllowNoLandlock),
 		"--max-read=" + strconv.FormatInt(c.MaxRead, 10),
+		"--max-media=" + strconv.FormatInt(c.MaxMedia, 10),
 	}
 }
 
@@ -61,6 +64,7 @@ func ParseWorkerConfig(args []string) (WorkerConfig, error) {
 	fs.BoolVar(&c.ReadOnly, "read-only", false, "")
 	fs.BoolVar(&c.AllowNoLandlock, "allow-no-landlock", false, "")
 	fs.Int64Var(&c.MaxRead, "max-read", 1<<20, "")
+	fs.Int64Var(&c.MaxMedia, "max-media", 5<<20, "")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}

@@ -110,9 +110,10 @@ func run(args []string, hooks Hooks) error {
 			Seccomp:               sc.Mode,
 			SeccompDeniedSyscalls: int32(sc.Denied),
 		},
-		RG:      cfg.RG,
-		DevNull: devNull,
-		MaxRead: cfg.MaxRead,
+		RG:       cfg.RG,
+		DevNull:  devNull,
+		MaxRead:  cfg.MaxRead,
+		MaxMedia: cfg.MaxMedia,
 	})
 	if err != nil {
 		return err

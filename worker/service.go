@@ -20,6 +20,7 @@ type Service struct {
 	rg          string
 	devNull     *os.File
 	maxRead     int64
+	maxMedia    int64
 	// locks serialises writes and replaces of one directory entry.
 	locks pathLocks
 	// rootPath is the kernel's name of the root, for realPath.
@@ -53,6 +54,8 @@ type Options struct {
 	DevNull *os.File
 	// MaxRead bounds the bytes one Read returns.
 	MaxRead int64
+	// MaxMedia bounds the file one View returns.
+	MaxMedia int64
 	// Policy is the operator's protected and denied paths.
 	Policy Policy
 }
@@ -65,6 +68,9 @@ func New(root *os.Root, opts Options) (*Service, error) {
 	}
 	if opts.MaxRead <= 0 {
 		opts.MaxRead = 1 << 20
+	}
+	if opts.MaxMedia <= 0 {
+		opts.MaxMedia = 5 << 20
 	}
 	if opts.Confinement == nil {
 		opts.Confinement = &fsmcpv1.Confinement{Seccomp: "none"}
@@ -86,6 +92,7 @@ func New(root *os.Root, opts Options) (*Service, error) {
 		rg:          opts.RG,
 		devNull:     opts.DevNull,
 		maxRead:     opts.MaxRead,
+		maxMedia:    opts.MaxMedia,
 		hashes:      newHashCache(),
 		lines:       newLineIndex(),
 	}, nil

@@ -170,6 +170,9 @@ func calls(p []byte) []call {
 		{"Glob", true, func(ctx context.Context, c fsmcpv1.WorkerServiceClient) ([]proto.Message, error) {
 			return Drain(c.Glob(ctx, &fsmcpv1.GlobRequest{Pattern: "*", Path: p, Hidden: true, NoIgnore: true, MaxBytes: 1 << 16}))
 		}},
+		{"View", true, func(ctx context.Context, c fsmcpv1.WorkerServiceClient) ([]proto.Message, error) {
+			return one(c.View(ctx, &fsmcpv1.ViewRequest{Path: p}))
+		}},
 		{"Tree", true, func(ctx context.Context, c fsmcpv1.WorkerServiceClient) ([]proto.Message, error) {
 			return Drain(c.Tree(ctx, &fsmcpv1.TreeRequest{Path: p, MaxDepth: 16, Hidden: true, NoIgnore: true, MaxBytes: 1 << 16}))
 		}},

@@ -3411,6 +3411,103 @@ func (x *TreeResponse) GetErrors() int64 {
 	return 0
 }
 
+type ViewRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Path          []byte                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ViewRequest) Reset() {
+	*x = ViewRequest{}
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ViewRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ViewRequest) ProtoMessage() {}
+
+func (x *ViewRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ViewRequest.ProtoReflect.Descriptor instead.
+func (*ViewRequest) Descriptor() ([]byte, []int) {
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *ViewRequest) GetPath() []byte {
+	if x != nil {
+		return x.Path
+	}
+	return nil
+}
+
+type ViewResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The whole file.
+	Data          []byte `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	Sha256        string `protobuf:"bytes,2,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ViewResponse) Reset() {
+	*x = ViewResponse{}
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ViewResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ViewResponse) ProtoMessage() {}
+
+func (x *ViewResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ViewResponse.ProtoReflect.Descriptor instead.
+func (*ViewResponse) Descriptor() ([]byte, []int) {
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *ViewResponse) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *ViewResponse) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
 var File_fsmcp_v1_worker_proto protoreflect.FileDescriptor
 
 const file_fsmcp_v1_worker_proto_rawDesc = "" +
@@ -3660,7 +3757,12 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\x04more\x18\x03 \x01(\bR\x04more\x12\x12\n" +
 	"\x04done\x18\x04 \x01(\bR\x04done\x12\x14\n" +
 	"\x05total\x18\x05 \x01(\x03R\x05total\x12\x16\n" +
-	"\x06errors\x18\x06 \x01(\x03R\x06errors*K\n" +
+	"\x06errors\x18\x06 \x01(\x03R\x06errors\"!\n" +
+	"\vViewRequest\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\fR\x04path\":\n" +
+	"\fViewResponse\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\x12\x16\n" +
+	"\x06sha256\x18\x02 \x01(\tR\x06sha256*K\n" +
 	"\x0fProtocolVersion\x12 \n" +
 	"\x1cPROTOCOL_VERSION_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12PROTOCOL_VERSION_1\x10\x01*\xcd\x04\n" +
@@ -3705,7 +3807,7 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\x17GREP_OUTPUT_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13GREP_OUTPUT_MATCHES\x10\x01\x12\x15\n" +
 	"\x11GREP_OUTPUT_FILES\x10\x02\x12\x15\n" +
-	"\x11GREP_OUTPUT_COUNT\x10\x032\xf4\x06\n" +
+	"\x11GREP_OUTPUT_COUNT\x10\x032\xab\a\n" +
 	"\rWorkerService\x128\n" +
 	"\x05Hello\x12\x16.fsmcp.v1.HelloRequest\x1a\x17.fsmcp.v1.HelloResponse\x125\n" +
 	"\x04Stat\x12\x15.fsmcp.v1.StatRequest\x1a\x16.fsmcp.v1.StatResponse\x125\n" +
@@ -3721,7 +3823,8 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\x06Splice\x12\x17.fsmcp.v1.SpliceRequest\x1a\x18.fsmcp.v1.SpliceResponse\x12=\n" +
 	"\x06Digest\x12\x17.fsmcp.v1.DigestRequest\x1a\x18.fsmcp.v1.DigestResponse0\x01\x125\n" +
 	"\x04Copy\x12\x15.fsmcp.v1.CopyRequest\x1a\x16.fsmcp.v1.CopyResponse\x127\n" +
-	"\x04Tree\x12\x15.fsmcp.v1.TreeRequest\x1a\x16.fsmcp.v1.TreeResponse0\x01B3Z1github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1;fsmcpv1b\x06proto3"
+	"\x04Tree\x12\x15.fsmcp.v1.TreeRequest\x1a\x16.fsmcp.v1.TreeResponse0\x01\x125\n" +
+	"\x04View\x12\x15.fsmcp.v1.ViewRequest\x1a\x16.fsmcp.v1.ViewResponseB3Z1github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1;fsmcpv1b\x06proto3"
 
 var (
 	file_fsmcp_v1_worker_proto_rawDescOnce sync.Once
@@ -3736,7 +3839,7 @@ func file_fsmcp_v1_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_fsmcp_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_fsmcp_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_fsmcp_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_fsmcp_v1_worker_proto_goTypes = []any{
 	(ProtocolVersion)(0),    // 0: fsmcp.v1.ProtocolVersion
 	(ErrorCode)(0),          // 1: fsmcp.v1.ErrorCode
@@ -3783,6 +3886,8 @@ var file_fsmcp_v1_worker_proto_goTypes = []any{
 	(*TreeRequest)(nil),     // 42: fsmcp.v1.TreeRequest
 	(*TreeEntry)(nil),       // 43: fsmcp.v1.TreeEntry
 	(*TreeResponse)(nil),    // 44: fsmcp.v1.TreeResponse
+	(*ViewRequest)(nil),     // 45: fsmcp.v1.ViewRequest
+	(*ViewResponse)(nil),    // 46: fsmcp.v1.ViewResponse
 }
 var file_fsmcp_v1_worker_proto_depIdxs = []int32{
 	1,  // 0: fsmcp.v1.Error.code:type_name -> fsmcp.v1.ErrorCode
@@ -3822,23 +3927,25 @@ var file_fsmcp_v1_worker_proto_depIdxs = []int32{
 	38, // 34: fsmcp.v1.WorkerService.Digest:input_type -> fsmcp.v1.DigestRequest
 	40, // 35: fsmcp.v1.WorkerService.Copy:input_type -> fsmcp.v1.CopyRequest
 	42, // 36: fsmcp.v1.WorkerService.Tree:input_type -> fsmcp.v1.TreeRequest
-	9,  // 37: fsmcp.v1.WorkerService.Hello:output_type -> fsmcp.v1.HelloResponse
-	12, // 38: fsmcp.v1.WorkerService.Stat:output_type -> fsmcp.v1.StatResponse
-	14, // 39: fsmcp.v1.WorkerService.List:output_type -> fsmcp.v1.ListResponse
-	16, // 40: fsmcp.v1.WorkerService.Read:output_type -> fsmcp.v1.ReadResponse
-	19, // 41: fsmcp.v1.WorkerService.Glob:output_type -> fsmcp.v1.GlobResponse
-	24, // 42: fsmcp.v1.WorkerService.Grep:output_type -> fsmcp.v1.GrepResponse
-	26, // 43: fsmcp.v1.WorkerService.Write:output_type -> fsmcp.v1.WriteResponse
-	29, // 44: fsmcp.v1.WorkerService.Replace:output_type -> fsmcp.v1.ReplaceResponse
-	31, // 45: fsmcp.v1.WorkerService.Mkdir:output_type -> fsmcp.v1.MkdirResponse
-	33, // 46: fsmcp.v1.WorkerService.Move:output_type -> fsmcp.v1.MoveResponse
-	35, // 47: fsmcp.v1.WorkerService.Delete:output_type -> fsmcp.v1.DeleteResponse
-	37, // 48: fsmcp.v1.WorkerService.Splice:output_type -> fsmcp.v1.SpliceResponse
-	39, // 49: fsmcp.v1.WorkerService.Digest:output_type -> fsmcp.v1.DigestResponse
-	41, // 50: fsmcp.v1.WorkerService.Copy:output_type -> fsmcp.v1.CopyResponse
-	44, // 51: fsmcp.v1.WorkerService.Tree:output_type -> fsmcp.v1.TreeResponse
-	37, // [37:52] is the sub-list for method output_type
-	22, // [22:37] is the sub-list for method input_type
+	45, // 37: fsmcp.v1.WorkerService.View:input_type -> fsmcp.v1.ViewRequest
+	9,  // 38: fsmcp.v1.WorkerService.Hello:output_type -> fsmcp.v1.HelloResponse
+	12, // 39: fsmcp.v1.WorkerService.Stat:output_type -> fsmcp.v1.StatResponse
+	14, // 40: fsmcp.v1.WorkerService.List:output_type -> fsmcp.v1.ListResponse
+	16, // 41: fsmcp.v1.WorkerService.Read:output_type -> fsmcp.v1.ReadResponse
+	19, // 42: fsmcp.v1.WorkerService.Glob:output_type -> fsmcp.v1.GlobResponse
+	24, // 43: fsmcp.v1.WorkerService.Grep:output_type -> fsmcp.v1.GrepResponse
+	26, // 44: fsmcp.v1.WorkerService.Write:output_type -> fsmcp.v1.WriteResponse
+	29, // 45: fsmcp.v1.WorkerService.Replace:output_type -> fsmcp.v1.ReplaceResponse
+	31, // 46: fsmcp.v1.WorkerService.Mkdir:output_type -> fsmcp.v1.MkdirResponse
+	33, // 47: fsmcp.v1.WorkerService.Move:output_type -> fsmcp.v1.MoveResponse
+	35, // 48: fsmcp.v1.WorkerService.Delete:output_type -> fsmcp.v1.DeleteResponse
+	37, // 49: fsmcp.v1.WorkerService.Splice:output_type -> fsmcp.v1.SpliceResponse
+	39, // 50: fsmcp.v1.WorkerService.Digest:output_type -> fsmcp.v1.DigestResponse
+	41, // 51: fsmcp.v1.WorkerService.Copy:output_type -> fsmcp.v1.CopyResponse
+	44, // 52: fsmcp.v1.WorkerService.Tree:output_type -> fsmcp.v1.TreeResponse
+	46, // 53: fsmcp.v1.WorkerService.View:output_type -> fsmcp.v1.ViewResponse
+	38, // [38:54] is the sub-list for method output_type
+	22, // [22:38] is the sub-list for method input_type
 	22, // [22:22] is the sub-list for extension type_name
 	22, // [22:22] is the sub-list for extension extendee
 	0,  // [0:22] is the sub-list for field type_name
@@ -3855,7 +3962,7 @@ func file_fsmcp_v1_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fsmcp_v1_worker_proto_rawDesc), len(file_fsmcp_v1_worker_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   40,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -40,6 +40,7 @@ const (
 	WorkerService_Digest_FullMethodName  = "/fsmcp.v1.WorkerService/Digest"
 	WorkerService_Copy_FullMethodName    = "/fsmcp.v1.WorkerService/Copy"
 	WorkerService_Tree_FullMethodName    = "/fsmcp.v1.WorkerService/Tree"
+	WorkerService_View_FullMethodName    = "/fsmcp.v1.WorkerService/View"
 )
 
 // WorkerServiceClient is the client API for WorkerService service.
@@ -69,6 +70,8 @@ type WorkerServiceClient interface {
 	Copy(ctx context.Context, in *CopyRequest, opts ...grpc.CallOption) (*CopyResponse, error)
 	// Tree streams progress messages, then one message with the page.
 	Tree(ctx context.Context, in *TreeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[TreeResponse], error)
+	// View returns a whole file of at most the worker's media bound.
+	View(ctx context.Context, in *ViewRequest, opts ...grpc.CallOption) (*ViewResponse, error)
 }
 
 type workerServiceClient struct {
@@ -265,6 +268,16 @@ func (c *workerServiceClient) Tree(ctx context.Context, in *TreeRequest, opts ..
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type WorkerService_TreeClient = grpc.ServerStreamingClient[TreeResponse]
 
+func (c *workerServiceClient) View(ctx context.Context, in *ViewRequest, opts ...grpc.CallOption) (*ViewResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ViewResponse)
+	err := c.cc.Invoke(ctx, WorkerService_View_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // WorkerServiceServer is the server API for WorkerService service.
 // All implementations must embed UnimplementedWorkerServiceServer
 // for forward compatibility.
@@ -292,6 +305,8 @@ type WorkerServiceServer interface {
 	Copy(context.Context, *CopyRequest) (*CopyResponse, error)
 	// Tree streams progress messages, then one message with the page.
 	Tree(*TreeRequest, grpc.ServerStreamingServer[TreeResponse]) error
+	// View returns a whole file of at most the worker's media bound.
+	View(context.Context, *ViewRequest) (*ViewResponse, error)
 	mustEmbedUnimplementedWorkerServiceServer()
 }
 
@@ -346,6 +361,9 @@ func (UnimplementedWorkerServiceServer) Copy(context.Context, *CopyRequest) (*Co
 }
 func (UnimplementedWorkerServiceServer) Tree(*TreeRequest, grpc.ServerStreamingServer[TreeResponse]) error {
 	return status.Error(codes.Unimplemented, "method Tree not implemented")
+}
+func (UnimplementedWorkerServiceServer) View(context.Context, *ViewRequest) (*ViewResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method View not implemented")
 }
 func (UnimplementedWorkerServiceServer) mustEmbedUnimplementedWorkerServiceServer() {}
 func (UnimplementedWorkerServiceServer) testEmbeddedByValue()                       {}
@@ -610,6 +628,24 @@ func _WorkerService_Tree_Handler(srv interface{}, stream grpc.ServerStream) erro
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type WorkerService_TreeServer = grpc.ServerStreamingServer[TreeResponse]
 
+func _WorkerService_View_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ViewRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkerServiceServer).View(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WorkerService_View_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkerServiceServer).View(ctx, req.(*ViewRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // WorkerService_ServiceDesc is the grpc.ServiceDesc for WorkerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -660,6 +696,10 @@ var WorkerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Copy",
 			Handler:    _WorkerService_Copy_Handler,
+		},
+		{
+			MethodName: "View",
+			Handler:    _WorkerService_View_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
