@@ -14,29 +14,35 @@ import (
 // The editing tools of the contract's "Editing like an agent edits": one
 // section per tool, each its input type, its definition and its handler.
 
-// previewFields adds a dry run's answer to doc: dry_run, and the diff as
-// text when it is valid UTF-8 (else diff_base64), cut at a whole line so
-// that the document stays within --max-response-bytes, with
-// diff_truncated saying so.
+// previewFields adds a dry run's answer to doc: dry_run, and the diff
+// (see appendDiff) within what --max-response-bytes leaves.
 func (s *server) previewFields(doc *obj, diff []byte, dryRun bool) *obj {
 	if !dryRun {
 		return doc
 	}
 	doc.bool("dry_run", true)
-	// Room for the diff's key and quotes and the diff_truncated field.
-	budget := int(s.cfg.MaxResponseBytes) - doc.size() - len(`,"diff_base64":"","diff_truncated":false`)
+	appendDiff(doc, diff, int(s.cfg.MaxResponseBytes)-doc.size())
+	return doc
+}
+
+// appendDiff adds diff to o as text when it is valid UTF-8 (else as
+// diff_base64), cut at a whole line so that the fields take at most budget
+// bytes, with diff_truncated saying whether it was cut. It reports that.
+func appendDiff(o *obj, diff []byte, budget int) bool {
+	budget -= len(`,"diff_base64":"","diff_truncated":false`)
 	text := utf8.Valid(diff)
-	keep := fitLines(diff, budget, text)
+	keep := fitLines(diff, max(budget, 0), text)
 	if text {
-		doc.key("diff")
-		doc.b = appendString(doc.b, diff[:keep])
+		o.key("diff")
+		o.b = appendString(o.b, diff[:keep])
 	} else {
-		doc.key("diff_base64")
-		doc.b = append(doc.b, '"')
-		doc.b = base64.StdEncoding.AppendEncode(doc.b, diff[:keep])
-		doc.b = append(doc.b, '"')
+		o.key("diff_base64")
+		o.b = append(o.b, '"')
+		o.b = base64.StdEncoding.AppendEncode(o.b, diff[:keep])
+		o.b = append(o.b, '"')
 	}
-	return doc.bool("diff_truncated", keep < len(diff))
+	o.bool("diff_truncated", keep < len(diff))
+	return keep < len(diff)
 }
 
 // fitLines returns the length of the longest prefix of diff made of whole
@@ -128,7 +134,7 @@ func (s *server) splice(ctx context.Context, in *spliceIn, _ *mcp.CallToolReques
 
 // editTools lists the editing tools in the order tools/list shows them.
 func editTools() []*tool {
-	return []*tool{spliceTool(), copyTool(), digestTool()}
+	return []*tool{spliceTool(), patchTool(), copyTool(), digestTool()}
 }
 
 // guardArgs checks the optional preconditions of fs_delete and fs_move.
@@ -220,4 +226,80 @@ func (s *server) copy(ctx context.Context, in *copyIn, _ *mcp.CallToolRequest) (
 	}
 	return newObj().bool("ok", true).name("from", displayPath(from)).name("to", displayPath(to)).
 		int("files", resp.GetFiles()).int("directories", resp.GetDirectories()).int("bytes", resp.GetBytes()), nil
+}
+
+// fs_patch
+
+type patchIn struct {
+	Patch    string             `json:"patch" jsonschema:"a unified diff as diff -u or git diff write it; one or more files"`
+	Encoding *string            `json:"encoding,omitempty" jsonschema:"how patch is encoded; default utf8 (base64 for bytes that are not UTF-8)"`
+	IfSHA256 map[string]*string `json:"if_sha256" jsonschema:"every path the patch touches, as the patch names it, to its sha256 now, or to null for a file the patch creates"`
+	DryRun   *bool              `json:"dry_run,omitempty" jsonschema:"change nothing; answer each file's sha256, size and diff"`
+}
+
+func patchTool() *tool {
+	return defineTool("fs_patch", "Apply a unified diff to one or more files: all change or none do, even across a crash. "+
+		"Each hunk's lines must match the file exactly (no fuzz) at exactly one place, else no_match (with the nearest "+
+		"candidate) or ambiguous_match. if_sha256 maps every touched path to its sha256 from fs_stat or fs_read, or to null "+
+		"for a file it creates. /dev/null creates or deletes a file. dry_run: true answers the diffs and writes nothing.",
+		false, true, false, (*server).patch).titled("Apply patch")
+}
+
+func (s *server) patch(ctx context.Context, in *patchIn, _ *mcp.CallToolRequest) (*obj, error) {
+	patch, err := decode("patch", in.Patch, in.Encoding)
+	if err != nil {
+		return nil, err
+	}
+	if len(patch) == 0 {
+		return nil, invalidf("patch is empty")
+	}
+	if in.IfSHA256 == nil {
+		return nil, invalidf("if_sha256 is required: an object from each path the patch touches to its sha256, or null for a file it creates")
+	}
+	pre := make([]*fsmcpv1.PatchPrecondition, 0, len(in.IfSHA256))
+	for p, h := range in.IfSHA256 {
+		sum, mustNotExist, err := precondition(h)
+		if err != nil {
+			return nil, invalidf("if_sha256[%q] must be 64 lowercase hex digits (a sha256 from fs_stat) or null", p)
+		}
+		pre = append(pre, &fsmcpv1.PatchPrecondition{Path: []byte(p), Sha256: sum, MustNotExist: mustNotExist})
+	}
+	dry := boolArg(in.DryRun)
+	resp, err := s.wc.Patch(ctx, &fsmcpv1.PatchRequest{Patch: patch, Preconditions: pre, DryRun: dry})
+	if err != nil {
+		return nil, err
+	}
+	doc := newObj().bool("ok", true)
+	if dry {
+		doc.bool("dry_run", true)
+	}
+	doc.key("files")
+	doc.b = append(doc.b, '[')
+	truncated := false
+	for i, f := range resp.GetFiles() {
+		e := newObj().name("path", f.GetPath()).bool("created", f.GetCreated()).bool("deleted", f.GetDeleted()).
+			int("hunks", f.GetHunks())
+		if !f.GetDeleted() {
+			e.str("sha256", f.GetSha256()).int("size", f.GetSize())
+		}
+		if !dry {
+			e.bool("broke_hard_link", f.GetBrokeHardLink())
+		} else {
+			// Each diff gets an equal share of what the reply has left.
+			left := len(resp.GetFiles()) - i
+			budget := (int(s.cfg.MaxResponseBytes) - doc.size() - e.size() - 64*left) / left
+			if appendDiff(e, f.GetDiff(), budget) {
+				truncated = true
+			}
+		}
+		if i > 0 {
+			doc.b = append(doc.b, ',')
+		}
+		doc.b = append(doc.b, e.bytes()...)
+	}
+	doc.b = append(doc.b, ']')
+	if dry {
+		doc.bool("diff_truncated", truncated)
+	}
+	return doc, nil
 }

@@ -21,6 +21,8 @@ type body struct {
 	off     int64
 	delete  int64
 	insert  []byte
+	// mode is the mode of a new file; 0 means newFileMode.
+	mode uint32
 }
 
 // size is the length of the new content; cur is the file it splices.

@@ -138,6 +138,10 @@ func fuzzPath(t *testing.T, c fsmcpv1.WorkerServiceClient, p []byte, base string
 	one(c.Copy(ctx, &fsmcpv1.CopyRequest{From: p, To: []byte("copied"), Recursive: true}))
 	one(c.Copy(ctx, &fsmcpv1.CopyRequest{From: []byte("f"), To: p}))
 	many(workertest.Drain(c.Digest(ctx, &fsmcpv1.DigestRequest{Path: p})))
+	diff := "--- a/" + string(p) + "\n+++ b/" + string(p) + "\n@@ -1 +1 @@\n-" + canaryText + " secret\n+fuzz\n"
+	one(c.Patch(ctx, &fsmcpv1.PatchRequest{Patch: []byte(diff), Preconditions: []*fsmcpv1.PatchPrecondition{{Path: p, Sha256: canarySHA}}}))
+	one(c.Patch(ctx, &fsmcpv1.PatchRequest{Patch: []byte("--- /dev/null\n+++ b/" + string(p) + "\n@@ -0,0 +1 @@\n+fuzz\n"),
+		Preconditions: []*fsmcpv1.PatchPrecondition{{Path: p, MustNotExist: true}}, DryRun: true}))
 	one(c.Mkdir(ctx, &fsmcpv1.MkdirRequest{Path: p}))
 	one(c.Move(ctx, &fsmcpv1.MoveRequest{From: p, To: []byte("moved")}))
 	one(c.Move(ctx, &fsmcpv1.MoveRequest{From: []byte("moved"), To: p}))

@@ -118,7 +118,20 @@ func run(args []string, hooks Hooks) error {
 	if err != nil {
 		return err
 	}
-	if !cfg.ReadOnly {
+	// A patch a crash interrupted is undone before the first RPC, so no
+	// call ever sees it half applied; the sweep then removes what is left.
+	if cfg.ReadOnly {
+		if js, err := svc.journals(); err == nil && len(js) > 0 {
+			return errJournalReadOnly
+		}
+	} else {
+		n, err := svc.Recover()
+		if n > 0 {
+			fmt.Fprintf(os.Stderr, "fsmcp worker: undid %d patch(es) a crash interrupted\n", n)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "fsmcp worker: undoing an interrupted patch: %v\n", err)
+		}
 		go sweepTemp(svc, start)
 	}
 	return Serve(conn, svc, hooks.Interceptor)

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -403,7 +404,7 @@ func (s *Service) stage(ctx context.Context, d *parent, p string, cur *current, 
 		if err := copyMetadata(p, cur.f, f); err != nil {
 			return nil, err
 		}
-	} else if err := f.Chmod(newFileMode); err != nil {
+	} else if err := f.Chmod(os.FileMode(cmp.Or(b.mode, newFileMode))); err != nil {
 		return nil, fsError("chmod", p, err)
 	}
 	if err := f.Sync(); err != nil {

@@ -55,7 +55,13 @@ func answering(action string, remember bool) func(*mcp.ElicitRequest) *mcp.Elici
 // opts at protocol ("" for the SDK's newest).
 func startWith(t *testing.T, root string, opts *mcp.ClientOptions, protocol string, flags ...string) *server {
 	t.Helper()
-	s := spawn(t, root, flags...)
+	return connectWith(t, spawn(t, root, flags...), opts, protocol)
+}
+
+// connectWith starts the fsmcp that spawn prepared and connects a go-sdk
+// client with opts at protocol.
+func connectWith(t *testing.T, s *server, opts *mcp.ClientOptions, protocol string) *server {
+	t.Helper()
 	client := mcp.NewClient(&mcp.Implementation{Name: "fsmcp-approve-test", Version: "1"}, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -21,6 +21,7 @@ var wantAnnotations = map[string][3]bool{
 	"fs_move":    {false, true, false},
 	"fs_delete":  {false, true, false},
 	"fs_splice":  {false, true, false},
+	"fs_patch":   {false, true, false},
 	"fs_copy":    {false, false, false},
 	"fs_digest":  {true, false, true},
 }

@@ -213,6 +213,22 @@ func calls(p []byte) []call {
 		{"Digest", true, func(ctx context.Context, c fsmcpv1.WorkerServiceClient) ([]proto.Message, error) {
 			return Drain(c.Digest(ctx, &fsmcpv1.DigestRequest{Path: append(p, "/sub"...)}))
 		}},
+		{"Patch", true, func(ctx context.Context, c fsmcpv1.WorkerServiceClient) ([]proto.Message, error) {
+			diff := "--- a/" + string(p) + "\n+++ b/" + string(p) + "\n@@ -1 +1 @@\n-" + Secret + "\n+pwned\n"
+			return one(c.Patch(ctx, &fsmcpv1.PatchRequest{Patch: []byte(diff),
+				Preconditions: []*fsmcpv1.PatchPrecondition{{Path: p, Sha256: secretSHA}}}))
+		}},
+		{"Patch dry run", true, func(ctx context.Context, c fsmcpv1.WorkerServiceClient) ([]proto.Message, error) {
+			diff := "--- a/" + string(p) + "\n+++ b/" + string(p) + "\n@@ -1 +1 @@\n-" + Secret + "\n+pwned\n"
+			return one(c.Patch(ctx, &fsmcpv1.PatchRequest{Patch: []byte(diff), DryRun: true,
+				Preconditions: []*fsmcpv1.PatchPrecondition{{Path: p, Sha256: secretSHA}}}))
+		}},
+		{"Patch create", true, func(ctx context.Context, c fsmcpv1.WorkerServiceClient) ([]proto.Message, error) {
+			q := string(p) + "/planted"
+			diff := "--- /dev/null\n+++ b/" + q + "\n@@ -0,0 +1 @@\n+pwned\n"
+			return one(c.Patch(ctx, &fsmcpv1.PatchRequest{Patch: []byte(diff),
+				Preconditions: []*fsmcpv1.PatchPrecondition{{Path: []byte(q), MustNotExist: true}}}))
+		}},
 		{"Mkdir", true, func(ctx context.Context, c fsmcpv1.WorkerServiceClient) ([]proto.Message, error) {
 			return one(c.Mkdir(ctx, &fsmcpv1.MkdirRequest{Path: append(p, "/planted"...)}))
 		}},

@@ -3508,6 +3508,275 @@ func (x *ViewResponse) GetSha256() string {
 	return ""
 }
 
+// PatchPrecondition is the state one file a patch touches must be in.
+type PatchPrecondition struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Path  []byte                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// The file must hash to this now; when empty, must_not_exist applies.
+	Sha256        string `protobuf:"bytes,2,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	MustNotExist  bool   `protobuf:"varint,3,opt,name=must_not_exist,json=mustNotExist,proto3" json:"must_not_exist,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PatchPrecondition) Reset() {
+	*x = PatchPrecondition{}
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PatchPrecondition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PatchPrecondition) ProtoMessage() {}
+
+func (x *PatchPrecondition) ProtoReflect() protoreflect.Message {
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PatchPrecondition.ProtoReflect.Descriptor instead.
+func (*PatchPrecondition) Descriptor() ([]byte, []int) {
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *PatchPrecondition) GetPath() []byte {
+	if x != nil {
+		return x.Path
+	}
+	return nil
+}
+
+func (x *PatchPrecondition) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
+func (x *PatchPrecondition) GetMustNotExist() bool {
+	if x != nil {
+		return x.MustNotExist
+	}
+	return false
+}
+
+type PatchRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Patch         []byte                 `protobuf:"bytes,1,opt,name=patch,proto3" json:"patch,omitempty"`
+	Preconditions []*PatchPrecondition   `protobuf:"bytes,2,rep,name=preconditions,proto3" json:"preconditions,omitempty"`
+	DryRun        bool                   `protobuf:"varint,3,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PatchRequest) Reset() {
+	*x = PatchRequest{}
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PatchRequest) ProtoMessage() {}
+
+func (x *PatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PatchRequest.ProtoReflect.Descriptor instead.
+func (*PatchRequest) Descriptor() ([]byte, []int) {
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *PatchRequest) GetPatch() []byte {
+	if x != nil {
+		return x.Patch
+	}
+	return nil
+}
+
+func (x *PatchRequest) GetPreconditions() []*PatchPrecondition {
+	if x != nil {
+		return x.Preconditions
+	}
+	return nil
+}
+
+func (x *PatchRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+type PatchFile struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Path  []byte                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// Of the new content; empty for a deleted file.
+	Sha256        string `protobuf:"bytes,2,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	Size          int64  `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
+	Created       bool   `protobuf:"varint,4,opt,name=created,proto3" json:"created,omitempty"`
+	Deleted       bool   `protobuf:"varint,5,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	Hunks         int64  `protobuf:"varint,6,opt,name=hunks,proto3" json:"hunks,omitempty"`
+	BrokeHardLink bool   `protobuf:"varint,7,opt,name=broke_hard_link,json=brokeHardLink,proto3" json:"broke_hard_link,omitempty"`
+	// For a dry run: the unified diff of the change.
+	Diff          []byte `protobuf:"bytes,8,opt,name=diff,proto3" json:"diff,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PatchFile) Reset() {
+	*x = PatchFile{}
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PatchFile) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PatchFile) ProtoMessage() {}
+
+func (x *PatchFile) ProtoReflect() protoreflect.Message {
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PatchFile.ProtoReflect.Descriptor instead.
+func (*PatchFile) Descriptor() ([]byte, []int) {
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *PatchFile) GetPath() []byte {
+	if x != nil {
+		return x.Path
+	}
+	return nil
+}
+
+func (x *PatchFile) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
+func (x *PatchFile) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *PatchFile) GetCreated() bool {
+	if x != nil {
+		return x.Created
+	}
+	return false
+}
+
+func (x *PatchFile) GetDeleted() bool {
+	if x != nil {
+		return x.Deleted
+	}
+	return false
+}
+
+func (x *PatchFile) GetHunks() int64 {
+	if x != nil {
+		return x.Hunks
+	}
+	return 0
+}
+
+func (x *PatchFile) GetBrokeHardLink() bool {
+	if x != nil {
+		return x.BrokeHardLink
+	}
+	return false
+}
+
+func (x *PatchFile) GetDiff() []byte {
+	if x != nil {
+		return x.Diff
+	}
+	return nil
+}
+
+type PatchResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// In the order the patch names them.
+	Files         []*PatchFile `protobuf:"bytes,1,rep,name=files,proto3" json:"files,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PatchResponse) Reset() {
+	*x = PatchResponse{}
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PatchResponse) ProtoMessage() {}
+
+func (x *PatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PatchResponse.ProtoReflect.Descriptor instead.
+func (*PatchResponse) Descriptor() ([]byte, []int) {
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *PatchResponse) GetFiles() []*PatchFile {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
 var File_fsmcp_v1_worker_proto protoreflect.FileDescriptor
 
 const file_fsmcp_v1_worker_proto_rawDesc = "" +
@@ -3762,7 +4031,26 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\x04path\x18\x01 \x01(\fR\x04path\":\n" +
 	"\fViewResponse\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12\x16\n" +
-	"\x06sha256\x18\x02 \x01(\tR\x06sha256*K\n" +
+	"\x06sha256\x18\x02 \x01(\tR\x06sha256\"e\n" +
+	"\x11PatchPrecondition\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\fR\x04path\x12\x16\n" +
+	"\x06sha256\x18\x02 \x01(\tR\x06sha256\x12$\n" +
+	"\x0emust_not_exist\x18\x03 \x01(\bR\fmustNotExist\"\x80\x01\n" +
+	"\fPatchRequest\x12\x14\n" +
+	"\x05patch\x18\x01 \x01(\fR\x05patch\x12A\n" +
+	"\rpreconditions\x18\x02 \x03(\v2\x1b.fsmcp.v1.PatchPreconditionR\rpreconditions\x12\x17\n" +
+	"\adry_run\x18\x03 \x01(\bR\x06dryRun\"\xd1\x01\n" +
+	"\tPatchFile\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\fR\x04path\x12\x16\n" +
+	"\x06sha256\x18\x02 \x01(\tR\x06sha256\x12\x12\n" +
+	"\x04size\x18\x03 \x01(\x03R\x04size\x12\x18\n" +
+	"\acreated\x18\x04 \x01(\bR\acreated\x12\x18\n" +
+	"\adeleted\x18\x05 \x01(\bR\adeleted\x12\x14\n" +
+	"\x05hunks\x18\x06 \x01(\x03R\x05hunks\x12&\n" +
+	"\x0fbroke_hard_link\x18\a \x01(\bR\rbrokeHardLink\x12\x12\n" +
+	"\x04diff\x18\b \x01(\fR\x04diff\":\n" +
+	"\rPatchResponse\x12)\n" +
+	"\x05files\x18\x01 \x03(\v2\x13.fsmcp.v1.PatchFileR\x05files*K\n" +
 	"\x0fProtocolVersion\x12 \n" +
 	"\x1cPROTOCOL_VERSION_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12PROTOCOL_VERSION_1\x10\x01*\xcd\x04\n" +
@@ -3807,7 +4095,7 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\x17GREP_OUTPUT_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13GREP_OUTPUT_MATCHES\x10\x01\x12\x15\n" +
 	"\x11GREP_OUTPUT_FILES\x10\x02\x12\x15\n" +
-	"\x11GREP_OUTPUT_COUNT\x10\x032\xab\a\n" +
+	"\x11GREP_OUTPUT_COUNT\x10\x032\xe5\a\n" +
 	"\rWorkerService\x128\n" +
 	"\x05Hello\x12\x16.fsmcp.v1.HelloRequest\x1a\x17.fsmcp.v1.HelloResponse\x125\n" +
 	"\x04Stat\x12\x15.fsmcp.v1.StatRequest\x1a\x16.fsmcp.v1.StatResponse\x125\n" +
@@ -3824,7 +4112,8 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\x06Digest\x12\x17.fsmcp.v1.DigestRequest\x1a\x18.fsmcp.v1.DigestResponse0\x01\x125\n" +
 	"\x04Copy\x12\x15.fsmcp.v1.CopyRequest\x1a\x16.fsmcp.v1.CopyResponse\x127\n" +
 	"\x04Tree\x12\x15.fsmcp.v1.TreeRequest\x1a\x16.fsmcp.v1.TreeResponse0\x01\x125\n" +
-	"\x04View\x12\x15.fsmcp.v1.ViewRequest\x1a\x16.fsmcp.v1.ViewResponseB3Z1github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1;fsmcpv1b\x06proto3"
+	"\x04View\x12\x15.fsmcp.v1.ViewRequest\x1a\x16.fsmcp.v1.ViewResponse\x128\n" +
+	"\x05Patch\x12\x16.fsmcp.v1.PatchRequest\x1a\x17.fsmcp.v1.PatchResponseB3Z1github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1;fsmcpv1b\x06proto3"
 
 var (
 	file_fsmcp_v1_worker_proto_rawDescOnce sync.Once
@@ -3839,55 +4128,59 @@ func file_fsmcp_v1_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_fsmcp_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_fsmcp_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_fsmcp_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_fsmcp_v1_worker_proto_goTypes = []any{
-	(ProtocolVersion)(0),    // 0: fsmcp.v1.ProtocolVersion
-	(ErrorCode)(0),          // 1: fsmcp.v1.ErrorCode
-	(FileType)(0),           // 2: fsmcp.v1.FileType
-	(ListingSort)(0),        // 3: fsmcp.v1.ListingSort
-	(GrepOutput)(0),         // 4: fsmcp.v1.GrepOutput
-	(*Error)(nil),           // 5: fsmcp.v1.Error
-	(*Nearest)(nil),         // 6: fsmcp.v1.Nearest
-	(*Confinement)(nil),     // 7: fsmcp.v1.Confinement
-	(*HelloRequest)(nil),    // 8: fsmcp.v1.HelloRequest
-	(*HelloResponse)(nil),   // 9: fsmcp.v1.HelloResponse
-	(*Entry)(nil),           // 10: fsmcp.v1.Entry
-	(*StatRequest)(nil),     // 11: fsmcp.v1.StatRequest
-	(*StatResponse)(nil),    // 12: fsmcp.v1.StatResponse
-	(*ListRequest)(nil),     // 13: fsmcp.v1.ListRequest
-	(*ListResponse)(nil),    // 14: fsmcp.v1.ListResponse
-	(*ReadRequest)(nil),     // 15: fsmcp.v1.ReadRequest
-	(*ReadResponse)(nil),    // 16: fsmcp.v1.ReadResponse
-	(*Progress)(nil),        // 17: fsmcp.v1.Progress
-	(*GlobRequest)(nil),     // 18: fsmcp.v1.GlobRequest
-	(*GlobResponse)(nil),    // 19: fsmcp.v1.GlobResponse
-	(*GrepRequest)(nil),     // 20: fsmcp.v1.GrepRequest
-	(*FileCount)(nil),       // 21: fsmcp.v1.FileCount
-	(*Submatch)(nil),        // 22: fsmcp.v1.Submatch
-	(*GrepLine)(nil),        // 23: fsmcp.v1.GrepLine
-	(*GrepResponse)(nil),    // 24: fsmcp.v1.GrepResponse
-	(*WriteRequest)(nil),    // 25: fsmcp.v1.WriteRequest
-	(*WriteResponse)(nil),   // 26: fsmcp.v1.WriteResponse
-	(*Edit)(nil),            // 27: fsmcp.v1.Edit
-	(*ReplaceRequest)(nil),  // 28: fsmcp.v1.ReplaceRequest
-	(*ReplaceResponse)(nil), // 29: fsmcp.v1.ReplaceResponse
-	(*MkdirRequest)(nil),    // 30: fsmcp.v1.MkdirRequest
-	(*MkdirResponse)(nil),   // 31: fsmcp.v1.MkdirResponse
-	(*MoveRequest)(nil),     // 32: fsmcp.v1.MoveRequest
-	(*MoveResponse)(nil),    // 33: fsmcp.v1.MoveResponse
-	(*DeleteRequest)(nil),   // 34: fsmcp.v1.DeleteRequest
-	(*DeleteResponse)(nil),  // 35: fsmcp.v1.DeleteResponse
-	(*SpliceRequest)(nil),   // 36: fsmcp.v1.SpliceRequest
-	(*SpliceResponse)(nil),  // 37: fsmcp.v1.SpliceResponse
-	(*DigestRequest)(nil),   // 38: fsmcp.v1.DigestRequest
-	(*DigestResponse)(nil),  // 39: fsmcp.v1.DigestResponse
-	(*CopyRequest)(nil),     // 40: fsmcp.v1.CopyRequest
-	(*CopyResponse)(nil),    // 41: fsmcp.v1.CopyResponse
-	(*TreeRequest)(nil),     // 42: fsmcp.v1.TreeRequest
-	(*TreeEntry)(nil),       // 43: fsmcp.v1.TreeEntry
-	(*TreeResponse)(nil),    // 44: fsmcp.v1.TreeResponse
-	(*ViewRequest)(nil),     // 45: fsmcp.v1.ViewRequest
-	(*ViewResponse)(nil),    // 46: fsmcp.v1.ViewResponse
+	(ProtocolVersion)(0),      // 0: fsmcp.v1.ProtocolVersion
+	(ErrorCode)(0),            // 1: fsmcp.v1.ErrorCode
+	(FileType)(0),             // 2: fsmcp.v1.FileType
+	(ListingSort)(0),          // 3: fsmcp.v1.ListingSort
+	(GrepOutput)(0),           // 4: fsmcp.v1.GrepOutput
+	(*Error)(nil),             // 5: fsmcp.v1.Error
+	(*Nearest)(nil),           // 6: fsmcp.v1.Nearest
+	(*Confinement)(nil),       // 7: fsmcp.v1.Confinement
+	(*HelloRequest)(nil),      // 8: fsmcp.v1.HelloRequest
+	(*HelloResponse)(nil),     // 9: fsmcp.v1.HelloResponse
+	(*Entry)(nil),             // 10: fsmcp.v1.Entry
+	(*StatRequest)(nil),       // 11: fsmcp.v1.StatRequest
+	(*StatResponse)(nil),      // 12: fsmcp.v1.StatResponse
+	(*ListRequest)(nil),       // 13: fsmcp.v1.ListRequest
+	(*ListResponse)(nil),      // 14: fsmcp.v1.ListResponse
+	(*ReadRequest)(nil),       // 15: fsmcp.v1.ReadRequest
+	(*ReadResponse)(nil),      // 16: fsmcp.v1.ReadResponse
+	(*Progress)(nil),          // 17: fsmcp.v1.Progress
+	(*GlobRequest)(nil),       // 18: fsmcp.v1.GlobRequest
+	(*GlobResponse)(nil),      // 19: fsmcp.v1.GlobResponse
+	(*GrepRequest)(nil),       // 20: fsmcp.v1.GrepRequest
+	(*FileCount)(nil),         // 21: fsmcp.v1.FileCount
+	(*Submatch)(nil),          // 22: fsmcp.v1.Submatch
+	(*GrepLine)(nil),          // 23: fsmcp.v1.GrepLine
+	(*GrepResponse)(nil),      // 24: fsmcp.v1.GrepResponse
+	(*WriteRequest)(nil),      // 25: fsmcp.v1.WriteRequest
+	(*WriteResponse)(nil),     // 26: fsmcp.v1.WriteResponse
+	(*Edit)(nil),              // 27: fsmcp.v1.Edit
+	(*ReplaceRequest)(nil),    // 28: fsmcp.v1.ReplaceRequest
+	(*ReplaceResponse)(nil),   // 29: fsmcp.v1.ReplaceResponse
+	(*MkdirRequest)(nil),      // 30: fsmcp.v1.MkdirRequest
+	(*MkdirResponse)(nil),     // 31: fsmcp.v1.MkdirResponse
+	(*MoveRequest)(nil),       // 32: fsmcp.v1.MoveRequest
+	(*MoveResponse)(nil),      // 33: fsmcp.v1.MoveResponse
+	(*DeleteRequest)(nil),     // 34: fsmcp.v1.DeleteRequest
+	(*DeleteResponse)(nil),    // 35: fsmcp.v1.DeleteResponse
+	(*SpliceRequest)(nil),     // 36: fsmcp.v1.SpliceRequest
+	(*SpliceResponse)(nil),    // 37: fsmcp.v1.SpliceResponse
+	(*DigestRequest)(nil),     // 38: fsmcp.v1.DigestRequest
+	(*DigestResponse)(nil),    // 39: fsmcp.v1.DigestResponse
+	(*CopyRequest)(nil),       // 40: fsmcp.v1.CopyRequest
+	(*CopyResponse)(nil),      // 41: fsmcp.v1.CopyResponse
+	(*TreeRequest)(nil),       // 42: fsmcp.v1.TreeRequest
+	(*TreeEntry)(nil),         // 43: fsmcp.v1.TreeEntry
+	(*TreeResponse)(nil),      // 44: fsmcp.v1.TreeResponse
+	(*ViewRequest)(nil),       // 45: fsmcp.v1.ViewRequest
+	(*ViewResponse)(nil),      // 46: fsmcp.v1.ViewResponse
+	(*PatchPrecondition)(nil), // 47: fsmcp.v1.PatchPrecondition
+	(*PatchRequest)(nil),      // 48: fsmcp.v1.PatchRequest
+	(*PatchFile)(nil),         // 49: fsmcp.v1.PatchFile
+	(*PatchResponse)(nil),     // 50: fsmcp.v1.PatchResponse
 }
 var file_fsmcp_v1_worker_proto_depIdxs = []int32{
 	1,  // 0: fsmcp.v1.Error.code:type_name -> fsmcp.v1.ErrorCode
@@ -3912,43 +4205,47 @@ var file_fsmcp_v1_worker_proto_depIdxs = []int32{
 	2,  // 19: fsmcp.v1.TreeEntry.type:type_name -> fsmcp.v1.FileType
 	17, // 20: fsmcp.v1.TreeResponse.progress:type_name -> fsmcp.v1.Progress
 	43, // 21: fsmcp.v1.TreeResponse.entries:type_name -> fsmcp.v1.TreeEntry
-	8,  // 22: fsmcp.v1.WorkerService.Hello:input_type -> fsmcp.v1.HelloRequest
-	11, // 23: fsmcp.v1.WorkerService.Stat:input_type -> fsmcp.v1.StatRequest
-	13, // 24: fsmcp.v1.WorkerService.List:input_type -> fsmcp.v1.ListRequest
-	15, // 25: fsmcp.v1.WorkerService.Read:input_type -> fsmcp.v1.ReadRequest
-	18, // 26: fsmcp.v1.WorkerService.Glob:input_type -> fsmcp.v1.GlobRequest
-	20, // 27: fsmcp.v1.WorkerService.Grep:input_type -> fsmcp.v1.GrepRequest
-	25, // 28: fsmcp.v1.WorkerService.Write:input_type -> fsmcp.v1.WriteRequest
-	28, // 29: fsmcp.v1.WorkerService.Replace:input_type -> fsmcp.v1.ReplaceRequest
-	30, // 30: fsmcp.v1.WorkerService.Mkdir:input_type -> fsmcp.v1.MkdirRequest
-	32, // 31: fsmcp.v1.WorkerService.Move:input_type -> fsmcp.v1.MoveRequest
-	34, // 32: fsmcp.v1.WorkerService.Delete:input_type -> fsmcp.v1.DeleteRequest
-	36, // 33: fsmcp.v1.WorkerService.Splice:input_type -> fsmcp.v1.SpliceRequest
-	38, // 34: fsmcp.v1.WorkerService.Digest:input_type -> fsmcp.v1.DigestRequest
-	40, // 35: fsmcp.v1.WorkerService.Copy:input_type -> fsmcp.v1.CopyRequest
-	42, // 36: fsmcp.v1.WorkerService.Tree:input_type -> fsmcp.v1.TreeRequest
-	45, // 37: fsmcp.v1.WorkerService.View:input_type -> fsmcp.v1.ViewRequest
-	9,  // 38: fsmcp.v1.WorkerService.Hello:output_type -> fsmcp.v1.HelloResponse
-	12, // 39: fsmcp.v1.WorkerService.Stat:output_type -> fsmcp.v1.StatResponse
-	14, // 40: fsmcp.v1.WorkerService.List:output_type -> fsmcp.v1.ListResponse
-	16, // 41: fsmcp.v1.WorkerService.Read:output_type -> fsmcp.v1.ReadResponse
-	19, // 42: fsmcp.v1.WorkerService.Glob:output_type -> fsmcp.v1.GlobResponse
-	24, // 43: fsmcp.v1.WorkerService.Grep:output_type -> fsmcp.v1.GrepResponse
-	26, // 44: fsmcp.v1.WorkerService.Write:output_type -> fsmcp.v1.WriteResponse
-	29, // 45: fsmcp.v1.WorkerService.Replace:output_type -> fsmcp.v1.ReplaceResponse
-	31, // 46: fsmcp.v1.WorkerService.Mkdir:output_type -> fsmcp.v1.MkdirResponse
-	33, // 47: fsmcp.v1.WorkerService.Move:output_type -> fsmcp.v1.MoveResponse
-	35, // 48: fsmcp.v1.WorkerService.Delete:output_type -> fsmcp.v1.DeleteResponse
-	37, // 49: fsmcp.v1.WorkerService.Splice:output_type -> fsmcp.v1.SpliceResponse
-	39, // 50: fsmcp.v1.WorkerService.Digest:output_type -> fsmcp.v1.DigestResponse
-	41, // 51: fsmcp.v1.WorkerService.Copy:output_type -> fsmcp.v1.CopyResponse
-	44, // 52: fsmcp.v1.WorkerService.Tree:output_type -> fsmcp.v1.TreeResponse
-	46, // 53: fsmcp.v1.WorkerService.View:output_type -> fsmcp.v1.ViewResponse
-	38, // [38:54] is the sub-list for method output_type
-	22, // [22:38] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	47, // 22: fsmcp.v1.PatchRequest.preconditions:type_name -> fsmcp.v1.PatchPrecondition
+	49, // 23: fsmcp.v1.PatchResponse.files:type_name -> fsmcp.v1.PatchFile
+	8,  // 24: fsmcp.v1.WorkerService.Hello:input_type -> fsmcp.v1.HelloRequest
+	11, // 25: fsmcp.v1.WorkerService.Stat:input_type -> fsmcp.v1.StatRequest
+	13, // 26: fsmcp.v1.WorkerService.List:input_type -> fsmcp.v1.ListRequest
+	15, // 27: fsmcp.v1.WorkerService.Read:input_type -> fsmcp.v1.ReadRequest
+	18, // 28: fsmcp.v1.WorkerService.Glob:input_type -> fsmcp.v1.GlobRequest
+	20, // 29: fsmcp.v1.WorkerService.Grep:input_type -> fsmcp.v1.GrepRequest
+	25, // 30: fsmcp.v1.WorkerService.Write:input_type -> fsmcp.v1.WriteRequest
+	28, // 31: fsmcp.v1.WorkerService.Replace:input_type -> fsmcp.v1.ReplaceRequest
+	30, // 32: fsmcp.v1.WorkerService.Mkdir:input_type -> fsmcp.v1.MkdirRequest
+	32, // 33: fsmcp.v1.WorkerService.Move:input_type -> fsmcp.v1.MoveRequest
+	34, // 34: fsmcp.v1.WorkerService.Delete:input_type -> fsmcp.v1.DeleteRequest
+	36, // 35: fsmcp.v1.WorkerService.Splice:input_type -> fsmcp.v1.SpliceRequest
+	38, // 36: fsmcp.v1.WorkerService.Digest:input_type -> fsmcp.v1.DigestRequest
+	40, // 37: fsmcp.v1.WorkerService.Copy:input_type -> fsmcp.v1.CopyRequest
+	42, // 38: fsmcp.v1.WorkerService.Tree:input_type -> fsmcp.v1.TreeRequest
+	45, // 39: fsmcp.v1.WorkerService.View:input_type -> fsmcp.v1.ViewRequest
+	48, // 40: fsmcp.v1.WorkerService.Patch:input_type -> fsmcp.v1.PatchRequest
+	9,  // 41: fsmcp.v1.WorkerService.Hello:output_type -> fsmcp.v1.HelloResponse
+	12, // 42: fsmcp.v1.WorkerService.Stat:output_type -> fsmcp.v1.StatResponse
+	14, // 43: fsmcp.v1.WorkerService.List:output_type -> fsmcp.v1.ListResponse
+	16, // 44: fsmcp.v1.WorkerService.Read:output_type -> fsmcp.v1.ReadResponse
+	19, // 45: fsmcp.v1.WorkerService.Glob:output_type -> fsmcp.v1.GlobResponse
+	24, // 46: fsmcp.v1.WorkerService.Grep:output_type -> fsmcp.v1.GrepResponse
+	26, // 47: fsmcp.v1.WorkerService.Write:output_type -> fsmcp.v1.WriteResponse
+	29, // 48: fsmcp.v1.WorkerService.Replace:output_type -> fsmcp.v1.ReplaceResponse
+	31, // 49: fsmcp.v1.WorkerService.Mkdir:output_type -> fsmcp.v1.MkdirResponse
+	33, // 50: fsmcp.v1.WorkerService.Move:output_type -> fsmcp.v1.MoveResponse
+	35, // 51: fsmcp.v1.WorkerService.Delete:output_type -> fsmcp.v1.DeleteResponse
+	37, // 52: fsmcp.v1.WorkerService.Splice:output_type -> fsmcp.v1.SpliceResponse
+	39, // 53: fsmcp.v1.WorkerService.Digest:output_type -> fsmcp.v1.DigestResponse
+	41, // 54: fsmcp.v1.WorkerService.Copy:output_type -> fsmcp.v1.CopyResponse
+	44, // 55: fsmcp.v1.WorkerService.Tree:output_type -> fsmcp.v1.TreeResponse
+	46, // 56: fsmcp.v1.WorkerService.View:output_type -> fsmcp.v1.ViewResponse
+	50, // 57: fsmcp.v1.WorkerService.Patch:output_type -> fsmcp.v1.PatchResponse
+	41, // [41:58] is the sub-list for method output_type
+	24, // [24:41] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_fsmcp_v1_worker_proto_init() }
@@ -3962,7 +4259,7 @@ func file_fsmcp_v1_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fsmcp_v1_worker_proto_rawDesc), len(file_fsmcp_v1_worker_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   42,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -41,6 +41,7 @@ const (
 	WorkerService_Copy_FullMethodName    = "/fsmcp.v1.WorkerService/Copy"
 	WorkerService_Tree_FullMethodName    = "/fsmcp.v1.WorkerService/Tree"
 	WorkerService_View_FullMethodName    = "/fsmcp.v1.WorkerService/View"
+	WorkerService_Patch_FullMethodName   = "/fsmcp.v1.WorkerService/Patch"
 )
 
 // WorkerServiceClient is the client API for WorkerService service.
@@ -72,6 +73,8 @@ type WorkerServiceClient interface {
 	Tree(ctx context.Context, in *TreeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[TreeResponse], error)
 	// View returns a whole file of at most the worker's media bound.
 	View(ctx context.Context, in *ViewRequest, opts ...grpc.CallOption) (*ViewResponse, error)
+	// Patch applies a unified diff to several files, all or none.
+	Patch(ctx context.Context, in *PatchRequest, opts ...grpc.CallOption) (*PatchResponse, error)
 }
 
 type workerServiceClient struct {
@@ -278,6 +281,16 @@ func (c *workerServiceClient) View(ctx context.Context, in *ViewRequest, opts ..
 	return out, nil
 }
 
+func (c *workerServiceClient) Patch(ctx context.Context, in *PatchRequest, opts ...grpc.CallOption) (*PatchResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PatchResponse)
+	err := c.cc.Invoke(ctx, WorkerService_Patch_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // WorkerServiceServer is the server API for WorkerService service.
 // All implementations must embed UnimplementedWorkerServiceServer
 // for forward compatibility.
@@ -307,6 +320,8 @@ type WorkerServiceServer interface {
 	Tree(*TreeRequest, grpc.ServerStreamingServer[TreeResponse]) error
 	// View returns a whole file of at most the worker's media bound.
 	View(context.Context, *ViewRequest) (*ViewResponse, error)
+	// Patch applies a unified diff to several files, all or none.
+	Patch(context.Context, *PatchRequest) (*PatchResponse, error)
 	mustEmbedUnimplementedWorkerServiceServer()
 }
 
@@ -364,6 +379,9 @@ func (UnimplementedWorkerServiceServer) Tree(*TreeRequest, grpc.ServerStreamingS
 }
 func (UnimplementedWorkerServiceServer) View(context.Context, *ViewRequest) (*ViewResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method View not implemented")
+}
+func (UnimplementedWorkerServiceServer) Patch(context.Context, *PatchRequest) (*PatchResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Patch not implemented")
 }
 func (UnimplementedWorkerServiceServer) mustEmbedUnimplementedWorkerServiceServer() {}
 func (UnimplementedWorkerServiceServer) testEmbeddedByValue()                       {}
@@ -646,6 +664,24 @@ func _WorkerService_View_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _WorkerService_Patch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PatchRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkerServiceServer).Patch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WorkerService_Patch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkerServiceServer).Patch(ctx, req.(*PatchRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // WorkerService_ServiceDesc is the grpc.ServiceDesc for WorkerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -700,6 +736,10 @@ var WorkerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "View",
 			Handler:    _WorkerService_View_Handler,
+		},
+		{
+			MethodName: "Patch",
+			Handler:    _WorkerService_Patch_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

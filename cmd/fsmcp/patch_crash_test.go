@@ -1,0 +1,205 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// patchCrashFiles is how many files the crash trial's patch changes, each
+// patchCrashFileSize bytes: 12 MiB in all.
+const (
+	patchCrashFiles    = 12
+	patchCrashFileSize = 1 << 20
+)
+
+// patchCrashTree writes version v (0 or 1) of the trial's files into dir:
+// versions differ in three lines of each file, at its start, middle and
+// end.
+func patchCrashTree(t *testing.T, dir string, rng *rand.Rand) (old, nw map[string]string) {
+	old, nw = map[string]string{}, map[string]string{}
+	for i := range patchCrashFiles {
+		name := fmt.Sprintf("d%d/f%02d.txt", i%3, i)
+		var b strings.Builder
+		for n := 0; b.Len() < patchCrashFileSize; n++ {
+			fmt.Fprintf(&b, "%s line %07d %016x\n", name, n, rng.Uint64())
+		}
+		lines := strings.SplitAfter(b.String(), "\n")
+		o := strings.Join(lines, "")
+		for _, at := range []int{1, len(lines) / 2, len(lines) - 3} {
+			lines[at] = "CHANGED " + lines[at]
+		}
+		old[name], nw[name] = o, strings.Join(lines, "")
+	}
+	writeTree(t, dir, old)
+	return old, nw
+}
+
+// state says whether every trial file holds its old or its new version.
+func patchCrashState(t *testing.T, root string, old, nw map[string]string) string {
+	t.Helper()
+	olds, news := 0, 0
+	for name := range old {
+		got := string(readFile(t, filepath.Join(root, name)))
+		switch got {
+		case old[name]:
+			olds++
+		case nw[name]:
+			news++
+		}
+	}
+	switch {
+	case olds == len(old):
+		return "old"
+	case news == len(old):
+		return "new"
+	}
+	t.Fatalf("a mixed tree: %d files old, %d new, %d neither", olds, news, len(old)-olds-news)
+	return ""
+}
+
+// TestEditPatchCrash SIGKILLs fsmcp's whole process group (front-end and
+// worker at once) at random moments while it applies a 12-file, 12 MiB
+// patch, restarts it, and checks that every file holds its old version or
+// every file its new one, that a patch reported done is applied, and that
+// no temp name or journal is left on disk once the restarted worker has
+// undone and swept. Even trials kill anywhere in the call; odd ones wait
+// for the journal, which exists only while files are being placed, and
+// kill inside the commit. FSMCP_PATCH_CRASH_TRIALS sets the number of
+// trials (scripts/crash-patch runs the full count).
+func TestEditPatchCrash(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server per trial")
+	}
+	trials := envInt("FSMCP_PATCH_CRASH_TRIALS", 4)
+	root := filepath.Join(t.TempDir(), "root")
+	rng := rand.New(rand.NewPCG(*crashSeed, 7))
+	old, nw := patchCrashTree(t, root, rng)
+	scratch := t.TempDir()
+	writeTree(t, filepath.Join(scratch, "a"), old)
+	writeTree(t, filepath.Join(scratch, "b"), nw)
+	forward := run(t, scratch, []int{1}, "diff", "-ru", "a", "b")
+	backward := run(t, scratch, []int{1}, "diff", "-ru", "b", "a")
+	pre := func(from map[string]string) map[string]any {
+		m := map[string]any{}
+		for n, c := range from {
+			m[n] = sha([]byte(c))
+		}
+		return m
+	}
+	args := map[string]map[string]any{
+		"old": {"patch": string(forward), "if_sha256": pre(old)},
+		"new": {"patch": string(backward), "if_sha256": pre(nw)},
+	}
+	// Calibrate: one whole patch, then back.
+	s := start(t, root)
+	began := time.Now()
+	s.wantOK("fs_patch", args["old"])
+	whole := time.Since(began)
+	s.wantOK("fs_patch", args["new"])
+	s.session.Close()
+	t.Logf("seed %d, %d trials, one patch takes %v", *crashSeed, trials, whole)
+
+	var applied, unchanged, inCommit, reportedOK int
+	prev, before := "", ""
+	// tally compares the tree after a restart with the one before the
+	// killed patch.
+	tally := func(state string) {
+		switch {
+		case before == "":
+		case state == before:
+			unchanged++
+		default:
+			applied++
+		}
+	}
+	for trial := range trials {
+		rng := rand.New(rand.NewPCG(*crashSeed, uint64(trial)+100))
+		s := spawn(t, root)
+		s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		connectWith(t, s, nil, "")
+		// The previous kill has been undone before the first call.
+		state := patchCrashState(t, root, old, nw)
+		if prev != "" && prev != state {
+			t.Fatalf("trial %d: the patch was reported done, but the tree is %s", trial, state)
+		}
+		tally(state)
+		before = state
+		waitSwept(t, root)
+		type outcome struct {
+			res *mcp.CallToolResult
+			err error
+		}
+		done := make(chan outcome, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			res, err := s.session.CallTool(ctx, &mcp.CallToolParams{Name: "fs_patch", Arguments: args[state]})
+			done <- outcome{res, err}
+		}()
+		if trial%2 == 0 {
+			time.Sleep(time.Duration(rng.Int64N(int64(whole * 3 / 2))))
+		} else if waitJournal(root, time.Minute) {
+			time.Sleep(time.Duration(rng.Int64N(int64(300 * time.Microsecond))))
+		}
+		if journalOnDisk(root) {
+			inCommit++
+		}
+		if err := syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+			t.Fatalf("trial %d: kill the process group: %v", trial, err)
+		}
+		o := <-done
+		s.session.Close()
+		prev = ""
+		if o.err == nil && !o.res.IsError {
+			reportedOK++
+			prev = map[string]string{"old": "new", "new": "old"}[state]
+		}
+	}
+	s = start(t, root)
+	state := patchCrashState(t, root, old, nw)
+	if prev != "" && prev != state {
+		t.Fatalf("the last patch was reported done, but the tree is %s", state)
+	}
+	tally(state)
+	waitSwept(t, root)
+	noTempFiles(t, root)
+	if names := listNames(s.wantOK("fs_list", map[string]any{"path": ""})); fmt.Sprint(names) != "[d0 d1 d2]" {
+		t.Fatalf("fs_list after the trials = %v", names)
+	}
+	t.Logf("%d kills of the process group: after each restart every file old or every file new (%d unchanged, %d wholly patched); %d kills inside the commit (journal on disk); %d patches reported done before the kill",
+		trials, unchanged, applied, inCommit, reportedOK)
+	if trials >= 20 && (unchanged == 0 || inCommit == 0) {
+		t.Errorf("the kills do not cover the call: %d unchanged, %d inside the commit", unchanged, inCommit)
+	}
+}
+
+// journalOnDisk reports whether a patch journal is in root.
+func journalOnDisk(root string) bool {
+	entries, _ := os.ReadDir(root)
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), tempPrefix+"journal-") {
+			return true
+		}
+	}
+	return false
+}
+
+// waitJournal polls root until a patch journal appears.
+func waitJournal(root string, limit time.Duration) bool {
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline); {
+		if journalOnDisk(root) {
+			return true
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+	return false
+}

@@ -1,0 +1,236 @@
+package main
+
+import (
+	"bytes"
+	"encoding/base64"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// patchFixture is a tree before and after an edit of every kind a patch
+// carries: LF, CRLF, no final newline, bytes that are not UTF-8, a new
+// file, a deleted file.
+var patchBefore = map[string]string{
+	"m.txt":      "alpha\nbeta\ngamma\ndelta\nepsilon\nzeta\neta\ntheta\niota\nkappa\n",
+	"crlf.txt":   "one\r\ntwo\r\nthree\r\nfour\r\n",
+	"nonl.txt":   "first\nlast",
+	"bin.dat":    "\xff\xfe\x00head\n\x80\x81 middle\n\xfe tail\n",
+	"sub/del.md": "gone\nsoon\n",
+}
+
+var patchAfter = map[string]string{
+	"m.txt":      "alpha\nBETA\ngamma\ndelta\nepsilon\nzeta\neta\ntheta\nIOTA\nkappa\nlambda\n",
+	"crlf.txt":   "one\r\nTWO\r\nthree\r\nfour\r\n",
+	"nonl.txt":   "first\nLAST",
+	"bin.dat":    "\xff\xfe\x00head\n\x80\x82 middle\n\xfe tail\n",
+	"sub/new.go": "package sub\n",
+}
+
+func writeTree(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, p, []byte(content), 0o644)
+	}
+}
+
+func run(t *testing.T, dir string, okExit []int, name string, args ...string) []byte {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil {
+		ee, ok := err.(*exec.ExitError)
+		good := false
+		for _, c := range okExit {
+			good = good || (ok && ee.ExitCode() == c)
+		}
+		if !good {
+			t.Fatalf("%s %v: %v\n%s", name, args, err, out)
+		}
+	}
+	return out
+}
+
+// gitPatch is what git diff writes for the fixture: a repository holding
+// the old tree, changed into the new one.
+func gitPatch(t *testing.T) []byte {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	dir := t.TempDir()
+	writeTree(t, dir, patchBefore)
+	run(t, dir, nil, "git", "init", "-q")
+	run(t, dir, nil, "git", "-c", "core.autocrlf=false", "add", "-A")
+	run(t, dir, nil, "git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "old")
+	os.Remove(filepath.Join(dir, "sub", "del.md"))
+	writeTree(t, dir, patchAfter)
+	run(t, dir, nil, "git", "add", "-A")
+	return run(t, dir, nil, "git", "-c", "core.autocrlf=false", "diff", "--cached", "--text")
+}
+
+// diffPatch is what diff -u writes for the fixture, file by file as a/X
+// and b/X, with /dev/null for the created and the deleted file.
+func diffPatch(t *testing.T) []byte {
+	t.Helper()
+	dir := t.TempDir()
+	writeTree(t, filepath.Join(dir, "a"), patchBefore)
+	writeTree(t, filepath.Join(dir, "b"), patchAfter)
+	var out []byte
+	for _, n := range []string{"bin.dat", "crlf.txt", "m.txt", "nonl.txt"} {
+		out = append(out, run(t, dir, []int{1}, "diff", "-u", "--text", "a/"+n, "b/"+n)...)
+	}
+	out = append(out, run(t, dir, []int{1}, "diff", "-u", "/dev/null", "b/sub/new.go")...)
+	out = append(out, run(t, dir, []int{1}, "diff", "-u", "a/sub/del.md", "/dev/null")...)
+	return out
+}
+
+func patchPre() map[string]any {
+	pre := map[string]any{"sub/new.go": nil}
+	for n, c := range patchBefore {
+		pre[n] = sha([]byte(c))
+	}
+	return pre
+}
+
+func checkTree(t *testing.T, root string, want map[string]string, gone ...string) {
+	t.Helper()
+	for n, c := range want {
+		got, err := os.ReadFile(filepath.Join(root, n))
+		if err != nil || !bytes.Equal(got, []byte(c)) {
+			t.Errorf("%s = %q (%v), want %q", n, got, err, c)
+		}
+	}
+	for _, n := range gone {
+		if _, err := os.Lstat(filepath.Join(root, n)); !os.IsNotExist(err) {
+			t.Errorf("%s still exists (%v)", n, err)
+		}
+	}
+}
+
+func TestEditPatchGitAndDiff(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		patch func(*testing.T) []byte
+	}{{"git diff", gitPatch}, {"diff -u", diffPatch}} {
+		t.Run(c.name, func(t *testing.T) {
+			patch := c.patch(t)
+			root := editRoot(t, patchBefore)
+			s := start(t, root)
+			b64 := base64.StdEncoding.EncodeToString(patch)
+			// A dry run answers every file and changes nothing.
+			stamps := map[string]untouched{}
+			for n := range patchBefore {
+				stamps[n] = stamp(t, filepath.Join(root, n))
+			}
+			r := s.wantOK("fs_patch", map[string]any{"patch": b64, "encoding": "base64", "if_sha256": patchPre(), "dry_run": true})
+			files, _ := r.doc["files"].([]any)
+			if len(files) != 6 || r.doc["dry_run"] != true || r.doc["diff_truncated"] != false {
+				t.Fatalf("dry run = %s", r.text)
+			}
+			for _, f := range files {
+				m := f.(map[string]any)
+				name, _ := m["path"].(string)
+				if m["deleted"] == true {
+					continue
+				}
+				if m["sha256"] != sha([]byte(patchAfter[name])) {
+					t.Errorf("dry run: %s sha256 %v, want that of the new content", name, m["sha256"])
+				}
+				if d, ok := m["diff"].(string); ok {
+					if name != "sub/new.go" {
+						patchApplies(t, d, []byte(patchBefore[name]), []byte(patchAfter[name]))
+					}
+				} else if _, ok := m["diff_base64"].(string); !ok {
+					t.Errorf("dry run: %s has no diff: %v", name, m)
+				}
+			}
+			for n, u := range stamps {
+				u.check(t, "dry-run patch", filepath.Join(root, n))
+			}
+			if _, err := os.Lstat(filepath.Join(root, "sub", "new.go")); !os.IsNotExist(err) {
+				t.Fatal("a dry run created a file")
+			}
+			// The real thing.
+			r = s.wantOK("fs_patch", map[string]any{"patch": b64, "encoding": "base64", "if_sha256": patchPre()})
+			checkTree(t, root, patchAfter, "sub/del.md")
+			if fi, err := os.Stat(filepath.Join(root, "sub", "new.go")); err != nil || fi.Mode().Perm() != 0o644 {
+				t.Errorf("created file: %v %v", fi, err)
+			}
+			noTempFiles(t, root)
+			// Applied twice: the preconditions no longer hold.
+			s.wantErr("fs_patch", map[string]any{"patch": b64, "encoding": "base64", "if_sha256": patchPre()}, "precondition_failed")
+			checkTree(t, root, patchAfter, "sub/del.md")
+		})
+	}
+}
+
+func TestEditPatchRefusals(t *testing.T) {
+	patch := string(diffPatch(t))
+	root := editRoot(t, patchBefore)
+	writeFile(t, filepath.Join(root, "dup.txt"), []byte("x\nsame\ny\nx\nsame\ny\n"), 0o644)
+	s := start(t, root)
+	before := snapshot(t, root)
+	b64 := base64.StdEncoding.EncodeToString([]byte(patch))
+	call := func(p string, pre map[string]any, code string) reply {
+		t.Helper()
+		return s.wantErr("fs_patch", map[string]any{"patch": base64.StdEncoding.EncodeToString([]byte(p)), "encoding": "base64", "if_sha256": pre}, code)
+	}
+	pre := patchPre()
+	// Preconditions: missing, extra, of the wrong kind, stale.
+	missing := patchPre()
+	delete(missing, "m.txt")
+	call(patch, missing, "invalid_argument")
+	extra := patchPre()
+	extra["other.txt"] = nil
+	call(patch, extra, "invalid_argument")
+	wrongKind := patchPre()
+	wrongKind["m.txt"] = nil
+	call(patch, wrongKind, "invalid_argument")
+	wrongKind = patchPre()
+	wrongKind["sub/new.go"] = sha([]byte("x"))
+	call(patch, wrongKind, "invalid_argument")
+	stale := patchPre()
+	stale["nonl.txt"] = sha([]byte("stale"))
+	r := call(patch, stale, "precondition_failed")
+	if r.doc["error"].(map[string]any)["current_sha256"] != sha([]byte(patchBefore["nonl.txt"])) {
+		t.Errorf("stale precondition = %s", r.text)
+	}
+	s.wantErr("fs_patch", map[string]any{"patch": b64, "encoding": "base64"}, "invalid_argument")
+	// A hunk of the last file that does not match: nothing changes, and
+	// the nearest candidate is named.
+	bad := strings.Replace(patch, "-soon\n", "-soon  \n", 1)
+	r = call(bad, pre, "no_match")
+	if n := nearestOf(t, r); n["differs"] != "whitespace" || n["line_number"] != float64(1) {
+		t.Errorf("nearest = %v", n)
+	}
+	// CRLF read as LF does not match either.
+	lf := strings.Replace(patch, "-two\r\n", "-two\n", 1)
+	r = call(lf, pre, "no_match")
+	if n := nearestOf(t, r); n["differs"] != "line_endings" {
+		t.Errorf("nearest = %v", n)
+	}
+	// Context that occurs twice.
+	amb := "--- a/dup.txt\n+++ b/dup.txt\n@@ -2 +2 @@\n-same\n+SAME\n"
+	r = call(amb, map[string]any{"dup.txt": sha([]byte("x\nsame\ny\nx\nsame\ny\n"))}, "ambiguous_match")
+	if r.doc["error"].(map[string]any)["count"] != float64(2) {
+		t.Errorf("ambiguous = %s", r.text)
+	}
+	// Creating a file that exists; not a diff; a binary patch. (The
+	// policy's refusals are worker/TestEditRPCsFollowThePolicy's.)
+	call("--- /dev/null\n+++ b/m.txt\n@@ -0,0 +1 @@\n+x\n", map[string]any{"m.txt": nil}, "precondition_failed")
+	call("hello\n", map[string]any{}, "invalid_argument")
+	call("diff --git a/bin.dat b/bin.dat\nindex 1..2 100644\nBinary files a/bin.dat and b/bin.dat differ\n", map[string]any{"bin.dat": sha([]byte(patchBefore["bin.dat"]))}, "unsupported")
+	// The same file twice, under two spellings.
+	twice := "--- a/m.txt\n+++ b/m.txt\n@@ -1 +1 @@\n-alpha\n+ALPHA\n--- a/sub/../m.txt\n+++ b/sub/../m.txt\n@@ -3 +3 @@\n-gamma\n+GAMMA\n"
+	call(twice, map[string]any{"m.txt": sha([]byte(patchBefore["m.txt"])), "sub/../m.txt": sha([]byte(patchBefore["m.txt"]))}, "invalid_argument")
+	sameSnapshot(t, "refused patches", before, snapshot(t, root))
+	noTempFiles(t, root)
+}

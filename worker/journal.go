@@ -1,0 +1,326 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"golang.org/x/sys/unix"
+)
+
+// A patch commits several files all or none, also across a crash:
+//
+//  1. every new file is staged under a temp name beside its target and
+//     fsynced (stage);
+//  2. a journal naming each target, its temp name and the inodes of the
+//     old and the staged file is written to the root under the temp prefix
+//     (so no tool shows it), fsynced, and the root fsynced;
+//  3. the files are placed in the fixed order (place: RENAME_EXCHANGE with
+//     the displaced-inode check; RENAME_NOREPLACE for a created file; a
+//     deleted file renamed aside), and if one fails, those already placed
+//     are undone in reverse;
+//  4. every directory is fsynced, and removing the journal (then fsyncing
+//     the root) is the commit;
+//  5. the old versions, now under the temp names, are removed.
+//
+// A journal found at start-up (Recover, before the first RPC) means the
+// commit did not happen: each entry is undone by what its inodes show, so
+// the files are all as they were. The inode numbers tell an entry's state
+// without trusting timing: the staged file's inode at the target means it
+// was placed.
+
+// journalPrefix starts the name of a patch journal in the root.
+const journalPrefix = tempPrefix + "journal-"
+
+// maxJournalBytes bounds a journal read back at start-up.
+const maxJournalBytes = 16 << 20
+
+type journal struct {
+	Entries []journalEntry `json:"entries"`
+}
+
+// journalEntry is one file of a patch. Names are bytes (base64 in the
+// JSON), as a name need not be UTF-8.
+type journalEntry struct {
+	// Dir is the real root-relative path of the file's directory, "" for
+	// the root.
+	Dir  []byte `json:"dir"`
+	Name []byte `json:"name"`
+	Tmp  []byte `json:"tmp"`
+	// Kind is "replace", "create" or "delete".
+	Kind string `json:"kind"`
+	// NewIno is the staged file's inode (not for delete); OldIno the
+	// current file's (not for create).
+	NewIno uint64 `json:"new_ino,omitempty"`
+	OldIno uint64 `json:"old_ino,omitempty"`
+}
+
+func (f *patchFile) entry() journalEntry {
+	e := journalEntry{Dir: []byte(f.d.rel), Name: []byte(f.base), Tmp: []byte(f.tmp)}
+	switch {
+	case f.delete:
+		e.Kind, e.OldIno = "delete", f.cur.st.Ino
+	case f.cur.exists:
+		e.Kind, e.NewIno, e.OldIno = "replace", f.st.ino, f.cur.st.Ino
+	default:
+		e.Kind, e.NewIno = "create", f.st.ino
+	}
+	return e
+}
+
+// commitAll commits the files of a patch, all or none (see above).
+func (s *Service) commitAll(ctx context.Context, files []*patchFile) (err error) {
+	defer func() {
+		if err != nil {
+			for _, f := range files {
+				// kept: a failed exchange left another writer's file
+				// under the temp name, which must stay.
+				if f.st != nil && !f.st.kept {
+					f.st.discard()
+				}
+			}
+		}
+	}()
+	for _, f := range files {
+		if f.delete {
+			f.tmp = tempName()
+			continue
+		}
+		if f.st, err = s.stage(ctx, f.d, f.path, f.cur, &body{data: f.data, mode: f.mode}); err != nil {
+			return err
+		}
+		f.tmp = f.st.tmp
+	}
+	if err := ctx.Err(); err != nil {
+		return fsError("patch", "", err)
+	}
+	j := &journal{}
+	for _, f := range files {
+		j.Entries = append(j.Entries, f.entry())
+	}
+	root, err := s.root.OpenFile(".", os.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return fsError("patch", "", err)
+	}
+	defer root.Close()
+	jname, err := writeJournal(int(root.Fd()), j)
+	if err != nil {
+		return fsError("write the patch journal", "", err)
+	}
+	if s.beforeCommit != nil {
+		for _, f := range files {
+			s.beforeCommit(f.path)
+		}
+	}
+	// From here to the journal's removal the commit does not look at ctx:
+	// stopping half way would only mean undoing.
+	for i, f := range files {
+		if f.delete {
+			err = s.placeDeletion(f)
+		} else {
+			f.brokeHardLink, err = s.place(ctx, f.st, f.base, f.path, f.cur)
+		}
+		if err != nil {
+			for k := i - 1; k >= 0; k-- {
+				if uerr := undoEntry(files[k].d.fd, j.Entries[k]); uerr != nil {
+					bug(fmt.Errorf("undo %q after a failed patch: %w", files[k].path, uerr))
+				}
+			}
+			unix.Unlinkat(int(root.Fd()), jname, 0)
+			return err
+		}
+	}
+	for _, f := range files {
+		if err := unix.Fsync(f.d.fd); err != nil {
+			return undoAll(files, j, int(root.Fd()), jname, fsError("fsync directory", f.path, err))
+		}
+	}
+	// The commit.
+	if err := unix.Unlinkat(int(root.Fd()), jname, 0); err != nil {
+		return undoAll(files, j, int(root.Fd()), jname, fsError("remove the patch journal", "", err))
+	}
+	unix.Fsync(int(root.Fd()))
+	// The temp names hold the old versions now (or nothing).
+	for _, f := range files {
+		if f.st != nil {
+			f.st.discard()
+			f.st = nil
+		} else {
+			unix.Unlinkat(f.d.fd, f.tmp, 0)
+		}
+	}
+	return nil
+}
+
+// undoAll undoes every placed file after a failure past the placing, and
+// returns err.
+func undoAll(files []*patchFile, j *journal, rootFD int, jname string, err error) error {
+	for k := len(files) - 1; k >= 0; k-- {
+		if uerr := undoEntry(files[k].d.fd, j.Entries[k]); uerr != nil {
+			bug(fmt.Errorf("undo %q after a failed patch: %w", files[k].path, uerr))
+		}
+	}
+	unix.Unlinkat(rootFD, jname, 0)
+	return err
+}
+
+// writeJournal writes j to a new journal in the root and makes it durable.
+func writeJournal(rootFD int, j *journal) (string, error) {
+	b, err := json.Marshal(j)
+	if err != nil {
+		return "", err
+	}
+	name := journalPrefix + strings.TrimPrefix(tempName(), tempPrefix)
+	fd, err := unix.Openat(rootFD, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return "", err
+	}
+	f := os.NewFile(uintptr(fd), name)
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	f.Close()
+	if err == nil {
+		err = unix.Fsync(rootFD)
+	}
+	if err != nil {
+		unix.Unlinkat(rootFD, name, 0)
+		return "", err
+	}
+	return name, nil
+}
+
+// undoEntry puts one entry's file back as it was before the patch, judged
+// by the inodes its names hold now: a placed file is exchanged back (or,
+// created, renamed back to its temp name; deleted, renamed back to its
+// name); one not placed is left. What matches neither state was changed by
+// someone else since, and is left alone (an error says so).
+func undoEntry(dirfd int, e journalEntry) error {
+	name, tmp := string(e.Name), string(e.Tmp)
+	at, aerr := fstatat(dirfd, name)
+	side, serr := fstatat(dirfd, tmp)
+	placedNew := aerr == nil && at.Ino == e.NewIno
+	switch e.Kind {
+	case "replace":
+		switch {
+		case placedNew && serr == nil && side.Ino == e.OldIno:
+			return unix.Renameat2(dirfd, tmp, dirfd, name, unix.RENAME_EXCHANGE)
+		case aerr == nil && at.Ino == e.OldIno:
+			return nil
+		}
+	case "create":
+		switch {
+		case placedNew && errors.Is(serr, unix.ENOENT):
+			return unix.Renameat2(dirfd, name, dirfd, tmp, unix.RENAME_NOREPLACE)
+		case !placedNew:
+			return nil
+		}
+	case "delete":
+		switch {
+		case errors.Is(aerr, unix.ENOENT) && serr == nil && side.Ino == e.OldIno:
+			return unix.Renameat2(dirfd, tmp, dirfd, name, unix.RENAME_NOREPLACE)
+		case aerr == nil && at.Ino == e.OldIno:
+			return nil
+		}
+	}
+	return fmt.Errorf("%s: changed since the interrupted patch; left as it is", e.Kind)
+}
+
+// Recover finds the journals of patches a crash interrupted and undoes
+// each, so that every file is as it was before that patch; the staged
+// files it leaves under temp names are removed. It runs at start-up,
+// before the first RPC is served, and reports how many journals it found.
+// An entry it cannot undo (its directory is gone, or another process
+// changed the file since) is reported and left as it is.
+func (s *Service) Recover() (int, error) {
+	names, err := s.journals()
+	if err != nil {
+		return 0, err
+	}
+	var first error
+	for _, jn := range names {
+		if err := s.recoverOne(jn); err != nil && first == nil {
+			first = err
+		}
+	}
+	return len(names), first
+}
+
+// journals lists the patch journals in the root.
+func (s *Service) journals() ([]string, error) {
+	root, err := s.root.Open(".")
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	all, err := root.Readdirnames(-1)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, n := range all {
+		if strings.HasPrefix(n, journalPrefix) {
+			names = append(names, n)
+		}
+	}
+	return names, nil
+}
+
+func (s *Service) recoverOne(jn string) error {
+	root, err := s.root.OpenFile(".", os.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	f, err := s.root.OpenFile(jn, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxJournalBytes))
+	f.Close()
+	if err != nil {
+		return err
+	}
+	var j journal
+	// A journal that does not parse was cut short while it was written,
+	// before any file was placed: there is nothing to undo.
+	if json.Unmarshal(b, &j) == nil {
+		for k := len(j.Entries) - 1; k >= 0; k-- {
+			e := j.Entries[k]
+			dir := string(e.Dir)
+			if dir == "" {
+				dir = "."
+			}
+			d, err := s.root.OpenFile(dir, os.O_RDONLY|unix.O_DIRECTORY, 0)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "fsmcp worker: interrupted patch: %q: %v; left as it is\n", joinRel(string(e.Dir), string(e.Name)), err)
+				continue
+			}
+			if err := undoEntry(int(d.Fd()), e); err != nil {
+				fmt.Fprintf(os.Stderr, "fsmcp worker: interrupted patch: %q: %v\n", joinRel(string(e.Dir), string(e.Name)), err)
+			}
+			// The staged file, if it is still ours, goes now; the sweep
+			// would take it too.
+			if st, err := fstatat(int(d.Fd()), string(e.Tmp)); err == nil && e.NewIno != 0 && st.Ino == e.NewIno {
+				unix.Unlinkat(int(d.Fd()), string(e.Tmp), 0)
+			}
+			unix.Fsync(int(d.Fd()))
+			d.Close()
+		}
+	}
+	if err := unix.Unlinkat(int(root.Fd()), jn, 0); err != nil {
+		return err
+	}
+	return unix.Fsync(int(root.Fd()))
+}
+
+// errJournalReadOnly refuses a read-only start while a patch awaits its
+// undoing.
+var errJournalReadOnly = newError(fsmcpv1.ErrorCode_ERROR_CODE_UNAVAILABLE, "",
+	"an interrupted fs_patch awaits recovery, which needs write access: start fsmcp once without --read-only")

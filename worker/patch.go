@@ -1,0 +1,362 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"slices"
+	"strings"
+
+	"github.com/bluekeyes/go-gitdiff/gitdiff"
+	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"golang.org/x/sys/unix"
+)
+
+// maxAmbiguousCount bounds how many places of a hunk's context are
+// counted for ambiguous_match.
+const maxAmbiguousCount = 1000
+
+// patchFile is one file of a patch, from parsing to commit.
+type patchFile struct {
+	path           string // the client path, as the patch names it
+	create, delete bool
+	mode           uint32 // of a created file
+	frags          []*gitdiff.TextFragment
+	sha            string // the precondition: the current sha256, "" for must not exist
+
+	d    *parent
+	base string
+	key  lockKey
+	cur  *current
+	data []byte // the new content
+	// st is the staged new content (not for a deletion); tmp is its temp
+	// name, or for a deletion the temp name the old file moves to.
+	st            *staged
+	tmp           string
+	brokeHardLink bool
+}
+
+// Patch implements fsmcpv1.WorkerServiceServer. It applies a unified diff
+// (as diff -u and git diff write them) to every file it names, or to none:
+// parsed by go-gitdiff, applied by applyHunks with no fuzz, committed by
+// commitAll through a journal that a crash leaves for the next start to
+// undo.
+func (s *Service) Patch(ctx context.Context, req *fsmcpv1.PatchRequest) (*fsmcpv1.PatchResponse, error) {
+	files, err := parsePatch(req.GetPatch())
+	if err != nil {
+		return nil, err
+	}
+	if err := matchPreconditions(files, req.GetPreconditions()); err != nil {
+		return nil, err
+	}
+	// Shared: a patch renames only files, never a directory.
+	unlockRenames := s.lockRenames(false)
+	defer unlockRenames()
+	for _, f := range files {
+		d, base, err := s.openName("patch", f.path, accessRewrite)
+		if err != nil {
+			return nil, err
+		}
+		defer d.close()
+		f.d, f.base, f.key = d, base, lockKey{d.st.Dev, d.st.Ino, base}
+	}
+	// The fixed order: by directory inode and name. Locks are taken in it
+	// (so two patches never wait for each other in a cycle) and files are
+	// committed in it.
+	order := slices.Clone(files)
+	slices.SortFunc(order, func(a, b *patchFile) int {
+		return cmp3(a.key, b.key)
+	})
+	for i := 1; i < len(order); i++ {
+		if order[i].key == order[i-1].key {
+			return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, order[i].path,
+				"patch: %q and %q name the same file", order[i-1].path, order[i].path)
+		}
+	}
+	for _, f := range order {
+		unlock, err := s.locks.lock(ctx, f.key)
+		if err != nil {
+			return nil, fsError("patch", f.path, err)
+		}
+		defer unlock()
+	}
+	for _, f := range order {
+		cur, err := s.current(ctx, "patch", f.d, f.base, f.path, true)
+		if err != nil {
+			return nil, err
+		}
+		defer cur.close()
+		f.cur = cur
+		if err := cur.check(f.path, f.sha); err != nil {
+			return nil, err
+		}
+		if f.data, err = applyHunks(f.path, cur.data, f.frags, f.delete); err != nil {
+			return nil, err
+		}
+	}
+	resp := &fsmcpv1.PatchResponse{}
+	if !req.GetDryRun() {
+		if err := s.commitAll(ctx, order); err != nil {
+			return nil, err
+		}
+	}
+	for _, f := range files {
+		pf := &fsmcpv1.PatchFile{Path: []byte(f.path), Created: f.create, Deleted: f.delete,
+			Hunks: int64(len(f.frags)), BrokeHardLink: f.brokeHardLink}
+		if !f.delete {
+			sum := sha256.Sum256(f.data)
+			pf.Sha256, pf.Size = hex.EncodeToString(sum[:]), int64(len(f.data))
+		}
+		if req.GetDryRun() {
+			pf.Diff = unifiedDiff(f.path, f.cur.data, f.data, f.cur.exists, !f.delete, 0)
+		}
+		resp.Files = append(resp.Files, pf)
+	}
+	return resp, nil
+}
+
+func cmp3(a, b lockKey) int {
+	switch {
+	case a.dev != b.dev:
+		return cmpU(a.dev, b.dev)
+	case a.ino != b.ino:
+		return cmpU(a.ino, b.ino)
+	}
+	return strings.Compare(a.name, b.name)
+}
+
+func cmpU(a, b uint64) int {
+	if a < b {
+		return -1
+	}
+	return 1
+}
+
+// parsePatch parses a unified diff into its files. Names are as git writes
+// them (go-gitdiff strips the a/ and b/ of a git diff); in a diff without
+// git's headers (diff -u), a leading a/ or b/ is stripped as patch -p1
+// would, and any other name is taken as it is (-p0). Binary patches,
+// renames, copies and mode changes are refused: fs_move and fs_copy do
+// those.
+func parsePatch(b []byte) ([]*patchFile, error) {
+	invalid := func(format string, args ...any) error {
+		return newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "", format, args...)
+	}
+	if len(b) == 0 {
+		return nil, invalid("patch: the patch is empty")
+	}
+	gfs, _, err := gitdiff.Parse(bytes.NewReader(b))
+	if err != nil {
+		return nil, invalid("patch: not a unified diff: %v", err)
+	}
+	if len(gfs) == 0 {
+		return nil, invalid("patch: no file diff found (want --- / +++ headers and @@ hunks, as diff -u or git diff write them)")
+	}
+	isGit := bytes.HasPrefix(b, []byte("diff --git ")) || bytes.Contains(b, []byte("\ndiff --git "))
+	var files []*patchFile
+	for _, g := range gfs {
+		name := g.NewName
+		if g.IsDelete {
+			name = g.OldName
+		}
+		if !isGit {
+			name = strings.TrimPrefix(strings.TrimPrefix(name, "a/"), "b/")
+		}
+		unsup := func(what string) error {
+			return newError(fsmcpv1.ErrorCode_ERROR_CODE_UNSUPPORTED, name, "patch: %s is not applied (nothing was changed)", what)
+		}
+		switch {
+		case name == "":
+			return nil, invalid("patch: a file diff names no file")
+		case g.IsBinary:
+			return nil, unsup("a binary diff")
+		case g.IsRename || g.IsCopy:
+			return nil, unsup("a rename or copy (use fs_move or fs_copy)")
+		case !g.IsNew && !g.IsDelete && g.OldMode != 0 && g.NewMode != 0 && g.OldMode != g.NewMode:
+			return nil, unsup("a mode change")
+		}
+		f := &patchFile{path: name, create: g.IsNew, delete: g.IsDelete, frags: g.TextFragments}
+		if g.IsNew {
+			switch perm := uint32(g.NewMode.Perm()); perm {
+			case 0, newFileMode:
+				f.mode = newFileMode
+			case 0o755:
+				f.mode = 0o755
+			default:
+				return nil, unsup("a new file of mode " + modeString(perm))
+			}
+		}
+		files = append(files, f)
+	}
+	return files, nil
+}
+
+// matchPreconditions gives each file its precondition. Every file needs
+// one, of the right kind (null for a file the patch creates, a hash for
+// one it changes or deletes), and none may name a file the patch does not
+// touch.
+func matchPreconditions(files []*patchFile, pre []*fsmcpv1.PatchPrecondition) error {
+	byPath := map[string]*fsmcpv1.PatchPrecondition{}
+	for _, c := range pre {
+		p, err := clientPath(c.GetPath())
+		if err != nil {
+			return err
+		}
+		if err := checkPrecondition(p, c.GetSha256(), c.GetMustNotExist()); err != nil {
+			return err
+		}
+		byPath[p] = c
+	}
+	for _, f := range files {
+		c, ok := byPath[f.path]
+		switch {
+		case !ok:
+			return newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, f.path,
+				"patch: if_sha256 has no entry for %q, which the patch touches (its sha256, or null if the patch creates it)", f.path)
+		case f.create && !c.GetMustNotExist():
+			return newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, f.path, "patch: the patch creates %q, so its if_sha256 must be null", f.path)
+		case !f.create && c.GetMustNotExist():
+			return newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, f.path, "patch: the patch changes %q, so its if_sha256 must be its sha256, not null", f.path)
+		}
+		f.sha = c.GetSha256()
+		delete(byPath, f.path)
+	}
+	for p := range byPath {
+		return newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, p, "patch: if_sha256 names %q, which the patch does not touch", p)
+	}
+	return nil
+}
+
+// applyHunks applies the fragments to data, byte for byte: each hunk's old
+// lines (context and removed, with their line endings exactly) must occur
+// at exactly one line start of the original content (and, when the last
+// one has no newline, at its end); the line numbers of the hunk header are
+// not used to find it, and no fuzz is allowed. A hunk with no old lines (an
+// insertion written with -U0, or a new file) goes after the line its
+// header names. Hunks may not overlap. A deletion must leave nothing.
+func applyHunks(p string, data []byte, frags []*gitdiff.TextFragment, deletion bool) ([]byte, error) {
+	type span struct {
+		start, end int
+		repl       []byte
+		hunk       int
+	}
+	var spans []span
+	for i, frag := range frags {
+		var old, nw []byte
+		for _, l := range frag.Lines {
+			if l.Old() {
+				old = append(old, l.Line...)
+			}
+			if l.New() {
+				nw = append(nw, l.Line...)
+			}
+		}
+		var at []int
+		if len(old) == 0 {
+			off, ok := afterLine(data, frag.OldPosition)
+			if !ok {
+				return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_NO_MATCH, p, "patch: hunk %d inserts after line %d, past the end of the file", i+1, frag.OldPosition)
+			}
+			at = []int{off}
+		} else {
+			at = findLines(data, old, old[len(old)-1] != '\n')
+		}
+		switch {
+		case len(at) == 0:
+			return nil, noMatch(p, data, old, "patch: hunk %d (@@ -%d,%d) does not match the file exactly", i+1, frag.OldPosition, frag.OldLines)
+		case len(at) > 1:
+			e := newError(fsmcpv1.ErrorCode_ERROR_CODE_AMBIGUOUS_MATCH, p,
+				"patch: hunk %d (@@ -%d,%d) matches %d places (lines %s); add context to make it unique", i+1, frag.OldPosition, frag.OldLines, len(at), lineList(data, at))
+			e.Count = int64(len(at))
+			return nil, e
+		}
+		spans = append(spans, span{at[0], at[0] + len(old), nw, i + 1})
+	}
+	slices.SortStableFunc(spans, func(a, b span) int { return a.start - b.start })
+	out := make([]byte, 0, len(data))
+	prev := 0
+	for i, sp := range spans {
+		if sp.start < prev {
+			return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, p, "patch: hunks %d and %d overlap", spans[i-1].hunk, sp.hunk)
+		}
+		out = append(append(out, data[prev:sp.start]...), sp.repl...)
+		prev = sp.end
+	}
+	out = append(out, data[prev:]...)
+	if deletion && len(out) > 0 {
+		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_NO_MATCH, p, "patch: the patch deletes the file, but the file holds %d bytes the patch does not show", len(out))
+	}
+	return out, nil
+}
+
+// findLines returns the offsets of the line starts in data where old
+// occurs (ending at the end of data, with atEnd), at most
+// maxAmbiguousCount of them.
+func findLines(data, old []byte, atEnd bool) []int {
+	var at []int
+	for i := 0; i <= len(data)-len(old) && len(at) < maxAmbiguousCount; {
+		j := bytes.Index(data[i:], old)
+		if j < 0 {
+			break
+		}
+		pos := i + j
+		if (pos == 0 || data[pos-1] == '\n') && (!atEnd || pos+len(old) == len(data)) {
+			at = append(at, pos)
+		}
+		i = pos + 1
+	}
+	return at
+}
+
+// afterLine is the offset just after the first n lines of data.
+func afterLine(data []byte, n int64) (int, bool) {
+	off := 0
+	for ; n > 0; n-- {
+		i := bytes.IndexByte(data[off:], '\n')
+		if i < 0 {
+			return len(data), n == 1 && off < len(data)
+		}
+		off += i + 1
+	}
+	return off, true
+}
+
+// lineList names the lines of the first few offsets, for a message.
+func lineList(data []byte, at []int) string {
+	var b strings.Builder
+	for i, off := range at {
+		if i == 5 {
+			b.WriteString(", ...")
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(itoa(uint32(bytes.Count(data[:off], []byte("\n")) + 1)))
+	}
+	return b.String()
+}
+
+// placeDeletion moves the file f deletes aside to its temp name, where the
+// journal can find it until the commit, and checks that what moved is the
+// file that was read and has not been written since.
+func (s *Service) placeDeletion(f *patchFile) error {
+	if err := unix.Renameat2(f.d.fd, f.base, f.d.fd, f.tmp, unix.RENAME_NOREPLACE); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, f.path, "patch: the file was removed meanwhile; nothing was changed")
+		}
+		return fsError("patch", f.path, err)
+	}
+	moved, err := fstatat(f.d.fd, f.tmp)
+	now, ferr := fstat(f.cur.f)
+	if err != nil || ferr != nil || !sameInode(moved, f.cur.st) || now.Mtim != f.cur.st.Mtim || now.Size != f.cur.st.Size {
+		if xerr := unix.Renameat2(f.d.fd, f.tmp, f.d.fd, f.base, unix.RENAME_NOREPLACE); xerr != nil {
+			bug(xerr)
+			return newError(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, f.path, "patch: the file changed during the commit and could not be put back")
+		}
+		return newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, f.path, "patch: the file changed during the commit; nothing was changed")
+	}
+	return nil
+}
