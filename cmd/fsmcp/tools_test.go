@@ -24,6 +24,7 @@ var wantAnnotations = map[string][3]bool{
 	"fs_patch":   {false, true, false},
 	"fs_copy":    {false, false, false},
 	"fs_digest":  {true, false, true},
+	"fs_tree":    {true, false, true},
 }
 
 func listTools(t *testing.T, s *server) map[string][3]bool {
@@ -68,7 +69,7 @@ func TestReadOnlyListsReadTools(t *testing.T) {
 		}
 	}
 	sort.Strings(names)
-	if want := "[fs_digest fs_glob fs_grep fs_list fs_read fs_stat]"; fmt.Sprint(names) != want {
+	if want := "[fs_digest fs_glob fs_grep fs_list fs_read fs_stat fs_tree]"; fmt.Sprint(names) != want {
 		t.Errorf("--read-only tools/list = %v, want %s", names, want)
 	}
 }
