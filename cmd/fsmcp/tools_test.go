@@ -25,6 +25,7 @@ var wantAnnotations = map[string][3]bool{
 	"fs_copy":    {false, false, false},
 	"fs_digest":  {true, false, true},
 	"fs_tree":    {true, false, true},
+	"fs_view":    {true, false, true},
 }
 
 func listTools(t *testing.T, s *server) map[string][3]bool {
@@ -69,7 +70,7 @@ func TestReadOnlyListsReadTools(t *testing.T) {
 		}
 	}
 	sort.Strings(names)
-	if want := "[fs_digest fs_glob fs_grep fs_list fs_read fs_stat fs_tree]"; fmt.Sprint(names) != want {
+	if want := "[fs_digest fs_glob fs_grep fs_list fs_read fs_stat fs_tree fs_view]"; fmt.Sprint(names) != want {
 		t.Errorf("--read-only tools/list = %v, want %s", names, want)
 	}
 }
