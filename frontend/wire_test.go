@@ -231,7 +231,12 @@ func TestWireDuplicateIDRefused(t *testing.T) {
 	if m["id"] != 7.0 || errCode(m) != -32600 || !strings.Contains(fmt.Sprint(m), "already in flight") {
 		t.Fatalf("duplicate id: %v", m)
 	}
-	// Cancelling the first answers it; then the id is free again.
+	// Cancelling the first, once its handler runs, answers it; then the
+	// id is free again. (A call cancelled before its handler starts is
+	// answered by go-sdk with a JSON-RPC error instead.)
+	for w.started.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
 	w.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}}`)
 	if m := w.next(); m["id"] != 7.0 || !strings.Contains(toolText(m), "cancelled") {
 		t.Fatalf("cancelled call: %v", m)
