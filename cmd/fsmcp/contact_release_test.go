@@ -57,7 +57,7 @@ func TestContactReleaseReproducible(t *testing.T) {
 	if err != nil {
 		t.Skipf("no git revision to compare --version with: %v", err)
 	}
-	dirs2, _ := exec.Command("git", "rev-parse", "--git-dir", "--git-common-dir").Output()
+	dirs2, _ := exec.Command("git", "rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir").Output()
 	if d := strings.Fields(string(dirs2)); len(d) == 2 && d[0] != d[1] {
 		t.Skip("a linked git worktree: the Go toolchain stamps no VCS revision there, so --version cannot show one")
 	}
