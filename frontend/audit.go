@@ -189,6 +189,12 @@ func auditLine(start time.Time, d time.Duration, tool string, req *mcp.CallToolR
 				o.bool("paths_clipped", true)
 			}
 		}
+		if argv, clipped := auditArgv(req.Params.Arguments); argv != nil {
+			o.rawValue("argv", argv)
+			if clipped {
+				o.bool("argv_clipped", true)
+			}
+		}
 	}
 	outcome, bytes, scope := "ok", int64(0), false
 	switch {
@@ -213,6 +219,7 @@ func auditLine(start time.Time, d time.Duration, tool string, req *mcp.CallToolR
 		}
 		scope, _ = res.Meta["scope_violation"].(bool)
 	}
+	auditExit(o, res)
 	o.str("outcome", outcome).int("duration_us", d.Microseconds()).int("reply_bytes", bytes).bool("scope_violation", scope)
 	if note != nil && note.decision != "" {
 		o.str("decision", note.decision)

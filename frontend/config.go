@@ -47,6 +47,8 @@ type Config struct {
 	Help     bool
 	// set holds the flags given on the command line.
 	set map[string]bool
+	// Exec holds the flags that turn commands on.
+	Exec ExecOptions
 }
 
 // defaultMaxResponseBytes bounds a reply where agent hosts still take it
@@ -107,6 +109,7 @@ func parseFlags(args []string, stderr io.Writer) (*Config, *flag.FlagSet, error)
 	fs.IntVar(&c.MaxCalls, "max-calls", defaultMaxCalls, "tool calls running at once on the server; more wait up to 10 s for a slot, then are answered unavailable")
 	fs.IntVar(&c.MaxSessionCalls, "max-session-calls", defaultMaxSessionCalls, "tool calls running at once in one session (stdio, or one HTTP session)")
 	fs.BoolVar(&c.Version, "version", false, "print the version and exit")
+	execFlags(fs, &c.Exec)
 	fs.Usage = func() {}
 	// One line for a bad command line; the full usage only for --help.
 	fs.SetOutput(io.Discard)
@@ -211,7 +214,10 @@ func (c *Config) check() error {
 	if c.RG, err = filepath.Abs(path); err != nil {
 		return err
 	}
-	return checkRG(c.RG)
+	if err := checkRG(c.RG); err != nil {
+		return err
+	}
+	return c.Exec.check(c.Root, c.ReadOnly)
 }
 
 // httpFlags have a meaning only under --transport http; given under

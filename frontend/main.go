@@ -106,6 +106,13 @@ func serve(ctx context.Context, cfg *Config, hooks Hooks, stdin io.ReadCloser, s
 	if err != nil {
 		return fmt.Errorf("worker did not start: %w", err)
 	}
+	// The command runner, when commands are on, is started now too: it
+	// needs namespaces and files the confined front-end could not give.
+	ec, err := startExec(ctx, cfg, stderr)
+	if err != nil {
+		return err
+	}
+	defer ec.close()
 	// Landlock is inherited and one-way: from here on the front-end can
 	// open no file, and so could never start a more privileged worker.
 	if st, err := sandbox.ConfineFrontend(); err != nil {
@@ -132,7 +139,7 @@ func serve(ctx context.Context, cfg *Config, hooks Hooks, stdin io.ReadCloser, s
 	if ep.http == nil {
 		conn = newStdioConn(stdin, stdout)
 	}
-	srv := (&server{cfg: cfg, wc: wc, confinement: confinement, wrap: hooks.WrapTool, audit: ep.audit, stdio: conn}).build()
+	srv := (&server{cfg: cfg, wc: wc, ec: ec, confinement: confinement, wrap: hooks.WrapTool, audit: ep.audit, stdio: conn}).build()
 	runCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	var workerDied atomic.Bool
@@ -141,6 +148,9 @@ func serve(ctx context.Context, cfg *Config, hooks Hooks, stdin io.ReadCloser, s
 		case <-w.Exited:
 			workerDied.Store(true)
 			stop(errors.New("the worker exited"))
+		case <-ec.exited():
+			workerDied.Store(true)
+			stop(errors.New("the command runner exited"))
 		case <-runCtx.Done():
 		}
 	}()
@@ -148,7 +158,7 @@ func serve(ctx context.Context, cfg *Config, hooks Hooks, stdin io.ReadCloser, s
 	// worker died; in every case calls in flight answer first.
 	err = ep.serve(runCtx, srv, conn, stderr)
 	if workerDied.Load() {
-		return fmt.Errorf("worker exited unexpectedly (%v)", w.Err())
+		return fmt.Errorf("worker exited unexpectedly (%v)", ec.died(w))
 	}
 	// Closing the connection is the worker's EOF: it exits. Should it not,
 	// the kernel kills it when this process exits (Pdeathsig).

@@ -75,7 +75,11 @@ func (s *server) stat(ctx context.Context, in *statIn, _ *mcp.CallToolRequest) (
 		doc.bool("target_escapes", true)
 	}
 	if c := resp.GetConfinement(); c != nil {
-		doc.object("confinement", confinementDoc(c, s.cfg.ReadOnly))
+		cd := confinementDoc(c, s.cfg.ReadOnly)
+		if s.ec != nil {
+			cd.object("exec", execConfinementDoc(s.ec.confinement))
+		}
+		doc.object("confinement", cd)
 	}
 	return doc, nil
 }

@@ -20,8 +20,10 @@ import (
 
 // server is the MCP server's state shared by every tool call.
 type server struct {
-	cfg         *Config
-	wc          *workerClient
+	cfg *Config
+	wc  *workerClient
+	// ec is the command runner's client; nil when commands are off.
+	ec          *execClient
 	confinement *fsmcpv1.Confinement
 	// wrap, when set, wraps every tool handler. Tests use it to inject
 	// faults; production leaves it nil.
@@ -51,6 +53,9 @@ type tool struct {
 	decode func(ctx context.Context, req *mcp.CallToolRequest) (any, error)
 	// call decodes, then runs the tool.
 	call func(ctx context.Context, s *server, req *mcp.CallToolRequest) (*obj, error)
+	// ownDeadline: the tool bounds its own call (a command's timeout_s
+	// may exceed --call-timeout), so the handler sets none.
+	ownDeadline bool
 }
 
 // defineTool builds a tool whose input is In, with a schema inferred from
@@ -306,7 +311,7 @@ func recovered(name string, h mcp.ToolHandler) mcp.ToolHandler {
 // handler runs t with a deadline and renders the reply.
 func (s *server) handler(t *tool) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		ctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+		cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
 		defer cancel()
 		rec := recordOf(ctx)
 		fail := func(te *toolError) *mcp.CallToolResult {
@@ -319,9 +324,12 @@ func (s *server) handler(t *tool) mcp.ToolHandler {
 			return res
 		}
 		if s.approvals.needed(t.name) {
-			if res := s.approve(ctx, t, req); res != nil {
+			if res := s.approve(cctx, t, req); res != nil {
 				return res, nil
 			}
+		}
+		if !t.ownDeadline {
+			ctx = cctx
 		}
 		doc, cerr := t.call(ctx, s, req)
 		if cerr != nil {
@@ -392,7 +400,7 @@ func (s *server) build() *mcp.Server {
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
 	})
 	srv.AddReceivingMiddleware(undeclaredMethods)
-	tools := allTools()
+	tools := append(allTools(), s.execTools()...)
 	if asked, err := askedTools(s.cfg.Ask, s.cfg.ToolsPrefix, tools); err != nil {
 		panic("BUG(fsmcp): --ask passed check but not build: " + err.Error())
 	} else if asked != nil {

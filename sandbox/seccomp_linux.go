@@ -65,7 +65,11 @@ const nsFlags = unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP | unix.CLONE_NEWUTS |
 // conditional lists the system calls refused (EPERM) only for some
 // arguments. A set of conditions matches when all of them hold; a system
 // call is refused when any of its sets matches.
-func conditional() []seccomp.NameWithConditions {
+func conditional() []seccomp.NameWithConditions { return conditionalNS(nsFlags) }
+
+// conditionalNS is conditional with clone refused for the namespace flags
+// cloneNS: the command runner may create PID namespaces, nothing else may.
+func conditionalNS(cloneNS uint64) []seccomp.NameWithConditions {
 	// The kernel reads ioctl's request and prctl's option as 32-bit, so a
 	// value with high bits set would reach the same command while
 	// comparing unequal: refuse those outright (no caller sets them).
@@ -81,7 +85,7 @@ func conditional() []seccomp.NameWithConditions {
 		// already holds, which is all a write needs.
 		{Name: "utimensat", Conditions: seccomp.ArgumentConditions{{Argument: 1, Operation: seccomp.NotEqual, Value: 0}}},
 		// clone into new namespaces. Threads and os/exec never ask for it.
-		{Name: "clone", Conditions: seccomp.ArgumentConditions{{Argument: 0, Operation: seccomp.BitsSet, Value: nsFlags}}},
+		{Name: "clone", Conditions: seccomp.ArgumentConditions{{Argument: 0, Operation: seccomp.BitsSet, Value: cloneNS}}},
 		// TIOCSTI and TIOCLINUX push input into a terminal, and stderr may
 		// be the user's: Landlock's ioctl rule does not cover an inherited
 		// descriptor.
@@ -122,6 +126,11 @@ type filter struct {
 //
 // It also returns the refused names, sorted.
 func policies(info *arch.Info, deny []string) ([]filter, []string) {
+	return policiesNS(info, deny, nsFlags)
+}
+
+// policiesNS is policies with clone refused for the namespace flags cloneNS.
+func policiesNS(info *arch.Info, deny []string, cloneNS uint64) ([]filter, []string) {
 	const (
 		refuse = iota + 1
 		refuseSome
@@ -141,7 +150,7 @@ func policies(info *arch.Info, deny []string) ([]filter, []string) {
 	denyG := pick(deny, refuse)
 	enosysG := pick(enosys, refuseSome)
 	var conds []filter
-	for _, c := range conditional() {
+	for _, c := range conditionalNS(cloneNS) {
 		if _, known := info.SyscallNames[c.Name]; !known || verdict[c.Name] == refuse {
 			continue
 		}
@@ -193,7 +202,12 @@ func policies(info *arch.Info, deny []string) ([]filter, []string) {
 	return all, refused
 }
 
-func install(deny []string) (Seccomp, error) {
+func install(deny []string) (Seccomp, error) { return installNS(deny, nsFlags, true) }
+
+// installNS is install with clone refused for the namespace flags cloneNS,
+// on every thread (tsync) or only the calling one, which must then be
+// locked to its goroutine.
+func installNS(deny []string, cloneNS uint64, tsync bool) (Seccomp, error) {
 	none := Seccomp{Mode: "none"}
 	info, err := arch.GetInfo("")
 	if err != nil || info.SyscallNames == nil {
@@ -202,20 +216,28 @@ func install(deny []string) (Seccomp, error) {
 	if !seccomp.Supported() {
 		return none, ErrNoSeccomp
 	}
-	filters, refused := policies(info, deny)
+	filters, refused := policiesNS(info, deny, cloneNS)
 	// no_new_privs and each filter are per thread until TSYNC copies them
 	// to the others: keep the calls on one thread.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-		return none, fmt.Errorf("prctl(PR_SET_DUMPABLE, 0): %w", err)
+	// A command's thread executes next, and exec makes it dumpable
+	// again: only a process that keeps running is made non-dumpable.
+	if tsync {
+		if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+			return none, fmt.Errorf("prctl(PR_SET_DUMPABLE, 0): %w", err)
+		}
 	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return none, fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS, 1): %w", err)
 	}
 	logFlag := uintptr(unix.SECCOMP_FILTER_FLAG_LOG)
+	tsyncFlag := uintptr(0)
+	if tsync {
+		tsyncFlag = unix.SECCOMP_FILTER_FLAG_TSYNC
+	}
 	for i, f := range filters {
-		flags := uintptr(unix.SECCOMP_FILTER_FLAG_TSYNC)
+		flags := tsyncFlag
 		if f.log {
 			flags |= logFlag
 		}
@@ -223,7 +245,7 @@ func install(deny []string) (Seccomp, error) {
 		if i == 0 && errors.Is(err, unix.EINVAL) {
 			// A kernel older than 4.14 knows no log flag.
 			logFlag = 0
-			err = load(f.policy, unix.SECCOMP_FILTER_FLAG_TSYNC)
+			err = load(f.policy, tsyncFlag)
 		}
 		if err != nil {
 			return none, fmt.Errorf("seccomp: %w", err)

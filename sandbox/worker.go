@@ -99,6 +99,12 @@ func (w *Worker) Pid() int { return w.pid }
 // MCP), the caller's stderr, an empty environment, and SIGKILL when the
 // thread that started it goes away, so it never outlives the front-end.
 func StartWorker(exe string, cfg WorkerConfig, stderr io.Writer) (*Worker, error) {
+	return start(exe, func(fd int) []string { cfg.SockFD = fd; return cfg.argv() }, workerProcAttr(), stderr)
+}
+
+// start runs exe with the arguments argv returns for the child's socket
+// descriptor, the process attributes attr and the worker environment.
+func start(exe string, argv func(sockFD int) []string, attr *syscall.SysProcAttr, stderr io.Writer) (*Worker, error) {
 	// Hold ForkLock so no concurrent exec inherits the pair before it is
 	// marked close-on-exec.
 	syscall.ForkLock.RLock()
@@ -118,11 +124,10 @@ func StartWorker(exe string, cfg WorkerConfig, stderr io.Writer) (*Worker, error
 	cmd := exec.Command(exe)
 	cmd.ExtraFiles = []*os.File{theirs}
 	// ExtraFiles[i] becomes fd 3+i in the child.
-	cfg.SockFD = 3 + len(cmd.ExtraFiles) - 1
-	cmd.Args = append([]string{exe}, cfg.argv()...)
+	cmd.Args = append([]string{exe}, argv(3+len(cmd.ExtraFiles)-1)...)
 	cmd.Env = workerEnv
 	cmd.Stderr = stderr
-	cmd.SysProcAttr = workerProcAttr()
+	cmd.SysProcAttr = attr
 
 	started := make(chan error, 1)
 	exited := make(chan struct{})

@@ -43,7 +43,7 @@ func run(args []string, hooks Hooks) error {
 	}
 	// Start-up order: socket, root, rg, Landlock, seccomp, serve. Both
 	// confinements come before the first RPC is read.
-	conn, err := socketConn(cfg.SockFD)
+	conn, err := SocketConn(cfg.SockFD)
 	if err != nil {
 		return err
 	}
@@ -137,8 +137,8 @@ func run(args []string, hooks Hooks) error {
 	return Serve(conn, svc, hooks.Interceptor)
 }
 
-// socketConn checks that fd is a stream socket and wraps it.
-func socketConn(fd int) (net.Conn, error) {
+// SocketConn checks that fd is a stream socket and wraps it.
+func SocketConn(fd int) (net.Conn, error) {
 	typ, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TYPE)
 	if err != nil {
 		return nil, fmt.Errorf("--sock-fd=%d: not a socket: %w", fd, err)
@@ -170,6 +170,13 @@ const MaxStreams = 256
 // Serve serves svc on conn until the peer closes it. opts add interceptors
 // inside panic recovery.
 func Serve(conn net.Conn, svc *Service, extra grpc.UnaryServerInterceptor) error {
+	return ServeConn(conn, func(srv *grpc.Server) { fsmcpv1.RegisterWorkerServiceServer(srv, svc) }, extra)
+}
+
+// ServeConn serves the services register adds on conn until the peer
+// closes it, with the worker's panic recovery, message bounds and
+// transport sizing. The command runner serves its own service with it.
+func ServeConn(conn net.Conn, register func(*grpc.Server), extra grpc.UnaryServerInterceptor) error {
 	unary := []grpc.UnaryServerInterceptor{recoverUnary}
 	if extra != nil {
 		unary = append(unary, extra)
@@ -190,7 +197,7 @@ func Serve(conn net.Conn, svc *Service, extra grpc.UnaryServerInterceptor) error
 		grpc.ReadBufferSize(64<<10),
 		grpc.WriteBufferSize(64<<10),
 	)
-	fsmcpv1.RegisterWorkerServiceServer(srv, svc)
+	register(srv)
 	l := newOneConnListener(conn)
 	go func() {
 		<-l.connClosed

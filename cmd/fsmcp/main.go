@@ -12,12 +12,20 @@ import (
 	"github.com/fsmcp/fsmcp/frontend"
 	"github.com/fsmcp/fsmcp/sandbox"
 	"github.com/fsmcp/fsmcp/worker"
+	"github.com/fsmcp/fsmcp/worker/command"
 )
 
 func main() {
 	// The worker is dispatched before any flag parsing.
-	if len(os.Args) > 1 && os.Args[1] == sandbox.WorkerSubcommand {
-		os.Exit(worker.Main(os.Args[2:], worker.Hooks{}))
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case sandbox.WorkerSubcommand:
+			os.Exit(worker.Main(os.Args[2:], worker.Hooks{}))
+		case sandbox.ExecSubcommand:
+			os.Exit(command.Main(os.Args[2:]))
+		case sandbox.CommandSubcommand:
+			os.Exit(sandbox.CommandMain(os.Args[2:]))
+		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := frontend.Main(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, frontend.Hooks{})

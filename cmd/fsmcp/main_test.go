@@ -20,6 +20,7 @@ import (
 	"github.com/fsmcp/fsmcp/frontend"
 	"github.com/fsmcp/fsmcp/sandbox"
 	"github.com/fsmcp/fsmcp/worker"
+	"github.com/fsmcp/fsmcp/worker/command"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -29,6 +30,12 @@ import (
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == sandbox.WorkerSubcommand {
 		os.Exit(worker.Main(os.Args[2:], workerHooks()))
+	}
+	if len(os.Args) > 1 && os.Args[1] == sandbox.ExecSubcommand {
+		os.Exit(command.Main(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == sandbox.CommandSubcommand {
+		os.Exit(sandbox.CommandMain(os.Args[2:]))
 	}
 	if os.Getenv("FSMCP_TEST_FRONTEND") == "1" {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -1,0 +1,274 @@
+package frontend
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"time"
+
+	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/sandbox"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc"
+)
+
+// execClient is the front-end's connection to the command runner.
+type execClient struct {
+	fsmcpv1.ExecServiceClient
+	conn        *workerClient
+	runner      *sandbox.Worker
+	confinement *fsmcpv1.ExecConfinement
+}
+
+// startExec starts the command runner when a command flag asks for one,
+// and waits for its Hello. It returns nil when commands are off.
+func startExec(ctx context.Context, cfg *Config, stderr io.Writer) (*execClient, error) {
+	if !cfg.Exec.enabled() {
+		return nil, nil
+	}
+	r, err := sandbox.StartExec("/proc/self/exe", sandbox.ExecConfig{
+		Root:            cfg.Root,
+		RG:              cfg.RG,
+		Programs:        cfg.Exec.Programs,
+		ReadDirs:        cfg.Exec.ReadDirs,
+		Writable:        cfg.Exec.Writable,
+		MaxTimeoutS:     cfg.Exec.MaxTimeoutS,
+		VCS:             cfg.Exec.VCSPrograms,
+		AllowNoLandlock: cfg.AllowNoLandlock,
+	}, stderr)
+	if err != nil {
+		return nil, fmt.Errorf("command runner: %w", err)
+	}
+	// The gRPC client setup is the worker's: same sizing, no retries.
+	wc, err := dialWorker(r.Conn)
+	if err != nil {
+		return nil, err
+	}
+	ec := &execClient{ExecServiceClient: fsmcpv1.NewExecServiceClient(wc.cc), conn: wc, runner: r}
+	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := ec.Hello(hctx, &fsmcpv1.ExecServiceHelloRequest{Version: fsmcpv1.ProtocolVersion_PROTOCOL_VERSION_1}, grpc.WaitForReady(true))
+	if err != nil {
+		ec.close()
+		return nil, fmt.Errorf("command runner did not start: %w", err)
+	}
+	if resp.GetVersion() != fsmcpv1.ProtocolVersion_PROTOCOL_VERSION_1 {
+		ec.close()
+		return nil, fmt.Errorf("BUG(fsmcp): command runner speaks another protocol version")
+	}
+	ec.confinement = resp.GetConfinement()
+	return ec, nil
+}
+
+func (c *execClient) close() {
+	if c != nil {
+		c.conn.close()
+	}
+}
+
+// exited is closed when the runner exits; nil (never ready) without one.
+func (c *execClient) exited() <-chan struct{} {
+	if c == nil {
+		return nil
+	}
+	return c.runner.Exited
+}
+
+// died says which process ended the front-end: the worker or the runner.
+func (c *execClient) died(w *sandbox.Worker) string {
+	select {
+	case <-w.Exited:
+		return fmt.Sprintf("%v", w.Err())
+	default:
+	}
+	return fmt.Sprintf("the command runner: %v", c.runner.Err())
+}
+
+// The bounds of fs_exec, as the contract fixes them.
+const (
+	execDefaultTimeoutS = 30
+	execDefaultMaxBytes = 64 << 10
+	execMaxBytes        = 1 << 20
+	// execGrace is how long past a command's timeout the call waits for
+	// the runner to kill it and answer.
+	execGrace = 10 * time.Second
+)
+
+type execIn struct {
+	Argv          []string `json:"argv" jsonschema:"the program and its arguments, never a shell string; argv[0] names a granted program by its path or base name"`
+	Cwd           *string  `json:"cwd,omitempty" jsonschema:"working directory relative to the root; default the root"`
+	CwdBase64     *string  `json:"cwd_base64,omitempty" jsonschema:"the working directory as base64, for names that are not UTF-8"`
+	Stdin         *string  `json:"stdin,omitempty" jsonschema:"bytes for the command's standard input (default none)"`
+	StdinEncoding *string  `json:"stdin_encoding,omitempty" jsonschema:"utf8 (default) or base64"`
+	TimeoutS      *int64   `json:"timeout_s,omitempty" jsonschema:"seconds before the command and everything it started are killed; default 30"`
+	MaxBytes      *int64   `json:"max_bytes,omitempty" jsonschema:"the most bytes of stdout and of stderr returned; default 65536, at most 1048576"`
+	Grep          *string  `json:"grep,omitempty" jsonschema:"only the stdout lines matching this regular expression (ripgrep syntax) are returned"`
+}
+
+// execTools lists the command tools the flags turn on.
+func (s *server) execTools() []*tool {
+	if s.ec == nil {
+		return nil
+	}
+	var ts []*tool
+	if len(s.cfg.Exec.Programs) > 0 {
+		writable := s.cfg.Exec.Writable
+		t := defineTool("fs_exec", "Run one of the operator's granted programs (an argv, never a shell string) in a kernel "+
+			"confinement: the root read-only unless the operator allowed writes, a private scratch HOME and TMPDIR, no network, "+
+			"nothing beneath the root executable. Reply: exit or signal, timed_out, duration_ms, stdout and stderr each with "+
+			"its encoding (utf8 or base64) and truncated. A non-zero exit is an ordinary result.",
+			!writable, writable, false, (*server).exec)
+		t.ownDeadline = true
+		ts = append(ts, t)
+	}
+	return ts
+}
+
+// timeoutArg applies timeout_s's default and bound.
+func (s *server) timeoutArg(v *int64) (time.Duration, error) {
+	t := int64(execDefaultTimeoutS)
+	if v != nil {
+		t = *v
+	}
+	if t < 1 || t > s.cfg.Exec.MaxTimeoutS {
+		return 0, invalidf("timeout_s must be between 1 and %d (--exec-max-timeout)", s.cfg.Exec.MaxTimeoutS)
+	}
+	return time.Duration(t) * time.Second, nil
+}
+
+// maxBytesArg applies max_bytes's default and bound.
+func maxBytesArg(v *int64) (int64, error) {
+	if v == nil {
+		return execDefaultMaxBytes, nil
+	}
+	if *v < 1 || *v > execMaxBytes {
+		return 0, invalidf("max_bytes must be between 1 and %d", execMaxBytes)
+	}
+	return *v, nil
+}
+
+func (s *server) exec(ctx context.Context, in *execIn, _ *mcp.CallToolRequest) (*obj, error) {
+	if len(in.Argv) == 0 {
+		return nil, invalidf("argv must name a program")
+	}
+	cwd, err := pathArg("cwd", in.Cwd, in.CwdBase64)
+	if err != nil {
+		return nil, err
+	}
+	var stdin []byte
+	if in.Stdin != nil {
+		enc := "utf8"
+		if in.StdinEncoding != nil {
+			enc = *in.StdinEncoding
+		}
+		switch enc {
+		case "utf8":
+			stdin = []byte(*in.Stdin)
+		case "base64":
+			if stdin, err = base64.StdEncoding.DecodeString(*in.Stdin); err != nil {
+				return nil, invalidf("stdin: not valid base64")
+			}
+		default:
+			return nil, invalidf("stdin_encoding must be utf8 or base64")
+		}
+	} else if in.StdinEncoding != nil {
+		return nil, invalidf("stdin_encoding without stdin")
+	}
+	timeout, err := s.timeoutArg(in.TimeoutS)
+	if err != nil {
+		return nil, err
+	}
+	maxBytes, err := maxBytesArg(in.MaxBytes)
+	if err != nil {
+		return nil, err
+	}
+	req := &fsmcpv1.ExecRequest{Argv: in.Argv, Cwd: cwd, Stdin: stdin, TimeoutMs: timeout.Milliseconds(), MaxBytes: maxBytes}
+	if in.Grep != nil {
+		req.Grep, req.HasGrep = *in.Grep, true
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout+execGrace)
+	defer cancel()
+	resp, err := s.ec.Exec(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	doc := newObj().bool("ok", true)
+	s.commandResult(doc, resp.GetResult(), true)
+	return doc, nil
+}
+
+// commandResult writes how a command ended and, with streams, its stdout
+// and stderr, each fitted into half of what the reply has left.
+func (s *server) commandResult(doc *obj, r *fsmcpv1.CommandResult, withStdout bool) {
+	if r.GetExited() {
+		doc.int("exit", int64(r.GetExit()))
+	} else {
+		doc.rawValue("exit", []byte("null"))
+	}
+	if r.GetSignal() != "" {
+		doc.str("signal", r.GetSignal())
+	} else {
+		doc.rawValue("signal", []byte("null"))
+	}
+	doc.bool("timed_out", r.GetTimedOut()).int("duration_ms", r.GetDurationMs())
+	// Room for both streams' keys, encodings and flags.
+	const tail = len(`,"stdout":"","stdout_encoding":"base64","stdout_truncated":false`) * 2
+	avail := int(s.cfg.MaxResponseBytes) - doc.size() - tail
+	if withStdout {
+		avail /= 2
+		writeStream(doc, "stdout", r.GetStdout(), r.GetStdoutTruncated(), avail)
+	}
+	writeStream(doc, "stderr", r.GetStderr(), r.GetStderrTruncated(), avail)
+}
+
+// writeStream writes one stream as text when its bytes are valid UTF-8,
+// else as base64, judged as fs_read judges a range: a stream cut at its
+// bound loses a partial last character rather than turning into base64.
+func writeStream(doc *obj, key string, data []byte, truncated bool, avail int) {
+	if truncated {
+		data = trimPartialRune(data)
+	}
+	n, _, encoding := fitContent(data, avail)
+	if n < len(data) {
+		data, truncated = data[:n], true
+	}
+	doc.key(key)
+	if encoding == "utf8" {
+		doc.b = appendString(doc.b, data)
+	} else {
+		doc.b = append(doc.b, '"')
+		doc.b = base64.StdEncoding.AppendEncode(doc.b, data)
+		doc.b = append(doc.b, '"')
+	}
+	doc.str(key+"_encoding", encoding).bool(key+"_truncated", truncated)
+}
+
+// execConfinementDoc is the attestation of the command runner.
+func execConfinementDoc(c *fsmcpv1.ExecConfinement) *obj {
+	strs := func(v []string) []byte {
+		b := []byte{'['}
+		for i, s := range v {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, s)
+		}
+		return append(b, ']')
+	}
+	return newObj().
+		int("landlock_abi", int64(c.GetLandlockAbi())).
+		rawValue("programs", strs(c.GetPrograms())).
+		rawValue("exec_files", strs(c.GetExecFiles())).
+		rawValue("read_dirs", strs(c.GetReadDirs())).
+		bool("writable", c.GetWritable()).
+		bool("network_denied", c.GetNetworkDenied()).
+		bool("noexec_mounts", c.GetNoexecMounts()).
+		str("seccomp", c.GetSeccomp()).
+		int("seccomp_denied_syscalls", int64(c.GetSeccompDeniedSyscalls())).
+		rawValue("namespaces", strs(c.GetNamespaces())).
+		rawValue("rlimits", strs(c.GetRlimits())).
+		rawValue("env", strs(c.GetEnv())).
+		int("max_timeout_s", c.GetMaxTimeoutS()).
+		rawValue("vcs", strs(c.GetVcs()))
+}

@@ -1,0 +1,105 @@
+package sandbox
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// ExecSubcommand is the hidden first argument that makes the fsmcp binary
+// run as the command runner: the confined process that runs fs_exec and
+// fs_vcs_* commands. CommandSubcommand makes it the short-lived shim that
+// confines one command further and then becomes it. Both are dispatched
+// before any flag parsing.
+const (
+	ExecSubcommand    = "__exec"
+	CommandSubcommand = "__command"
+)
+
+// ExecConfig is everything the command runner learns from its trusted
+// parent. Like WorkerConfig it travels in argv, never over the RPC socket.
+type ExecConfig struct {
+	// SockFD is the runner's end of its socketpair.
+	SockFD int
+	// Root is the directory commands see as theirs, as resolved by the
+	// front-end.
+	Root string
+	// RG is ripgrep, which filters stdout for a call's grep.
+	RG string
+	// Programs are the absolute paths fs_exec may run (--exec).
+	Programs []string
+	// ReadDirs are directories granted read only (--exec-read).
+	ReadDirs []string
+	// Writable lets fs_exec commands write the root (--exec-writable).
+	Writable bool
+	// MaxTimeoutS is the largest timeout a call may ask for, in seconds.
+	MaxTimeoutS int64
+	// VCS maps a version-control backend to its program ("git=/usr/bin/git").
+	VCS []string
+	// AllowNoLandlock lets the runner start on a kernel without Landlock.
+	AllowNoLandlock bool
+}
+
+func (c ExecConfig) argv() []string {
+	a := []string{
+		ExecSubcommand,
+		"--sock-fd=" + strconv.Itoa(c.SockFD),
+		"--root=" + c.Root,
+		"--rg=" + c.RG,
+		"--writable=" + strconv.FormatBool(c.Writable),
+		"--max-timeout=" + strconv.FormatInt(c.MaxTimeoutS, 10),
+		"--allow-no-landlock=" + strconv.FormatBool(c.AllowNoLandlock),
+	}
+	for _, p := range c.Programs {
+		a = append(a, "--program="+p)
+	}
+	for _, d := range c.ReadDirs {
+		a = append(a, "--read-dir="+d)
+	}
+	for _, v := range c.VCS {
+		a = append(a, "--vcs="+v)
+	}
+	return a
+}
+
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+// ParseExecConfig parses the runner's arguments (those after
+// ExecSubcommand).
+func ParseExecConfig(args []string) (ExecConfig, error) {
+	var c ExecConfig
+	fs := flag.NewFlagSet(ExecSubcommand, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.IntVar(&c.SockFD, "sock-fd", -1, "")
+	fs.StringVar(&c.Root, "root", "", "")
+	fs.StringVar(&c.RG, "rg", "", "")
+	fs.BoolVar(&c.Writable, "writable", false, "")
+	fs.Int64Var(&c.MaxTimeoutS, "max-timeout", 300, "")
+	fs.BoolVar(&c.AllowNoLandlock, "allow-no-landlock", false, "")
+	fs.Var((*listFlag)(&c.Programs), "program", "")
+	fs.Var((*listFlag)(&c.ReadDirs), "read-dir", "")
+	fs.Var((*listFlag)(&c.VCS), "vcs", "")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() != 0 {
+		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if c.SockFD < 3 || c.Root == "" || c.RG == "" {
+		return c, errors.New("--sock-fd, --root and --rg are required")
+	}
+	return c, nil
+}
+
+// StartExec starts exe as the command runner with cfg (SockFD is filled
+// in), like StartWorker, in new user, mount, network and IPC namespaces
+// (see startExec).
+func StartExec(exe string, cfg ExecConfig, stderr io.Writer) (*Worker, error) {
+	return start(exe, func(fd int) []string { cfg.SockFD = fd; return cfg.argv() }, execProcAttr(), stderr)
+}

@@ -1,0 +1,470 @@
+package sandbox
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"syscall"
+
+	"github.com/elastic/go-seccomp-bpf/arch"
+	"github.com/landlock-lsm/go-landlock/landlock"
+	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
+	"golang.org/x/sys/unix"
+)
+
+// The command runner starts in new user, mount, network and IPC
+// namespaces, as root of its user namespace (mapped to the caller's uid
+// and gid, so files it creates belong to the operator). Why each:
+//   - user: the others need it without host privileges, and capabilities
+//     in it mean nothing outside it;
+//   - mount: the root and the scratch directory are remounted noexec,
+//     which the kernel's ELF loader and mmap honour: a copied binary
+//     beneath the root cannot run even through the dynamic loader, which
+//     Landlock alone cannot refuse (it must grant the loader execute);
+//   - network: a namespace with no interface but a down loopback, a third
+//     wall behind Landlock's TCP rule and the seccomp socket refusal;
+//   - IPC: System V shared memory and queues of the host are out of reach.
+func execProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{
+		Pdeathsig:                  syscall.SIGKILL,
+		Cloneflags:                 unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWNET | unix.CLONE_NEWIPC,
+		UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
+		GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}},
+		GidMappingsEnableSetgroups: false,
+	}
+}
+
+// Where commands see the root and their scratch directories: a tmpfs the
+// runner mounts over /tmp in its own mount namespace. No reply can leak the
+// root's host location through a command's getcwd.
+const (
+	ExecRoot        = "/tmp/root"
+	execScratchBase = "/tmp/home"
+	// execTmpfsBytes bounds what all scratch directories together hold.
+	execTmpfsBytes = 256 << 20
+)
+
+// ExecLayout is the command runner's view after EnterExecNamespace.
+type ExecLayout struct {
+	// Self is the fsmcp binary as /proc/self/fd/N, opened before /tmp
+	// was covered: the shim every command starts as.
+	Self string
+	// SelfFiles are Self's interpreter and libraries.
+	SelfFiles []string
+	// NoExec is true when the root and scratch are mounted noexec.
+	NoExec bool
+	next   uint64
+}
+
+// EnterExecNamespace prepares the runner's mount namespace: every mount
+// private, a tmpfs (noexec, nosuid, nodev) over /tmp, and the root bound at
+// ExecRoot, noexec, nosuid, nodev, and read-only unless writable. It must
+// run in the runner, before it confines itself: Landlock forbids mounting.
+func EnterExecNamespace(root string, writable bool) (*ExecLayout, error) {
+	self, err := filepath.EvalSymlinks("/proc/self/exe")
+	if err != nil {
+		return nil, fmt.Errorf("find own binary: %w", err)
+	}
+	selfFiles, err := ExecDeps(self)
+	if err != nil {
+		return nil, fmt.Errorf("resolve own libraries: %w", err)
+	}
+	fd, err := unix.Open("/proc/self/exe", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open own binary: %w", err)
+	}
+	// The shim is executed by this descriptor's /proc path in the child,
+	// after the child's own descriptors (its working directory, fd 3) are
+	// in place: keep it far above them.
+	selfFD, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 100)
+	unix.Close(fd)
+	if err != nil {
+		return nil, fmt.Errorf("move own binary's descriptor: %w", err)
+	}
+	rootFD, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open root: %w", err)
+	}
+	defer unix.Close(rootFD)
+	steps := []struct {
+		what string
+		err  func() error
+	}{
+		{"make mounts private", func() error { return unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, "") }},
+		{"mount tmpfs on /tmp", func() error {
+			return unix.Mount("tmpfs", "/tmp", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC,
+				fmt.Sprintf("size=%d,nr_inodes=65536,mode=0700", execTmpfsBytes))
+		}},
+		{"mkdir " + ExecRoot, func() error { return unix.Mkdir(ExecRoot, 0o700) }},
+		{"mkdir " + execScratchBase, func() error { return unix.Mkdir(execScratchBase, 0o700) }},
+		{"bind the root", func() error {
+			return unix.Mount(fmt.Sprintf("/proc/self/fd/%d", rootFD), ExecRoot, "", unix.MS_BIND, "")
+		}},
+		{"remount the root", func() error { return remountBind(ExecRoot, !writable) }},
+	}
+	for _, s := range steps {
+		if err := s.err(); err != nil {
+			return nil, fmt.Errorf("%s: %w", s.what, err)
+		}
+	}
+	selfPath := fmt.Sprintf("/proc/self/fd/%d", selfFD)
+	return &ExecLayout{Self: selfPath, SelfFiles: append([]string{selfPath}, selfFiles[1:]...), NoExec: true}, nil
+}
+
+// remountBind adds noexec, nosuid and nodev (and read-only) to the bind
+// mount at path. In a user namespace the flags the original mount has are
+// locked and must be repeated, or the kernel refuses the remount.
+func remountBind(path string, readOnly bool) error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return err
+	}
+	flags := uintptr(unix.MS_BIND | unix.MS_REMOUNT | unix.MS_NOEXEC | unix.MS_NOSUID | unix.MS_NODEV)
+	for _, f := range []struct{ st, ms uintptr }{
+		{unix.ST_RDONLY, unix.MS_RDONLY}, {unix.ST_NOATIME, unix.MS_NOATIME},
+		{unix.ST_NODIRATIME, unix.MS_NODIRATIME}, {unix.ST_RELATIME, unix.MS_RELATIME},
+	} {
+		if uintptr(st.Flags)&f.st != 0 {
+			flags |= f.ms
+		}
+	}
+	if readOnly {
+		flags |= unix.MS_RDONLY
+	}
+	return unix.Mount("", path, "", flags, "")
+}
+
+// Rights of commands beneath the root and in their scratch directory.
+// Neither grants execute, devices, fifos or sockets.
+const (
+	commandReadRights  = rootReadRights
+	commandWriteRights = rootWriteRights
+	devNullRights      = ll.AccessFSReadFile | ll.AccessFSWriteFile | ll.AccessFSTruncate
+)
+
+// ConfineRunner restricts the command runner to what its commands may
+// touch (each command is confined further, to its own part): the root
+// (read, and write when writable), the scratch tmpfs, read and execute on
+// execFiles (its own binary, the programs, rg, their libraries), read on
+// readDirs, and /dev/null. TCP, abstract unix sockets and signals are
+// refused as for the worker.
+func (l *ExecLayout) ConfineRunner(writable bool, execFiles, readDirs []string) (Status, error) {
+	rootRights := landlock.AccessFSSet(commandReadRights)
+	if writable {
+		rootRights = commandWriteRights
+	}
+	rules := []landlock.Rule{
+		landlock.PathAccess(rootRights, ExecRoot),
+		landlock.PathAccess(commandWriteRights, execScratchBase),
+		landlock.ROFiles(append(append([]string{}, l.SelfFiles...), execFiles...)...),
+		landlock.PathAccess(devNullRights, os.DevNull),
+	}
+	if len(readDirs) > 0 {
+		rules = append(rules, landlock.PathAccess(commandReadRights, readDirs...))
+	}
+	desc := []string{fmt.Sprintf("root %s", rootRights), "scratch read-write",
+		fmt.Sprintf("%d files read+execute", len(l.SelfFiles)+len(execFiles)),
+		fmt.Sprintf("%d directories read", len(readDirs))}
+	return restrict(rules, desc, !writable)
+}
+
+// FilterRunner installs the command runner's seccomp filter: a command's
+// refusals (filters stack, so the runner's must allow what its commands
+// may do), except that clone may create a PID namespace (each command
+// gets one).
+func FilterRunner() (Seccomp, error) {
+	return installNS(commandDeny(), nsFlags&^unix.CLONE_NEWPID, true)
+}
+
+// filterCommand installs a command's own seccomp filter on the calling
+// thread, the one that executes the command: the worker's refusals, no
+// namespaces of any kind.
+func filterCommand() (Seccomp, error) { return installNS(commandDeny(), nsFlags, false) }
+
+// commandReads are system calls the worker never makes but ordinary
+// programs do: reading extended attributes by path (ls -l asks every file
+// for its ACL). Like stat, which no Landlock ABI covers either, they
+// reveal metadata of a named file, never its content; they stay allowed
+// for commands.
+var commandReads = []string{"getxattr", "lgetxattr", "listxattr", "llistxattr", "getxattrat", "listxattrat"}
+
+// commandDeny is what a command's filter refuses: the worker's list but
+// commandReads.
+func commandDeny() []string {
+	return slices.DeleteFunc(workerDeny(), func(n string) bool { return slices.Contains(commandReads, n) })
+}
+
+// restrictThread enforces rules on the calling thread only, the one that
+// executes the command next. A Go program's other threads would need a
+// signal to join (go-landlock's all-threads path), which PID 1 of a
+// namespace may never receive; execve discards them anyway.
+func restrictThread(rules []landlock.Rule) error {
+	fd, flags, err := newestABI.BestEffort().EnableLoggingForSubprocesses().NewRulesetFD(rules...)
+	if err != nil {
+		return fmt.Errorf("landlock: %w", err)
+	}
+	if fd < 0 {
+		return ErrNoLandlock
+	}
+	defer unix.Close(fd)
+	if err := ll.LandlockRestrictSelf(fd, flags); err != nil {
+		return fmt.Errorf("landlock: %w", err)
+	}
+	return nil
+}
+
+// CommandSeccompDenied is how many system calls FilterCommand refuses on
+// this CPU (0 when no filter can be built).
+func CommandSeccompDenied() int {
+	info, err := arch.GetInfo("")
+	if err != nil || info.SyscallNames == nil {
+		return 0
+	}
+	_, refused := policies(info, commandDeny())
+	return len(refused)
+}
+
+// Limits are a command's resource limits (setrlimit), each both soft and
+// hard, so the command cannot raise them.
+type Limits struct {
+	// Procs bounds the processes of the runner's user (RLIMIT_NPROC),
+	// counted in its user namespace: every command of the runner at once.
+	Procs uint64
+	// FileBytes bounds one file a command writes (RLIMIT_FSIZE).
+	FileBytes uint64
+	// CPUSeconds bounds each process's CPU time (RLIMIT_CPU).
+	CPUSeconds uint64
+	// MemoryBytes bounds each process's address space (RLIMIT_AS).
+	MemoryBytes uint64
+	// Files bounds each process's open descriptors (RLIMIT_NOFILE).
+	Files uint64
+}
+
+// Strings lists the limits as name=value.
+func (l Limits) Strings() []string {
+	return []string{
+		"nproc=" + strconv.FormatUint(l.Procs, 10),
+		"fsize=" + strconv.FormatUint(l.FileBytes, 10),
+		"cpu=" + strconv.FormatUint(l.CPUSeconds, 10),
+		"as=" + strconv.FormatUint(l.MemoryBytes, 10),
+		"nofile=" + strconv.FormatUint(l.Files, 10),
+		"core=0",
+	}
+}
+
+// Command is one program to run in its own confinement.
+type Command struct {
+	// Path is the program (absolute); Args its argv, Args[0] included.
+	Path string
+	Args []string
+	// Env is the command's whole environment.
+	Env []string
+	// Dir is its working directory, opened beneath the root.
+	Dir *os.File
+	// Stdin, Stdout and Stderr are its standard streams.
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// Writable grants write beneath the root.
+	Writable bool
+	// ExecFiles are granted read and execute; ReadDirs read.
+	ExecFiles []string
+	ReadDirs  []string
+	// Scratch is its private directory (HOME and TMPDIR), beneath the
+	// scratch tmpfs.
+	Scratch string
+	Limits  Limits
+}
+
+// Process is a started command.
+type Process struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	kill chan struct{}
+	err  error
+}
+
+// NewScratch creates a fresh private directory for one command.
+func (l *ExecLayout) NewScratch() (string, error) {
+	for {
+		l.next++
+		dir := filepath.Join(execScratchBase, strconv.FormatUint(l.next, 10))
+		err := os.Mkdir(dir, 0o700)
+		if errors.Is(err, os.ErrExist) {
+			continue
+		}
+		return dir, err
+	}
+}
+
+// Start runs c as PID 1 of a new PID namespace, through the shim
+// (CommandSubcommand), which limits, confines and then becomes it. When
+// that process ends, the kernel kills every other process of the
+// namespace: nothing a command starts outlives it, whether it left its
+// process group, its session or double-forked.
+func (l *ExecLayout) Start(c *Command) (*Process, error) {
+	a := []string{"fsmcp", CommandSubcommand,
+		"--writable=" + strconv.FormatBool(c.Writable),
+		"--scratch=" + c.Scratch,
+		"--nproc=" + strconv.FormatUint(c.Limits.Procs, 10),
+		"--fsize=" + strconv.FormatUint(c.Limits.FileBytes, 10),
+		"--cpu=" + strconv.FormatUint(c.Limits.CPUSeconds, 10),
+		"--as=" + strconv.FormatUint(c.Limits.MemoryBytes, 10),
+		"--nofile=" + strconv.FormatUint(c.Limits.Files, 10),
+	}
+	for _, f := range c.ExecFiles {
+		a = append(a, "--exec-file="+f)
+	}
+	for _, d := range c.ReadDirs {
+		a = append(a, "--read-dir="+d)
+	}
+	a = append(a, "--", c.Path)
+	a = append(a, c.Args...)
+	cmd := &exec.Cmd{Path: l.Self, Args: a, Env: c.Env, Stdin: c.Stdin, Stdout: c.Stdout, Stderr: c.Stderr,
+		ExtraFiles:  []*os.File{c.Dir},
+		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Cloneflags: unix.CLONE_NEWPID}}
+	p := &Process{cmd: cmd, done: make(chan struct{}), kill: make(chan struct{}, 1)}
+	started := make(chan error, 1)
+	go func() {
+		// Pdeathsig follows the thread that forked the child: keep this
+		// goroutine on it until the command is reaped. The kill is sent
+		// from this thread too: on a kernel without Landlock's
+		// TSYNC (ABI < 8), each thread of the runner was confined into a
+		// domain of its own, and signal scoping lets a thread signal only
+		// processes beneath its own domain.
+		runtime.LockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		waited := make(chan struct{})
+		go func() {
+			p.err = cmd.Wait()
+			close(waited)
+		}()
+		for {
+			select {
+			case <-p.kill:
+				_ = cmd.Process.Kill()
+			case <-waited:
+				close(p.done)
+				return
+			}
+		}
+	}()
+	if err := <-started; err != nil {
+		return nil, fmt.Errorf("start command: %w", err)
+	}
+	return p, nil
+}
+
+// Kill ends the command and, with it, its whole PID namespace.
+func (p *Process) Kill() {
+	select {
+	case p.kill <- struct{}{}:
+	default:
+	}
+}
+
+// Done is closed once the command has been reaped.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Wait waits for the command and returns how it ended: its exit status or
+// the signal that killed it. I/O errors of the streams are Wait's error.
+func (p *Process) Wait() (syscall.WaitStatus, error) {
+	<-p.done
+	ws, _ := p.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	var ee *exec.ExitError
+	if errors.As(p.err, &ee) {
+		return ws, nil
+	}
+	return ws, p.err
+}
+
+// CommandMain is the shim: it runs as PID 1 of the command's namespace,
+// sets the limits, changes to the directory on descriptor 3, confines
+// itself (Landlock, then seccomp) and executes the program. It returns only
+// on failure, with the exit code 127 that shells use for "could not run".
+func CommandMain(args []string) int {
+	if err := commandMain(args); err != nil {
+		fmt.Fprintf(os.Stderr, "fsmcp: %v\n", err)
+	}
+	return 127
+}
+
+func commandMain(args []string) error {
+	var (
+		writable                   bool
+		scratch                    string
+		execFiles, readDirs        listFlag
+		nproc, fsize, cpu, as, nof uint64
+	)
+	fs := flag.NewFlagSet(CommandSubcommand, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.BoolVar(&writable, "writable", false, "")
+	fs.StringVar(&scratch, "scratch", "", "")
+	fs.Var(&execFiles, "exec-file", "")
+	fs.Var(&readDirs, "read-dir", "")
+	fs.Uint64Var(&nproc, "nproc", 0, "")
+	fs.Uint64Var(&fsize, "fsize", 0, "")
+	fs.Uint64Var(&cpu, "cpu", 0, "")
+	fs.Uint64Var(&as, "as", 0, "")
+	fs.Uint64Var(&nof, "nofile", 0, "")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	argv := fs.Args()
+	if len(argv) < 2 || scratch == "" || len(execFiles) == 0 {
+		return errors.New("usage: __command [flags] -- PATH ARGV0 [ARG...]")
+	}
+	// Landlock and seccomp apply to this thread only, which then
+	// executes the command: never unlocked.
+	runtime.LockOSThread()
+	if err := unix.Fchdir(3); err != nil {
+		return fmt.Errorf("change to the working directory: %w", err)
+	}
+	unix.Close(3)
+	rootRights := landlock.AccessFSSet(commandReadRights)
+	if writable {
+		rootRights = commandWriteRights
+	}
+	rules := []landlock.Rule{
+		landlock.PathAccess(rootRights, ExecRoot),
+		landlock.PathAccess(commandWriteRights, scratch),
+		landlock.ROFiles(execFiles...),
+		landlock.PathAccess(devNullRights, os.DevNull),
+	}
+	if len(readDirs) > 0 {
+		rules = append(rules, landlock.PathAccess(commandReadRights, readDirs...))
+	}
+	if err := restrictThread(rules); err != nil && !errors.Is(err, ErrNoLandlock) {
+		return err
+	}
+	if _, err := filterCommand(); err != nil && !errors.Is(err, ErrNoSeccomp) {
+		return err
+	}
+	// The limits come last: the race detector's runtime (in test builds)
+	// has already mapped more than the address-space limit allows.
+	for _, r := range []struct {
+		res int
+		v   uint64
+	}{
+		{unix.RLIMIT_NPROC, nproc}, {unix.RLIMIT_FSIZE, fsize}, {unix.RLIMIT_CPU, cpu},
+		{unix.RLIMIT_AS, as}, {unix.RLIMIT_NOFILE, nof}, {unix.RLIMIT_CORE, 0},
+	} {
+		// syscall.Setrlimit, not unix's: for RLIMIT_NOFILE it also
+		// drops the limit the Go runtime saved to restore at exec.
+		if err := syscall.Setrlimit(r.res, &syscall.Rlimit{Cur: r.v, Max: r.v}); err != nil {
+			return fmt.Errorf("setrlimit %d: %w", r.res, err)
+		}
+	}
+	err := syscall.Exec(argv[0], argv[1:], os.Environ())
+	return fmt.Errorf("exec %s: %w", argv[0], err)
+}

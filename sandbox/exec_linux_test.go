@@ -1,0 +1,65 @@
+package sandbox
+
+import (
+	"testing"
+
+	"github.com/elastic/go-seccomp-bpf/arch"
+	"golang.org/x/sys/unix"
+)
+
+// The command runner's and each command's filters, run in the BPF
+// interpreter: the runner may make PID namespaces and nothing else new;
+// a command may make none; neither may open a socket of any kind; a
+// command may read extended attributes by path (ls -l) but change none.
+func TestExecSeccompPrograms(t *testing.T) {
+	info, err := arch.GetInfo("")
+	if err != nil {
+		t.Skipf("no system call table for this CPU: %v", err)
+	}
+	const (
+		allow = unix.SECCOMP_RET_ALLOW
+		eperm = unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)
+	)
+	native := uint32(info.ID)
+	nr := func(name string) uint32 { return uint32(info.SyscallNames[name]) }
+	runner, _ := policiesNS(info, commandDeny(), nsFlags&^unix.CLONE_NEWPID)
+	command, _ := policiesNS(info, commandDeny(), nsFlags)
+	fork := uint64(unix.CLONE_VM | unix.CLONE_VFORK | unix.CLONE_PIDFD | uint64(unix.SIGCHLD))
+	cases := []struct {
+		what            string
+		nr              uint32
+		args            []uint64
+		runner, command uint32
+	}{
+		{"clone into a PID namespace", nr("clone"), []uint64{fork | unix.CLONE_NEWPID}, allow, eperm},
+		{"clone into a user and PID namespace", nr("clone"), []uint64{fork | unix.CLONE_NEWPID | unix.CLONE_NEWUSER}, eperm, eperm},
+		{"clone into a network namespace", nr("clone"), []uint64{fork | unix.CLONE_NEWNET}, eperm, eperm},
+		{"clone into a mount namespace", nr("clone"), []uint64{fork | unix.CLONE_NEWNS}, eperm, eperm},
+		{"plain fork", nr("clone"), []uint64{fork}, allow, allow},
+		{"unshare", nr("unshare"), []uint64{unix.CLONE_NEWUSER}, eperm, eperm},
+		{"socket", nr("socket"), []uint64{unix.AF_INET, unix.SOCK_DGRAM}, eperm, eperm},
+		{"socketpair", nr("socketpair"), []uint64{unix.AF_UNIX, unix.SOCK_STREAM}, eperm, eperm},
+		{"connect", nr("connect"), []uint64{3}, eperm, eperm},
+		{"mount", nr("mount"), nil, eperm, eperm},
+		{"ptrace", nr("ptrace"), nil, eperm, eperm},
+		{"memfd_create", nr("memfd_create"), nil, eperm, eperm},
+		{"execveat", nr("execveat"), nil, eperm, eperm},
+		{"chmod by path", nr("fchmodat"), nil, eperm, eperm},
+		{"setxattr by path", nr("setxattr"), nil, eperm, eperm},
+		{"getxattr by path", nr("getxattr"), nil, allow, allow},
+		{"listxattr by path", nr("llistxattr"), nil, allow, allow},
+		{"execve", nr("execve"), nil, allow, allow},
+		{"io_uring_setup", nr("io_uring_setup"), nil, eperm, eperm},
+	}
+	for _, c := range cases {
+		if got := run(t, runner, native, c.nr, c.args...); got != c.runner {
+			t.Errorf("runner: %s answers %#x, want %#x", c.what, got, c.runner)
+		}
+		if got := run(t, command, native, c.nr, c.args...); got != c.command {
+			t.Errorf("command: %s answers %#x, want %#x", c.what, got, c.command)
+		}
+	}
+	if n := CommandSeccompDenied(); n < 100 {
+		t.Errorf("CommandSeccompDenied() = %d", n)
+	}
+}

@@ -1,0 +1,160 @@
+package command
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/sandbox"
+	"github.com/fsmcp/fsmcp/worker"
+	"google.golang.org/grpc"
+)
+
+// Main runs the command runner with the arguments that follow
+// sandbox.ExecSubcommand and returns the exit code.
+func Main(args []string) int {
+	if err := run(args); err != nil {
+		fmt.Fprintf(os.Stderr, "fsmcp exec: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func run(args []string) error {
+	cfg, err := sandbox.ParseExecConfig(args)
+	if err != nil {
+		return err
+	}
+	// Start-up order: socket, programs, namespace, Landlock, seccomp,
+	// serve. Both confinements come before the first RPC is read.
+	conn, err := worker.SocketConn(cfg.SockFD)
+	if err != nil {
+		return err
+	}
+	svc := &Service{writable: cfg.Writable, maxTimeout: time.Duration(cfg.MaxTimeoutS) * time.Second,
+		rg: cfg.RG, vcs: map[string]*program{}}
+	var execFiles []string
+	for _, p := range cfg.Programs {
+		prog, err := newProgram(p)
+		if err != nil {
+			return err
+		}
+		svc.programs = append(svc.programs, prog)
+		execFiles = append(execFiles, prog.files...)
+	}
+	for _, v := range cfg.VCS {
+		backend, path, ok := strings.Cut(v, "=")
+		if !ok {
+			return fmt.Errorf("--vcs=%s: want BACKEND=PATH", v)
+		}
+		prog, err := newProgram(path)
+		if err != nil {
+			return err
+		}
+		if prog.version, err = version(path); err != nil {
+			return err
+		}
+		svc.vcs[backend] = prog
+		svc.vcsNames = append(svc.vcsNames, backend+" "+prog.version)
+		execFiles = append(execFiles, prog.files...)
+	}
+	rgFiles, err := sandbox.ExecDeps(cfg.RG)
+	if err != nil {
+		return fmt.Errorf("resolve rg's libraries: %w", err)
+	}
+	execFiles = append(execFiles, rgFiles...)
+	for _, d := range cfg.ReadDirs {
+		if !filepath.IsAbs(d) {
+			return fmt.Errorf("--exec-read %s: not an absolute path", d)
+		}
+	}
+	svc.readDirs = cfg.ReadDirs
+	for _, p := range svc.programs {
+		svc.execFiles = append(svc.execFiles, p.files...)
+	}
+	svc.execFiles = unique(svc.execFiles)
+	layout, err := sandbox.EnterExecNamespace(cfg.Root, cfg.Writable)
+	if err != nil {
+		return err
+	}
+	svc.layout = layout
+	st, err := layout.ConfineRunner(cfg.Writable, unique(execFiles), cfg.ReadDirs)
+	switch {
+	case errors.Is(err, sandbox.ErrNoLandlock) && cfg.AllowNoLandlock:
+		fmt.Fprintln(os.Stderr, "fsmcp exec: WARNING: no Landlock: commands are confined by namespaces and seccomp only")
+	case err != nil:
+		return err
+	default:
+		fmt.Fprintf(os.Stderr, "fsmcp exec: landlock ABI %d (kernel %d), rules: %s\n",
+			st.ABI, st.KernelABI, strings.Join(st.Rules, "; "))
+	}
+	// Looked at before seccomp refuses the netlink socket it takes.
+	svc.noNetwork = noNetwork()
+	sc, err := sandbox.FilterRunner()
+	switch {
+	case errors.Is(err, sandbox.ErrNoSeccomp) && cfg.AllowNoLandlock:
+		fmt.Fprintf(os.Stderr, "fsmcp exec: WARNING: %v\n", err)
+	case err != nil:
+		return err
+	default:
+		fmt.Fprintf(os.Stderr, "fsmcp exec: seccomp filter: %d system calls refused\n", sc.Denied)
+	}
+	if svc.root, err = os.OpenRoot(sandbox.ExecRoot); err != nil {
+		return fmt.Errorf("open root: %w", err)
+	}
+	svc.confinement = svc.describe(st, sc, layout)
+	return worker.ServeConn(conn, func(srv *grpc.Server) { fsmcpv1.RegisterExecServiceServer(srv, svc) }, nil)
+}
+
+// noNetwork reports whether no network interface is up: the runner's own
+// network namespace has only a loopback, down.
+func noNetwork() bool {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return false
+	}
+	for _, i := range ifs {
+		if i.Flags&net.FlagUp != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// program is one granted program and what running it needs.
+type program struct {
+	path    string
+	base    string
+	files   []string
+	version string
+}
+
+func newProgram(path string) (*program, error) {
+	if !filepath.IsAbs(path) {
+		return nil, fmt.Errorf("%s: not an absolute path", path)
+	}
+	files, err := sandbox.ExecDeps(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &program{path: path, base: filepath.Base(path), files: files}, nil
+}
+
+// version is the first line of PROG --version, run before confinement,
+// in /, with no environment.
+func version(path string) (string, error) {
+	cmd := exec.Command(path, "--version")
+	cmd.Dir, cmd.Env = "/", []string{}
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("run %s --version: %w", path, err)
+	}
+	first, _, _ := strings.Cut(string(out), "\n")
+	return strings.TrimSpace(first), nil
+}

@@ -1,0 +1,326 @@
+package command
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/sandbox"
+	"github.com/fsmcp/fsmcp/worker"
+	"golang.org/x/sys/unix"
+)
+
+// Service implements fsmcpv1.ExecServiceServer.
+type Service struct {
+	fsmcpv1.UnimplementedExecServiceServer
+	root     *os.Root
+	layout   *sandbox.ExecLayout
+	programs []*program
+	// execFiles are what every fs_exec command may execute: the granted
+	// programs and their libraries, so a granted shell runs the others.
+	execFiles  []string
+	vcs        map[string]*program
+	vcsNames   []string
+	readDirs   []string
+	writable   bool
+	maxTimeout time.Duration
+	rg         string
+	// noNetwork: the runner found no interface up in its namespace.
+	noNetwork   bool
+	confinement *fsmcpv1.ExecConfinement
+}
+
+var _ fsmcpv1.ExecServiceServer = (*Service)(nil)
+
+// The bounds of one command.
+const (
+	// MaxBytes bounds each stream a reply returns.
+	MaxBytes = 1 << 20
+	// captureBytes bounds each stream the runner keeps before a grep
+	// filters it; the rest is read and dropped, so the command never
+	// blocks on a full pipe.
+	captureBytes = 1 << 20
+)
+
+// limits are every command's resource limits.
+var limits = sandbox.Limits{
+	Procs:       256,
+	FileBytes:   1 << 30,
+	CPUSeconds:  600,
+	MemoryBytes: 4 << 30,
+	Files:       1024,
+}
+
+// baseEnv is every command's environment, besides HOME and TMPDIR (its
+// scratch directory). Nothing of the server's own environment is passed.
+var baseEnv = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"}
+
+func (s *Service) describe(st sandbox.Status, sc sandbox.Seccomp, l *sandbox.ExecLayout) *fsmcpv1.ExecConfinement {
+	c := &fsmcpv1.ExecConfinement{
+		LandlockAbi:   int32(st.ABI),
+		ReadDirs:      s.readDirs,
+		Writable:      s.writable,
+		Seccomp:       sc.Mode,
+		Namespaces:    []string{"user", "mount", "network", "ipc", "pid"},
+		MaxTimeoutS:   int64(s.maxTimeout / time.Second),
+		Rlimits:       limits.Strings(),
+		Vcs:           s.vcsNames,
+		NoexecMounts:  l.NoExec,
+		NetworkDenied: s.noNetwork,
+		Env:           append(append([]string{}, baseEnv...), "HOME=<scratch>", "TMPDIR=<scratch>"),
+	}
+	if sc.Mode == "filter" {
+		c.SeccompDeniedSyscalls = int32(sandbox.CommandSeccompDenied())
+	}
+	var files []string
+	for _, p := range s.programs {
+		c.Programs = append(c.Programs, p.path)
+		files = append(files, p.files...)
+	}
+	c.ExecFiles = unique(files)
+	return c
+}
+
+// Hello implements fsmcpv1.ExecServiceServer.
+func (s *Service) Hello(ctx context.Context, req *fsmcpv1.ExecServiceHelloRequest) (*fsmcpv1.ExecServiceHelloResponse, error) {
+	if req.GetVersion() != fsmcpv1.ProtocolVersion_PROTOCOL_VERSION_1 {
+		return nil, errorf(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "protocol version %v, want %v",
+			req.GetVersion(), fsmcpv1.ProtocolVersion_PROTOCOL_VERSION_1)
+	}
+	return &fsmcpv1.ExecServiceHelloResponse{Version: fsmcpv1.ProtocolVersion_PROTOCOL_VERSION_1, Confinement: s.confinement}, nil
+}
+
+// unique returns v sorted, without repeats.
+func unique(v []string) []string {
+	v = slices.Clone(v)
+	slices.Sort(v)
+	return slices.Compact(v)
+}
+
+func errorf(code fsmcpv1.ErrorCode, format string, args ...any) *worker.Error {
+	return &worker.Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// lookup finds the granted program argv0 names, by its path or base name.
+func (s *Service) lookup(argv0 string) *program {
+	for _, p := range s.programs {
+		if argv0 == p.path || argv0 == p.base {
+			return p
+		}
+	}
+	return nil
+}
+
+// Exec implements fsmcpv1.ExecServiceServer.
+func (s *Service) Exec(ctx context.Context, req *fsmcpv1.ExecRequest) (*fsmcpv1.ExecResponse, error) {
+	argv := req.GetArgv()
+	if len(argv) == 0 {
+		return nil, errorf(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "argv is empty")
+	}
+	for _, a := range argv {
+		if strings.IndexByte(a, 0) >= 0 {
+			return nil, errorf(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "argv contains a NUL byte")
+		}
+	}
+	prog := s.lookup(argv[0])
+	if prog == nil {
+		return nil, errorf(fsmcpv1.ErrorCode_ERROR_CODE_PERMISSION_DENIED,
+			"argv[0] %q is not a program this server may run", clip(argv[0]))
+	}
+	timeout, maxBytes, err := s.bounds(req.GetTimeoutMs(), req.GetMaxBytes())
+	if err != nil {
+		return nil, err
+	}
+	capture := maxBytes
+	if req.GetHasGrep() {
+		if err := s.checkGrep(ctx, req.GetGrep()); err != nil {
+			return nil, err
+		}
+		capture = captureBytes
+	}
+	res, err := s.run(ctx, runSpec{prog: prog, argv: argv, cwd: req.GetCwd(), stdin: req.GetStdin(),
+		writable: s.writable, files: s.execFiles, timeout: timeout, capture: capture})
+	if err != nil {
+		return nil, err
+	}
+	if req.GetHasGrep() {
+		out, err := s.grep(ctx, req.GetGrep(), res.Stdout)
+		if err != nil {
+			return nil, err
+		}
+		res.Stdout = out
+	}
+	if int64(len(res.Stdout)) > maxBytes {
+		res.Stdout, res.StdoutTruncated = res.Stdout[:maxBytes], true
+	}
+	return &fsmcpv1.ExecResponse{Result: res}, nil
+}
+
+// bounds checks a call's timeout and output bound against the runner's.
+func (s *Service) bounds(timeoutMS, maxBytes int64) (time.Duration, int64, error) {
+	timeout := time.Duration(timeoutMS) * time.Millisecond
+	if timeout <= 0 || timeout > s.maxTimeout {
+		return 0, 0, errorf(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "the timeout must be positive and at most %v", s.maxTimeout)
+	}
+	if maxBytes <= 0 || maxBytes > MaxBytes {
+		return 0, 0, errorf(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "max_bytes must be between 1 and %d", MaxBytes)
+	}
+	return timeout, maxBytes, nil
+}
+
+func clip(s string) string {
+	if len(s) > 256 {
+		return s[:256] + "..."
+	}
+	return s
+}
+
+// runSpec is one command to run.
+type runSpec struct {
+	prog     *program
+	argv     []string
+	env      []string
+	cwd      []byte
+	stdin    []byte
+	writable bool
+	// files are granted read and execute.
+	files   []string
+	timeout time.Duration
+	// capture bounds each stream kept.
+	capture int64
+}
+
+// run runs spec confined and collects its bounded output. A command that
+// exits non-zero, is killed or times out is a result, not an error.
+func (s *Service) run(ctx context.Context, spec runSpec) (*fsmcpv1.CommandResult, error) {
+	dir, err := worker.OpenDir(s.root, spec.cwd)
+	if err != nil {
+		return nil, err
+	}
+	defer dir.Close()
+	scratch, err := s.layout.NewScratch()
+	if err != nil {
+		return nil, errorf(fsmcpv1.ErrorCode_ERROR_CODE_UNAVAILABLE, "create scratch directory: %v", err)
+	}
+	defer os.RemoveAll(scratch)
+	env := append(append(append([]string{}, baseEnv...), "HOME="+scratch, "TMPDIR="+scratch), spec.env...)
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, errorf(fsmcpv1.ErrorCode_ERROR_CODE_UNAVAILABLE, "pipe: %v", err)
+	}
+	defer outR.Close()
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outW.Close()
+		return nil, errorf(fsmcpv1.ErrorCode_ERROR_CODE_UNAVAILABLE, "pipe: %v", err)
+	}
+	defer errR.Close()
+	start := time.Now()
+	p, err := s.layout.Start(&sandbox.Command{
+		Path: spec.prog.path, Args: spec.argv, Env: env, Dir: dir,
+		Stdin: bytes.NewReader(spec.stdin), Stdout: outW, Stderr: errW,
+		Writable: spec.writable, ExecFiles: spec.files, ReadDirs: s.readDirs,
+		Scratch: scratch, Limits: limits,
+	})
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		return nil, errorf(fsmcpv1.ErrorCode_ERROR_CODE_UNAVAILABLE, "%v", err)
+	}
+	stdout := make(chan captured, 1)
+	stderr := make(chan captured, 1)
+	go func() { stdout <- capture(outR, spec.capture) }()
+	go func() { stderr <- capture(errR, spec.capture) }()
+	timer := time.NewTimer(spec.timeout)
+	defer timer.Stop()
+	timedOut, cancelled := false, false
+	select {
+	case <-p.Done():
+	case <-timer.C:
+		timedOut = true
+		p.Kill()
+	case <-ctx.Done():
+		cancelled = true
+		p.Kill()
+	}
+	ws, werr := p.Wait()
+	// The namespace is gone with its first process, so both pipes are at
+	// their end.
+	o, e := <-stdout, <-stderr
+	if cancelled {
+		return nil, errorf(fsmcpv1.ErrorCode_ERROR_CODE_CANCELLED, "the call was cancelled; the command was killed")
+	}
+	if werr != nil {
+		return nil, errorf(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "wait: %v", werr)
+	}
+	res := &fsmcpv1.CommandResult{
+		TimedOut:        timedOut,
+		DurationMs:      time.Since(start).Milliseconds(),
+		Stdout:          o.data,
+		StdoutTruncated: o.dropped,
+		Stderr:          e.data,
+		StderrTruncated: e.dropped,
+	}
+	switch {
+	case ws.Exited():
+		res.Exited, res.Exit = true, int32(ws.ExitStatus())
+	case ws.Signaled():
+		res.Signal = unix.SignalName(ws.Signal())
+	}
+	return res, nil
+}
+
+// captured is what was kept of one stream and whether bytes were dropped.
+type captured struct {
+	data    []byte
+	dropped bool
+}
+
+// capture keeps the first limit bytes of r and reads the rest to its end.
+func capture(r io.Reader, limit int64) captured {
+	var buf bytes.Buffer
+	_, _ = io.Copy(&buf, io.LimitReader(r, limit))
+	n, _ := io.Copy(io.Discard, r)
+	return captured{data: buf.Bytes(), dropped: n > 0}
+}
+
+// grepArgs run rg over standard input: every byte is text (a NUL does not
+// end the search), no configuration file, no colour, no line numbers.
+func grepArgs(pattern string) []string {
+	return []string{"--no-config", "--color=never", "--no-line-number", "--no-filename", "--text", "--regexp", pattern, "-"}
+}
+
+// checkGrep runs rg on empty input: a pattern it cannot parse is refused
+// before the command runs.
+func (s *Service) checkGrep(ctx context.Context, pattern string) error {
+	_, err := s.grep(ctx, pattern, nil)
+	return err
+}
+
+// grep keeps the lines of data that match pattern, through rg.
+func (s *Service) grep(ctx context.Context, pattern string, data []byte) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, s.rg, grepArgs(pattern)...)
+	cmd.Dir, cmd.Env = "/", []string{}
+	cmd.Stdin = bytes.NewReader(data)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() == 1 {
+		return nil, nil // no line matched
+	}
+	if err != nil {
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Exited() && ws.ExitStatus() == 2 {
+			return nil, errorf(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "grep: %s", clip(strings.TrimSpace(errOut.String())))
+		}
+		return nil, errorf(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "grep: %v", err)
+	}
+	return out.Bytes(), nil
+}
