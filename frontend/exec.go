@@ -122,6 +122,7 @@ func (s *server) execTools() []*tool {
 		t.ownDeadline = true
 		ts = append(ts, t)
 	}
+	ts = append(ts, s.vcsTools()...)
 	return ts
 }
 
@@ -194,13 +195,19 @@ func (s *server) exec(ctx context.Context, in *execIn, _ *mcp.CallToolRequest) (
 		return nil, err
 	}
 	doc := newObj().bool("ok", true)
-	s.commandResult(doc, resp.GetResult(), true)
+	commandResult(doc, resp.GetResult(), true, int(s.cfg.MaxResponseBytes)-doc.size()-commandFields)
 	return doc, nil
 }
 
-// commandResult writes how a command ended and, with streams, its stdout
-// and stderr, each fitted into half of what the reply has left.
-func (s *server) commandResult(doc *obj, r *fsmcpv1.CommandResult, withStdout bool) {
+// commandFields bounds what a command's reply holds besides its streams'
+// content: exit, signal, timed_out, duration_ms, and each stream's key,
+// encoding and truncated flag.
+const commandFields = 320
+
+// commandResult writes how a command ended and its streams (stderr, and
+// stdout when withStdout), which share avail bytes of encoded content
+// equally.
+func commandResult(doc *obj, r *fsmcpv1.CommandResult, withStdout bool, avail int) {
 	if r.GetExited() {
 		doc.int("exit", int64(r.GetExit()))
 	} else {
@@ -212,9 +219,6 @@ func (s *server) commandResult(doc *obj, r *fsmcpv1.CommandResult, withStdout bo
 		doc.rawValue("signal", []byte("null"))
 	}
 	doc.bool("timed_out", r.GetTimedOut()).int("duration_ms", r.GetDurationMs())
-	// Room for both streams' keys, encodings and flags.
-	const tail = len(`,"stdout":"","stdout_encoding":"base64","stdout_truncated":false`) * 2
-	avail := int(s.cfg.MaxResponseBytes) - doc.size() - tail
 	if withStdout {
 		avail /= 2
 		writeStream(doc, "stdout", r.GetStdout(), r.GetStdoutTruncated(), avail)

@@ -30,9 +30,9 @@ type ExecOptions struct {
 // enabled reports whether a command runner is needed.
 func (o *ExecOptions) enabled() bool { return len(o.Programs) > 0 || len(o.VCS) > 0 }
 
-// vcsBackends are the version-control systems fsmcp knows, each with its
-// program.
-var vcsBackends = map[string]string{"git": "git", "hg": "hg", "svn": "svn"}
+// vcsBackends are the version-control systems fsmcp serves, each with its
+// program. hg and svn are not among them: see DESIGN.
+var vcsBackends = map[string]string{"git": "git"}
 
 func execFlags(fs *flag.FlagSet, o *ExecOptions) {
 	fs.Func("exec", "a program fs_exec may run (absolute path); repeatable; fs_exec is absent without it", func(v string) error {
@@ -45,6 +45,13 @@ func execFlags(fs *flag.FlagSet, o *ExecOptions) {
 	})
 	fs.BoolVar(&o.Writable, "exec-writable", false, "let fs_exec commands write beneath the root")
 	fs.Int64Var(&o.MaxTimeoutS, "exec-max-timeout", 300, "the largest timeout_s an fs_exec call may ask for, in seconds")
+	fs.Func("vcs", "register fs_vcs_status and fs_vcs_diff for this backend (git); repeatable", func(v string) error {
+		if _, ok := vcsBackends[v]; !ok {
+			return fmt.Errorf("want git")
+		}
+		o.VCS = append(o.VCS, v)
+		return nil
+	})
 }
 
 // check validates the command flags against the resolved root. Commands

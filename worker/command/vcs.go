@@ -1,0 +1,272 @@
+package command
+
+import (
+	"bytes"
+	"context"
+	"strconv"
+	"strings"
+	"time"
+
+	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/worker"
+)
+
+// Version control runs the backend's own program under the fs_exec
+// confinement with the root read-only and nothing executable but that
+// program (and its libraries): whatever a repository's configuration names
+// (a hook, core.fsmonitor, a clean, smudge or textconv filter, an external
+// diff, a pager, a credential helper, gpg.program, core.sshCommand), the
+// kernel refuses to run it. The configuration below neutralises the same
+// keys first, so that git does not even try and fail noisily.
+
+// gitConfig is set for every git command through GIT_CONFIG_COUNT, which
+// outranks every configuration file and, unlike -c, keeps a key apart
+// from its value, so a driver name containing "=" is still addressed.
+var gitConfig = [][2]string{
+	{"core.fsmonitor", "false"},
+	{"core.untrackedCache", "false"},
+	{"core.hooksPath", "/dev/null"},
+	{"core.pager", "cat"},
+	{"core.sshCommand", ""},
+	{"core.askPass", ""},
+	{"core.editor", ""},
+	{"credential.helper", ""},
+	{"gpg.program", ""},
+	{"diff.external", ""},
+	{"protocol.allow", "never"},
+	{"submodule.recurse", "false"},
+	{"safe.directory", "*"},
+}
+
+// gitEnv is git's environment besides baseEnv: no system or global
+// configuration, no prompts, no optional locks (the root is read-only),
+// literal pathspecs, and no repository discovery above the root.
+var gitEnv = []string{
+	"GIT_CONFIG_NOSYSTEM=1",
+	"GIT_CONFIG_GLOBAL=/dev/null",
+	"GIT_ATTR_NOSYSTEM=1",
+	"GIT_TERMINAL_PROMPT=0",
+	"GIT_OPTIONAL_LOCKS=0",
+	"GIT_LITERAL_PATHSPECS=1",
+	"GIT_NO_REPLACE_OBJECTS=1",
+	"GIT_PAGER=cat",
+	"PAGER=cat",
+	"GIT_ASKPASS=",
+	"SSH_ASKPASS=",
+	"GIT_CEILING_DIRECTORIES=/tmp",
+}
+
+// gitFlags come before every git subcommand.
+var gitFlags = []string{"--no-pager", "--no-optional-locks", "--literal-pathspecs"}
+
+// configEnv renders config as GIT_CONFIG_COUNT, GIT_CONFIG_KEY_n and
+// GIT_CONFIG_VALUE_n.
+func configEnv(config [][2]string) []string {
+	env := []string{"GIT_CONFIG_COUNT=" + strconv.Itoa(len(config))}
+	for i, kv := range config {
+		n := strconv.Itoa(i)
+		env = append(env, "GIT_CONFIG_KEY_"+n+"="+kv[0], "GIT_CONFIG_VALUE_"+n+"="+kv[1])
+	}
+	return env
+}
+
+// vcsCall is what every version-control call shares.
+type vcsCall struct {
+	prog     *program
+	path     []byte
+	files    []string
+	timeout  int64
+	maxBytes int64
+}
+
+func (s *Service) vcsCall(backend string, path []byte, files [][]byte, timeoutMS, maxBytes int64) (*vcsCall, error) {
+	prog := s.vcs[backend]
+	if prog == nil {
+		return nil, errorf(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "backend %q is not enabled (--vcs)", clip(backend))
+	}
+	c := &vcsCall{prog: prog, path: path, timeout: timeoutMS, maxBytes: maxBytes}
+	for _, f := range files {
+		name, err := literalFile(f)
+		if err != nil {
+			return nil, err
+		}
+		c.files = append(c.files, name)
+	}
+	return c, nil
+}
+
+// literalFile checks one of a call's files: relative, with no ".." and no
+// NUL. git resolves it against the working directory, as a literal
+// pathspec (never magic, never an option: it follows "--"), inside the
+// kernel confinement.
+func literalFile(f []byte) (string, error) {
+	bad := len(f) == 0 || f[0] == '/' || bytes.IndexByte(f, 0) >= 0
+	for _, c := range bytes.Split(f, []byte("/")) {
+		if string(c) == ".." {
+			bad = true
+		}
+	}
+	if bad {
+		return "", &worker.Error{Code: fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, Path: string(f),
+			Message: "a file must be a relative path without .. or NUL"}
+	}
+	return string(f), nil
+}
+
+// git runs one git subcommand with the hardening, read-only.
+func (s *Service) git(ctx context.Context, c *vcsCall, capture int64, args ...string) (*fsmcpv1.CommandResult, error) {
+	timeout, _, err := s.bounds(c.timeout, max(c.maxBytes, 1))
+	if err != nil {
+		return nil, err
+	}
+	config := append([][2]string{}, gitConfig...)
+	drivers, err := s.filterDrivers(ctx, c, timeout)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range drivers {
+		for _, k := range []string{"clean", "smudge", "process"} {
+			config = append(config, [2]string{"filter." + d + "." + k, ""})
+		}
+		config = append(config, [2]string{"filter." + d + ".required", "false"})
+	}
+	argv := append([]string{"git"}, gitFlags...)
+	argv = append(argv, args...)
+	argv = append(argv, "--")
+	argv = append(argv, c.files...)
+	return s.run(ctx, runSpec{prog: c.prog, argv: argv, env: append(gitEnv, configEnv(config)...), cwd: c.path,
+		files: c.prog.files, timeout: timeout, capture: capture})
+}
+
+// filterDrivers lists the filter drivers the repository's configuration
+// defines (filter.NAME.*), read by git itself in the same confinement, so
+// that each can be switched off by name.
+func (s *Service) filterDrivers(ctx context.Context, c *vcsCall, timeout time.Duration) ([]string, error) {
+	argv := append([]string{"git"}, gitFlags...)
+	argv = append(argv, "config", "-z", "--name-only", "--get-regexp", `^filter\.`)
+	res, err := s.run(ctx, runSpec{prog: c.prog, argv: argv, env: append(gitEnv, configEnv(gitConfig)...), cwd: c.path,
+		files: c.prog.files, timeout: timeout, capture: captureBytes})
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case res.GetExited() && res.GetExit() == 1:
+		return nil, nil // none, or not a repository: the real command says which
+	case !res.GetExited() || res.GetExit() != 0 || res.GetStdoutTruncated():
+		return nil, errorf(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "git config: %s", clip(string(res.GetStderr())))
+	}
+	seen := map[string]bool{}
+	var drivers []string
+	for _, key := range strings.Split(strings.TrimSuffix(string(res.GetStdout()), "\x00"), "\x00") {
+		rest, ok := strings.CutPrefix(key, "filter.")
+		if i := strings.LastIndexByte(rest, '.'); ok && i > 0 && !seen[rest[:i]] {
+			seen[rest[:i]] = true
+			drivers = append(drivers, rest[:i])
+		}
+	}
+	return drivers, nil
+}
+
+// VcsStatus implements fsmcpv1.ExecServiceServer.
+func (s *Service) VcsStatus(ctx context.Context, req *fsmcpv1.VcsStatusRequest) (*fsmcpv1.VcsStatusResponse, error) {
+	c, err := s.vcsCall(req.GetBackend(), req.GetPath(), req.GetFiles(), req.GetTimeoutMs(), req.GetMaxBytes())
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.git(ctx, c, captureBytes, "status", "--porcelain=v2", "-z", "--branch", "--ignore-submodules=all")
+	if err != nil {
+		return nil, err
+	}
+	resp := &fsmcpv1.VcsStatusResponse{Result: res}
+	parsePorcelain(resp, res.GetStdout(), res.GetStdoutTruncated())
+	res.Stdout = nil
+	return resp, nil
+}
+
+// VcsDiff implements fsmcpv1.ExecServiceServer.
+func (s *Service) VcsDiff(ctx context.Context, req *fsmcpv1.VcsDiffRequest) (*fsmcpv1.VcsDiffResponse, error) {
+	c, err := s.vcsCall(req.GetBackend(), req.GetPath(), req.GetFiles(), req.GetTimeoutMs(), req.GetMaxBytes())
+	if err != nil {
+		return nil, err
+	}
+	if c.maxBytes <= 0 || c.maxBytes > MaxBytes {
+		return nil, errorf(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "max_bytes must be between 1 and %d", MaxBytes)
+	}
+	args := []string{"diff", "--no-ext-diff", "--no-textconv", "--no-color", "--ignore-submodules=all"}
+	if req.GetStaged() {
+		args = append(args, "--cached")
+	}
+	res, err := s.git(ctx, c, c.maxBytes, args...)
+	if err != nil {
+		return nil, err
+	}
+	return &fsmcpv1.VcsDiffResponse{Result: res}, nil
+}
+
+// parsePorcelain reads git status --porcelain=v2 -z --branch into resp.
+// When the output was cut, the last record may be partial: it is dropped
+// and entries_truncated set.
+func parsePorcelain(resp *fsmcpv1.VcsStatusResponse, out []byte, cut bool) {
+	recs := bytes.Split(out, []byte{0})
+	if len(recs) > 0 && len(recs[len(recs)-1]) == 0 {
+		recs = recs[:len(recs)-1]
+	} else if cut && len(recs) > 0 {
+		recs = recs[:len(recs)-1]
+	}
+	resp.EntriesTruncated = cut
+	for i := 0; i < len(recs); i++ {
+		r := recs[i]
+		if len(r) < 2 {
+			continue
+		}
+		switch r[0] {
+		case '#':
+			header(resp, string(r[2:]))
+		case '1':
+			if f := bytes.SplitN(r, []byte(" "), 9); len(f) == 9 {
+				resp.Entries = append(resp.Entries, &fsmcpv1.VcsEntry{Kind: "changed", Xy: string(f[1]), Submodule: string(f[2]), Path: f[8]})
+			}
+		case '2':
+			f := bytes.SplitN(r, []byte(" "), 10)
+			if len(f) != 10 || i+1 >= len(recs) {
+				resp.EntriesTruncated = true
+				continue
+			}
+			kind := "renamed"
+			if len(f[8]) > 0 && f[8][0] == 'C' {
+				kind = "copied"
+			}
+			i++
+			resp.Entries = append(resp.Entries, &fsmcpv1.VcsEntry{Kind: kind, Xy: string(f[1]), Submodule: string(f[2]),
+				Score: string(f[8]), Path: f[9], OrigPath: recs[i]})
+		case 'u':
+			if f := bytes.SplitN(r, []byte(" "), 11); len(f) == 11 {
+				resp.Entries = append(resp.Entries, &fsmcpv1.VcsEntry{Kind: "unmerged", Xy: string(f[1]), Submodule: string(f[2]), Path: f[10]})
+			}
+		case '?':
+			resp.Entries = append(resp.Entries, &fsmcpv1.VcsEntry{Kind: "untracked", Path: r[2:]})
+		case '!':
+			resp.Entries = append(resp.Entries, &fsmcpv1.VcsEntry{Kind: "ignored", Path: r[2:]})
+		}
+	}
+}
+
+// header reads one "# branch.*" line.
+func header(resp *fsmcpv1.VcsStatusResponse, h string) {
+	key, val, _ := strings.Cut(h, " ")
+	switch key {
+	case "branch.oid":
+		resp.BranchOid = val
+	case "branch.head":
+		resp.BranchHead = val
+	case "branch.upstream":
+		resp.BranchUpstream = val
+	case "branch.ab":
+		a, b, ok := strings.Cut(val, " ")
+		ahead, err1 := strconv.ParseInt(strings.TrimPrefix(a, "+"), 10, 64)
+		behind, err2 := strconv.ParseInt(strings.TrimPrefix(b, "-"), 10, 64)
+		if ok && err1 == nil && err2 == nil {
+			resp.Ahead, resp.Behind, resp.HasAheadBehind = ahead, behind, true
+		}
+	}
+}
