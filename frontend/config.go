@@ -137,7 +137,7 @@ func parseFlags(args []string, stderr io.Writer) (*Config, *flag.FlagSet, error)
 // checkTools validates the flags that decide which tools are served and
 // how; --tool-help needs no more than these.
 func (c *Config) checkTools() error {
-	_, err := askedTools(c.Ask, c.ToolsPrefix, allTools())
+	_, err := askedTools(c.Ask, c.ToolsPrefix, append(allTools(), commandTools(c)...))
 	return err
 }
 

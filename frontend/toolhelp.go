@@ -14,7 +14,7 @@ import (
 // serve and each one's parameters, from the same definitions and schemas
 // tools/list shows. It starts no worker and needs no client.
 func writeToolHelp(w io.Writer, cfg *Config) {
-	tools := allTools()
+	tools := append(allTools(), commandTools(cfg)...)
 	asked, _ := askedTools(cfg.Ask, cfg.ToolsPrefix, tools)
 	served := cfg.registered(tools)
 	fmt.Fprintf(w, "fsmcp %s: %d tools for this command line\n", Version, len(served))

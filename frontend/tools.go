@@ -400,7 +400,7 @@ func (s *server) build() *mcp.Server {
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
 	})
 	srv.AddReceivingMiddleware(undeclaredMethods)
-	tools := append(allTools(), s.execTools()...)
+	tools := append(allTools(), commandTools(s.cfg)...)
 	if asked, err := askedTools(s.cfg.Ask, s.cfg.ToolsPrefix, tools); err != nil {
 		panic("BUG(fsmcp): --ask passed check but not build: " + err.Error())
 	} else if asked != nil {

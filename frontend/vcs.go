@@ -21,18 +21,18 @@ type vcsDiffIn struct {
 	MaxBytes *int64 `json:"max_bytes,omitempty" jsonschema:"the most bytes of the diff returned; default 65536, at most 1048576"`
 }
 
-func (s *server) vcsTools() []*tool {
-	if len(s.cfg.Exec.VCS) == 0 {
+func vcsTools(cfg *Config) []*tool {
+	if len(cfg.Exec.VCS) == 0 {
 		return nil
 	}
 	return []*tool{
 		defineTool("fs_vcs_status", "The working copy's status (git status --porcelain=v2, parsed): the branch and one entry "+
 			"per changed, renamed, unmerged, untracked path. Runs read-only in the command confinement; the repository's own "+
 			"configuration (hooks, fsmonitor, filters, pagers) runs nothing.",
-			true, false, true, (*server).vcsStatus),
+			true, false, true, (*server).vcsStatus).titled("Version-control status"),
 		defineTool("fs_vcs_diff", "The working copy's unstaged diff (or, with staged, the index's), as text or base64, "+
 			"bounded by max_bytes. Runs read-only in the command confinement; external diffs and textconv filters never run.",
-			true, false, true, (*server).vcsDiff),
+			true, false, true, (*server).vcsDiff).titled("Version-control diff"),
 	}
 }
 
