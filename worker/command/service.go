@@ -61,7 +61,7 @@ var limits = sandbox.Limits{
 
 // baseEnv is every command's environment, besides HOME and TMPDIR (its
 // scratch directory). Nothing of the server's own environment is passed.
-var baseEnv = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"}
+var baseEnv = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
 
 func (s *Service) describe(st sandbox.Status, sc sandbox.Seccomp, l *sandbox.ExecLayout) *fsmcpv1.ExecConfinement {
 	c := &fsmcpv1.ExecConfinement{
