@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/elastic/go-seccomp-bpf/arch"
@@ -60,7 +61,8 @@ type ExecLayout struct {
 	SelfFiles []string
 	// NoExec is true when the root and scratch are mounted noexec.
 	NoExec bool
-	next   uint64
+	// next numbers scratch directories; calls run concurrently.
+	next atomic.Uint64
 }
 
 // EnterExecNamespace prepares the runner's mount namespace: every mount
@@ -293,8 +295,7 @@ type Process struct {
 // NewScratch creates a fresh private directory for one command.
 func (l *ExecLayout) NewScratch() (string, error) {
 	for {
-		l.next++
-		dir := filepath.Join(execScratchBase, strconv.FormatUint(l.next, 10))
+		dir := filepath.Join(execScratchBase, strconv.FormatUint(l.next.Add(1), 10))
 		err := os.Mkdir(dir, 0o700)
 		if errors.Is(err, os.ErrExist) {
 			continue

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // The programs the command tests grant, all outside the root and /tmp.
@@ -589,5 +592,46 @@ func TestExecAudit(t *testing.T) {
 	}
 	if out := s.stderr.String(); strings.Contains(out, "secret-output") || strings.Contains(out, "secret-stdin") {
 		t.Error("the audit log holds a command's output or stdin")
+	}
+}
+
+// Concurrent calls each get their own scratch directory and namespace.
+func TestExecConcurrentCalls(t *testing.T) {
+	s := start(t, t.TempDir(), execShTest...)
+	const n = 6
+	homes := make(chan string, n)
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			res, err := s.session.CallTool(ctx, &mcp.CallToolParams{Name: "fs_exec",
+				Arguments: map[string]any{"argv": []string{"sh", "-c", `echo "$HOME $$"; sleep 0.3`}}})
+			if err != nil || res.IsError {
+				errs <- fmt.Errorf("call: %v %v", err, res)
+				return
+			}
+			var doc struct{ Stdout string }
+			if err := json.Unmarshal([]byte(res.Content[0].(*mcp.TextContent).Text), &doc); err != nil {
+				errs <- err
+				return
+			}
+			homes <- doc.Stdout
+		}()
+	}
+	seen := map[string]bool{}
+	for range n {
+		select {
+		case err := <-errs:
+			t.Fatal(err)
+		case h := <-homes:
+			if seen[h] || !strings.HasSuffix(h, " 1\n") {
+				t.Errorf("reply %q (seen before: %v); want a scratch directory of its own, as PID 1", h, seen[h])
+			}
+			seen[h] = true
+		}
+	}
+	if strings.Contains(s.stderr.String(), "DATA RACE") {
+		t.Errorf("a race in a server process:\n%s", s.stderr.String())
 	}
 }

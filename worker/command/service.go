@@ -3,13 +3,13 @@ package command
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
@@ -313,13 +313,15 @@ func (s *Service) grep(ctx context.Context, pattern string, data []byte) ([]byte
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
-	if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() == 1 {
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee) && ee.ExitCode() == 1:
 		return nil, nil // no line matched
-	}
-	if err != nil {
-		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Exited() && ws.ExitStatus() == 2 {
-			return nil, errorf(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "grep: %s", clip(strings.TrimSpace(errOut.String())))
-		}
+	case errors.As(err, &ee) && ee.ExitCode() == 2:
+		return nil, errorf(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "grep: %s", clip(strings.TrimSpace(errOut.String())))
+	case ctx.Err() != nil:
+		return nil, errorf(fsmcpv1.ErrorCode_ERROR_CODE_CANCELLED, "grep: the call was cancelled")
+	case err != nil:
 		return nil, errorf(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "grep: %v", err)
 	}
 	return out.Bytes(), nil
