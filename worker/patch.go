@@ -162,7 +162,12 @@ func parsePatch(b []byte) ([]*patchFile, error) {
 			name = g.OldName
 		}
 		if !isGit {
-			name = strings.TrimPrefix(strings.TrimPrefix(name, "a/"), "b/")
+			// One prefix: "a/b/x" is b/x.
+			if rest, ok := strings.CutPrefix(name, "a/"); ok {
+				name = rest
+			} else {
+				name = strings.TrimPrefix(name, "b/")
+			}
 		}
 		unsup := func(what string) error {
 			return newError(fsmcpv1.ErrorCode_ERROR_CODE_UNSUPPORTED, name, "patch: %s is not applied (nothing was changed)", what)

@@ -334,18 +334,26 @@ func (g *modelGen) precondition(p string) (any, bool) {
 // next draws one operation and predicts its outcome from the model.
 func (g *modelGen) next() *modelOp {
 	switch r := g.rng.IntN(100); {
-	case r < 27:
+	case r < 20:
 		return g.write()
-	case r < 47:
+	case r < 34:
 		return g.replace()
-	case r < 61:
+	case r < 45:
 		return g.mkdir()
-	case r < 83:
+	case r < 61:
 		return g.move()
-	case r < 97:
+	case r < 72:
 		return g.del()
-	default:
+	case r < 75:
 		return g.chmod()
+	case r < 81:
+		return g.appendOp()
+	case r < 88:
+		return g.spliceOp()
+	case r < 94:
+		return g.copyOp()
+	default:
+		return g.patchOp()
 	}
 }
 

@@ -1,0 +1,258 @@
+package main
+
+import (
+	"bytes"
+	"encoding/base64"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// The model's editing steps: append, fs_splice, fs_copy and fs_patch,
+// predicted from the model as the other steps are.
+
+// setContent encodes b into args[key], as base64 when it is not text.
+func setContent(args map[string]any, key string, b []byte) {
+	if isText(b) {
+		args[key] = string(b)
+		return
+	}
+	args[key] = base64.StdEncoding.EncodeToString(b)
+	args["encoding"] = "base64"
+}
+
+// wantResult checks a success's sha256 and size against content.
+func wantResult(content []byte) func(reply) string {
+	return func(r reply) string {
+		if r.str("sha256") != sha(content) || r.num("size") != int64(len(content)) {
+			return fmt.Sprintf("want sha256 %s, size %d", sha(content), len(content))
+		}
+		return ""
+	}
+}
+
+func (g *modelGen) appendOp() *modelOp {
+	m := g.m
+	p := g.path(70, 20, isFile)
+	spelled := g.spell(p, true)
+	add := g.content(0, 6)
+	args := map[string]any{"path": spelled, "append": true}
+	setContent(args, "content", add)
+	ifSHA, malformed := g.precondition(p)
+	args["if_sha256"] = ifSHA
+	op := &modelOp{tool: "fs_write", args: args}
+	n := m[p]
+	switch {
+	case malformed:
+		op.want = "invalid_argument"
+	case m.parentCode(spelled) != "":
+		op.want = m.parentCode(spelled)
+	case n != nil && n.dir:
+		op.want = "is_a_directory"
+	case n == nil && ifSHA != nil:
+		op.want, op.check = "precondition_failed", wantCurrent("")
+	case n != nil && (ifSHA == nil || ifSHA != sha(n.content)):
+		op.want, op.check = "precondition_failed", wantCurrent(sha(n.content))
+	default:
+		var result []byte
+		if n != nil {
+			result = append(bytes.Clone(n.content), add...)
+		} else {
+			result = add
+		}
+		op.check = wantResult(result)
+		op.apply = func() {
+			if n == nil {
+				m[p] = &mnode{mode: 0o644, content: result}
+			} else {
+				n.content = result
+			}
+		}
+	}
+	return op
+}
+
+func (g *modelGen) spliceOp() *modelOp {
+	m := g.m
+	p := g.path(85, 10, isFile)
+	spelled := g.spell(p, true)
+	n := m[p]
+	size := 0
+	if n != nil && !n.dir {
+		size = len(n.content)
+	}
+	offset := g.rng.IntN(size + 2) // sometimes one past the end
+	del := g.rng.IntN(3)
+	insert := g.content(0, 4)
+	args := map[string]any{"path": spelled, "offset": offset}
+	if del > 0 || g.pct(20) {
+		args["delete"] = del
+	}
+	if len(insert) > 0 || g.pct(20) {
+		setContent(args, "insert", insert)
+	}
+	ifSHA, malformed := g.precondition(p)
+	args["if_sha256"] = ifSHA
+	op := &modelOp{tool: "fs_splice", args: args}
+	switch {
+	case malformed:
+		op.want = "invalid_argument"
+	case m.parentCode(spelled) != "":
+		op.want = m.parentCode(spelled)
+	case n != nil && n.dir:
+		op.want = "is_a_directory"
+	case n == nil && ifSHA != nil:
+		op.want, op.check = "precondition_failed", wantCurrent("")
+	case n != nil && (ifSHA == nil || ifSHA != sha(n.content)):
+		op.want, op.check = "precondition_failed", wantCurrent(sha(n.content))
+	case offset > size || del > size-offset:
+		op.want = "invalid_argument"
+	default:
+		var cur []byte
+		if n != nil {
+			cur = n.content
+		}
+		result := slices.Concat(cur[:offset], insert, cur[offset+del:])
+		op.check = wantResult(result)
+		op.apply = func() {
+			if n == nil {
+				m[p] = &mnode{mode: 0o644, content: result}
+			} else {
+				n.content = result
+			}
+		}
+	}
+	return op
+}
+
+func (g *modelGen) copyOp() *modelOp {
+	m := g.m
+	from := g.path(85, 0, anyNode)
+	to := g.freshPath()
+	switch r := g.rng.IntN(100); {
+	case r < 30:
+		to = g.path(0, 100, anyNode)
+	case r < 40:
+		to = g.path(100, 0, anyNode)
+	case r < 45:
+		to = from + "/" + g.name()
+	}
+	recursive := g.pct(60)
+	sFrom, sTo := g.spell(from, false), g.spell(to, false)
+	args := map[string]any{"from": sFrom, "to": sTo}
+	if recursive || g.pct(20) {
+		args["recursive"] = recursive
+	}
+	op := &modelOp{tool: "fs_copy", args: args}
+	src := m[from]
+	toDir := ""
+	if i := strings.LastIndexByte(to, '/'); i >= 0 {
+		toDir = to[:i]
+	}
+	switch {
+	case m.parentCode(sFrom) != "":
+		op.want = m.parentCode(sFrom)
+	case m.parentCode(sTo) != "":
+		op.want = m.parentCode(sTo)
+	case m[to] != nil:
+		op.want = "already_exists"
+	case src == nil:
+		op.want = "not_found"
+	case src.dir && !recursive:
+		op.want = "is_a_directory"
+	case src.dir && (toDir == from || strings.HasPrefix(toDir, from+"/")):
+		op.want = "invalid_argument"
+	default:
+		op.apply = func() {
+			for _, q := range m.subtree(from) {
+				c := *m[q]
+				c.content = bytes.Clone(c.content)
+				m[to+strings.TrimPrefix(q, from)] = &c
+			}
+		}
+	}
+	return op
+}
+
+// linesOf is b as diff lines with prefix, b ending in a newline.
+func linesOf(prefix string, b []byte) string {
+	var s strings.Builder
+	for _, l := range bytes.SplitAfter(b, []byte("\n")) {
+		if len(l) > 0 {
+			s.WriteString(prefix + string(l))
+		}
+	}
+	return s.String()
+}
+
+// patchOp patches one or two files: a whole-content rewrite of a text file
+// ending in a newline (whose old lines can only match at its start), a
+// created file or a deleted one, with at most one wrong precondition.
+func (g *modelGen) patchOp() *modelOp {
+	m := g.m
+	var candidates []string
+	for p, n := range m {
+		if p != "." && !n.dir && len(n.content) > 0 && n.content[len(n.content)-1] == '\n' && isText(n.content) && !bytes.Contains(n.content, []byte("\r")) {
+			candidates = append(candidates, p)
+		}
+	}
+	slices.Sort(candidates)
+	var patch strings.Builder
+	pre := map[string]any{}
+	var applies []func()
+	want := ""
+	var wrong func()
+	touched := map[string]bool{}
+	for range 1 + g.rng.IntN(2) {
+		newText := []byte(strings.ReplaceAll(string(g.content(1, 8)), "\r", "") + "\n")
+		if !isText(newText) {
+			newText = []byte("x\n")
+		}
+		if len(candidates) > 0 && g.pct(75) {
+			p := candidates[g.rng.IntN(len(candidates))]
+			if touched[p] {
+				continue
+			}
+			touched[p] = true
+			n := m[p]
+			old := n.content
+			pre[p] = sha(old)
+			if g.pct(30) {
+				fmt.Fprintf(&patch, "--- a/%s\n+++ /dev/null\n@@ -1,%d +0,0 @@\n%s", p, bytes.Count(old, []byte("\n")), linesOf("-", old))
+				applies = append(applies, func() { delete(m, p) })
+			} else {
+				fmt.Fprintf(&patch, "--- a/%s\n+++ b/%s\n@@ -1,%d +1,%d @@\n%s%s", p, p, bytes.Count(old, []byte("\n")),
+					bytes.Count(newText, []byte("\n")), linesOf("-", old), linesOf("+", newText))
+				applies = append(applies, func() { n.content = newText })
+			}
+			if wrong == nil && g.pct(10) {
+				wrong = func() { pre[p] = sha(append(bytes.Clone(old), 'z')) }
+			}
+			continue
+		}
+		p := g.freshPath()
+		if touched[p] || m[p] != nil || m.parentCode(p) != "" {
+			continue
+		}
+		touched[p] = true
+		pre[p] = nil
+		fmt.Fprintf(&patch, "--- /dev/null\n+++ b/%s\n@@ -0,0 +1,%d @@\n%s", p, bytes.Count(newText, []byte("\n")), linesOf("+", newText))
+		applies = append(applies, func() { m[p] = &mnode{mode: 0o644, content: newText} })
+	}
+	if patch.Len() == 0 {
+		return g.write()
+	}
+	if wrong != nil {
+		wrong()
+		want = "precondition_failed"
+	}
+	op := &modelOp{tool: "fs_patch", args: map[string]any{"patch": patch.String(), "if_sha256": pre}, want: want}
+	if want == "" {
+		op.apply = func() {
+			for _, a := range applies {
+				a()
+			}
+		}
+	}
+	return op
+}
