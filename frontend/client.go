@@ -84,6 +84,12 @@ func (c *workerClient) hello(ctx context.Context) (*fsmcpv1.Confinement, error) 
 }
 
 // fromRPC turns a worker call's error into a tool error.
+// toolErrorOf is the worker's error e as the client sees it.
+func toolErrorOf(e *fsmcpv1.Error) *toolError {
+	return &toolError{code: e.GetCode(), message: e.GetMessage(), path: e.GetPath(), hasPath: len(e.GetPath()) > 0,
+		currentSHA256: e.GetCurrentSha256(), count: e.GetCount(), nearest: e.GetNearest()}
+}
+
 func fromRPC(err error) *toolError {
 	var te *toolError
 	if errors.As(err, &te) {
@@ -92,8 +98,7 @@ func fromRPC(err error) *toolError {
 	st, _ := status.FromError(err)
 	for _, d := range st.Details() {
 		if e, ok := d.(*fsmcpv1.Error); ok {
-			return &toolError{code: e.GetCode(), message: e.GetMessage(), path: e.GetPath(), hasPath: len(e.GetPath()) > 0,
-				currentSHA256: e.GetCurrentSha256(), count: e.GetCount(), nearest: e.GetNearest()}
+			return toolErrorOf(e)
 		}
 	}
 	switch st.Code() {

@@ -44,6 +44,7 @@ func readTools() []*tool {
 			"Lines are numbered as fs_grep's line_number. When truncated is true, call again with next_line (or "+
 			"next_offset). The reply's sha256 is the if_sha256 for later pages and for fs_write or fs_replace.",
 			true, false, true, (*server).read).titled("Read file"),
+		readManyTool(),
 	}
 }
 
@@ -169,7 +170,8 @@ func (s *server) read(ctx context.Context, in *readIn, _ *mcp.CallToolRequest) (
 	if err != nil {
 		return nil, err
 	}
-	return readReply(newObj().bool("ok", true).name("path", displayPath(p)), req, in.Length, resp, int(s.cfg.MaxResponseBytes)), nil
+	doc, _, _ := readReply(newObj().bool("ok", true).name("path", displayPath(p)), req, in.Length, resp, int(s.cfg.MaxResponseBytes))
+	return doc, nil
 }
 
 // readRequest checks a read's arguments and builds its request, asking for
@@ -222,7 +224,7 @@ const readOverhead = len(`,"content":"","encoding":"base64","offset":,"length":,
 // with the worker's reply to req, fitted into max bytes. A line read is
 // cut after a whole line; only a first line that does not fit alone is
 // cut inside, on a character boundary, and says text_truncated.
-func readReply(head *obj, req *fsmcpv1.ReadRequest, length *int64, resp *fsmcpv1.ReadResponse, max int) *obj {
+func readReply(head *obj, req *fsmcpv1.ReadRequest, length *int64, resp *fsmcpv1.ReadResponse, max int) (doc *obj, n int, truncated bool) {
 	data := resp.GetData()
 	size, offset := resp.GetSize(), resp.GetOffset()
 	asked := size - offset
@@ -252,7 +254,7 @@ func readReply(head *obj, req *fsmcpv1.ReadRequest, length *int64, resp *fsmcpv1
 		}
 	}
 	data = data[:n]
-	doc := head
+	doc = head
 	// The whole document in one allocation: the page is not copied over
 	// and over as it grows.
 	doc.b = slices.Grow(doc.b, readOverhead+encoded)
@@ -268,9 +270,9 @@ func readReply(head *obj, req *fsmcpv1.ReadRequest, length *int64, resp *fsmcpv1
 	eof := end >= size
 	doc.str("encoding", encoding).int("offset", offset).int("length", int64(n)).int("size", size).bool("eof", eof)
 	cutLine := req.GetByLine() && lineCount > 0 && (len(ends) == 0 || ends[0] > int64(n))
-	switch {
-	case !req.GetByLine() && int64(n) < asked,
-		req.GetByLine() && !eof && (req.GetLines() == 0 || int64(lineCount) < req.GetLines() || cutLine):
+	truncated = !req.GetByLine() && int64(n) < asked ||
+		req.GetByLine() && !eof && (req.GetLines() == 0 || int64(lineCount) < req.GetLines() || cutLine)
+	if truncated {
 		doc.bool("truncated", true)
 	}
 	if !eof {
@@ -296,7 +298,7 @@ func readReply(head *obj, req *fsmcpv1.ReadRequest, length *int64, resp *fsmcpv1
 	} else {
 		doc.bool("sha256_omitted", true)
 	}
-	return doc
+	return doc, n, truncated
 }
 
 // fitContent returns how many leading bytes of data fit in avail bytes of

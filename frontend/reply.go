@@ -184,6 +184,17 @@ func okResult(doc *obj) *mcp.CallToolResult {
 // errorResult renders a failure as the contract's error document with
 // isError set; outside_root also sets _meta.scope_violation.
 func errorResult(e *toolError) *mcp.CallToolResult {
+	doc := newObj().bool("ok", false).object("error", errorDoc(e))
+	res := &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: doc.text()}}}
+	if e.code == fsmcpv1.ErrorCode_ERROR_CODE_OUTSIDE_ROOT {
+		res.Meta = mcp.Meta{"scope_violation": true}
+	}
+	return res
+}
+
+// errorDoc is the contract's error object: code, message and what else
+// the failure names.
+func errorDoc(e *toolError) *obj {
 	inner := newObj().str("code", codeName(e.code)).str("message", e.message)
 	if e.hasPath {
 		inner.name("path", e.path)
@@ -201,10 +212,5 @@ func errorResult(e *toolError) *mcp.CallToolResult {
 		}
 		inner.object("nearest", near)
 	}
-	doc := newObj().bool("ok", false).object("error", inner)
-	res := &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: doc.text()}}}
-	if e.code == fsmcpv1.ErrorCode_ERROR_CODE_OUTSIDE_ROOT {
-		res.Meta = mcp.Meta{"scope_violation": true}
-	}
-	return res
+	return inner
 }

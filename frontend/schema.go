@@ -23,15 +23,19 @@ import (
 // argumentRules are the bounds of arguments that mean the same in every
 // tool that takes them.
 var argumentRules = map[string]func(*jsonschema.Schema){
-	"encoding":  func(s *jsonschema.Schema) { s.Enum = []any{"utf8", "base64"} },
-	"offset":    minimum(0),
-	"delete":    minimum(0),
-	"length":    minimum(0),
-	"context":   between(0, maxContext),
-	"before":    between(0, maxContext),
-	"after":     between(0, maxContext),
-	"lines":     minimum(1),
-	"output":    func(s *jsonschema.Schema) { s.Enum = []any{"matches", "files", "count"} },
+	"encoding": func(s *jsonschema.Schema) { s.Enum = []any{"utf8", "base64"} },
+	"offset":   minimum(0),
+	"delete":   minimum(0),
+	"length":   minimum(0),
+	"context":  between(0, maxContext),
+	"before":   between(0, maxContext),
+	"after":    between(0, maxContext),
+	"lines":    minimum(1),
+	"output":   func(s *jsonschema.Schema) { s.Enum = []any{"matches", "files", "count"} },
+	"paths": func(s *jsonschema.Schema) {
+		lo, hi := 1, maxReadManyPaths
+		s.Type, s.Types, s.MinItems, s.MaxItems = "array", nil, &lo, &hi
+	},
 	"max_count": minimum(1),
 	"edits":     nonEmptyArray,
 }

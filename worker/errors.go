@@ -76,22 +76,27 @@ func clip(s string, n int) string {
 // GRPCStatus carries the error to the front-end as a status with an
 // fsmcp.v1.Error detail.
 func (e *Error) GRPCStatus() *status.Status {
-	msg := clip(e.Message, maxErrorMessage)
-	st := status.New(codes.Unknown, msg)
-	d, err := st.WithDetails(&fsmcpv1.Error{
-		Code:            e.Code,
-		Message:         msg,
-		Path:            []byte(clip(e.Path, maxErrorPath)),
-		CurrentSha256:   e.CurrentSHA256,
-		Count:           e.Count,
-		PolicyViolation: e.PolicyViolation,
-		Nearest:         e.Nearest,
-	})
+	detail := e.detail()
+	st := status.New(codes.Unknown, detail.Message)
+	d, err := st.WithDetails(detail)
 	if err != nil {
 		bug(err)
 		return st
 	}
 	return d
+}
+
+// detail is e as it travels, clipped.
+func (e *Error) detail() *fsmcpv1.Error {
+	return &fsmcpv1.Error{
+		Code:            e.Code,
+		Message:         clip(e.Message, maxErrorMessage),
+		Path:            []byte(clip(e.Path, maxErrorPath)),
+		CurrentSha256:   e.CurrentSHA256,
+		Count:           e.Count,
+		PolicyViolation: e.PolicyViolation,
+		Nearest:         e.Nearest,
+	}
 }
 
 func newError(code fsmcpv1.ErrorCode, path, format string, args ...any) *Error {

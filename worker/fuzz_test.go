@@ -123,6 +123,7 @@ func fuzzPath(t *testing.T, c fsmcpv1.WorkerServiceClient, p []byte, base string
 	one(c.Read(ctx, &fsmcpv1.ReadRequest{Path: p, Length: 1 << 16}))
 	many(workertest.Drain(c.Glob(ctx, &fsmcpv1.GlobRequest{Pattern: "*", Path: p, Hidden: true, NoIgnore: true, MaxBytes: 1 << 16})))
 	one(c.View(ctx, &fsmcpv1.ViewRequest{Path: p}))
+	one(c.ReadMany(ctx, &fsmcpv1.ReadManyRequest{Reads: []*fsmcpv1.ReadRequest{{Path: p, Length: 1 << 16}, {Path: []byte("f"), Length: 16}}}))
 	// Two levels: deeper, a tree shows the directories Mkdir below builds
 	// inside the root from seeds that spell the host path of the tree
 	// (tmp/FuzzPaths…/001/canary), names that are inside, not a leak.

@@ -10,22 +10,23 @@ import (
 
 // annotations of the contract: read-only, destructive, idempotent.
 var wantAnnotations = map[string][3]bool{
-	"fs_stat":    {true, false, true},
-	"fs_list":    {true, false, true},
-	"fs_read":    {true, false, true},
-	"fs_glob":    {true, false, true},
-	"fs_grep":    {true, false, true},
-	"fs_write":   {false, true, false},
-	"fs_replace": {false, true, false},
-	"fs_mkdir":   {false, false, true},
-	"fs_move":    {false, true, false},
-	"fs_delete":  {false, true, false},
-	"fs_splice":  {false, true, false},
-	"fs_patch":   {false, true, false},
-	"fs_copy":    {false, false, false},
-	"fs_digest":  {true, false, true},
-	"fs_tree":    {true, false, true},
-	"fs_view":    {true, false, true},
+	"fs_stat":      {true, false, true},
+	"fs_list":      {true, false, true},
+	"fs_read":      {true, false, true},
+	"fs_glob":      {true, false, true},
+	"fs_grep":      {true, false, true},
+	"fs_write":     {false, true, false},
+	"fs_replace":   {false, true, false},
+	"fs_mkdir":     {false, false, true},
+	"fs_move":      {false, true, false},
+	"fs_delete":    {false, true, false},
+	"fs_splice":    {false, true, false},
+	"fs_patch":     {false, true, false},
+	"fs_copy":      {false, false, false},
+	"fs_digest":    {true, false, true},
+	"fs_tree":      {true, false, true},
+	"fs_view":      {true, false, true},
+	"fs_read_many": {true, false, true},
 }
 
 func listTools(t *testing.T, s *server) map[string][3]bool {
@@ -70,7 +71,7 @@ func TestReadOnlyListsReadTools(t *testing.T) {
 		}
 	}
 	sort.Strings(names)
-	if want := "[fs_digest fs_glob fs_grep fs_list fs_read fs_stat fs_tree fs_view]"; fmt.Sprint(names) != want {
+	if want := "[fs_digest fs_glob fs_grep fs_list fs_read fs_read_many fs_stat fs_tree fs_view]"; fmt.Sprint(names) != want {
 		t.Errorf("--read-only tools/list = %v, want %s", names, want)
 	}
 }

@@ -628,8 +628,6 @@ func searchRows(o options) ([]row, error) {
 	}{
 		{"fs_glob *.go (Go tree)", "fs_glob", map[string]any{"path": "", "pattern": "*.go"}, "rg --files -g *.go", raw("--files", "-g", "*.go"), 1.2},
 		{"fs_grep 'func Benchmark' (Go tree)", "fs_grep", map[string]any{"path": "", "pattern": "func Benchmark"}, "rg --json", raw("--json", "func Benchmark"), 1.15},
-		{"fs_grep output files 'func Benchmark' (Go tree)", "fs_grep", map[string]any{"path": "", "pattern": "func Benchmark", "output": "files"},
-			"rg --files-with-matches", raw("--files-with-matches", "func Benchmark"), 1.25},
 	} {
 		server := func() error { _, err := s.call(c.tool, c.args); return err }
 		server()

@@ -18,11 +18,69 @@ func readRows(o options, tmp string) ([]row, error) {
 		return nil, err
 	}
 	more, err := treeRows(o)
+	if err != nil {
+		return nil, err
+	}
+	rows = append(rows, more...)
+	more, err = readManyRows(o, tmp)
 	return append(rows, more...), err
 }
 
-// treeRows measures fs_tree of the Go source tree against rg --files of
-// the same tree, interleaved so that drift on a shared machine hits both.
+// readManyRows measures fs_read_many of 20 files of 4 KiB against 20
+// fs_read calls one after the other, in one session, interleaved.
+func readManyRows(o options, tmp string) ([]row, error) {
+	dir := filepath.Join(tmp, "many")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	var paths []any
+	for i := range 20 {
+		name := fmt.Sprintf("f%02d.txt", i)
+		if err := os.WriteFile(filepath.Join(dir, name), bytes.Repeat([]byte{'a' + byte(i)}, 4096), 0o644); err != nil {
+			return nil, err
+		}
+		paths = append(paths, name)
+	}
+	s, err := startStdio(o.bin, dir, "--max-response-bytes", "262144")
+	if err != nil {
+		return nil, err
+	}
+	defer s.cs.Close()
+	many := func() error {
+		doc, err := s.call("fs_read_many", map[string]any{"paths": paths})
+		if err == nil && doc["complete"] != float64(20) {
+			err = fmt.Errorf("fs_read_many: %v of 20 whole", doc["complete"])
+		}
+		return err
+	}
+	seq := func() error {
+		for _, p := range paths {
+			if _, err := s.call("fs_read", map[string]any{"path": p}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var lat, blat []float64
+	for range max(o.samples/3, 3) {
+		l, err := sample(1, many)
+		if err != nil {
+			return nil, err
+		}
+		b, err := sample(1, seq)
+		if err != nil {
+			return nil, err
+		}
+		lat, blat = append(lat, l...), append(blat, b...)
+	}
+	slices.Sort(lat)
+	slices.Sort(blat)
+	return []row{latencyRow("fs_read_many 20 × 4 KiB", lat, "20 sequential fs_read", blat, "", nil)}, nil
+}
+
+// treeRows measures fs_tree of the Go source tree against rg --files, and
+// fs_grep output files against rg --files-with-matches, of the same tree,
+// interleaved so that drift on a shared machine hits both alike.
 func treeRows(o options) ([]row, error) {
 	s, err := startStdio(o.bin, o.gotree, "--read-only")
 	if err != nil {
@@ -30,16 +88,28 @@ func treeRows(o options) ([]row, error) {
 	}
 	defer s.cs.Close()
 	n := max(o.samples/15, 3)
-	rg := func() error {
-		cmd := exec.Command("rg", "--files")
-		cmd.Dir = o.gotree
-		cmd.Stdout = io.Discard
-		return cmd.Run()
+	rg := func(args ...string) func() error {
+		return func() error {
+			cmd := exec.Command("rg", args...)
+			cmd.Dir = o.gotree
+			cmd.Stdout = io.Discard
+			return cmd.Run()
+		}
 	}
 	var rows []row
-	for _, depth := range []int{3, 16} {
-		args := map[string]any{"path": "", "max_depth": depth}
-		tree := func() error { _, err := s.call("fs_tree", args); return err }
+	for _, c := range []struct {
+		name, tool string
+		args       map[string]any
+		baseline   string
+		base       func() error
+		limit      float64
+	}{
+		{"fs_tree depth 3 (Go tree)", "fs_tree", map[string]any{"path": "", "max_depth": 3}, "rg --files", rg("--files"), 1.3},
+		{"fs_tree depth 16 (Go tree)", "fs_tree", map[string]any{"path": "", "max_depth": 16}, "rg --files", rg("--files"), 1.3},
+		{"fs_grep output files 'func Benchmark' (Go tree)", "fs_grep", map[string]any{"path": "", "pattern": "func Benchmark", "output": "files"},
+			"rg --files-with-matches", rg("--files-with-matches", "func Benchmark"), 1.25},
+	} {
+		tree := func() error { _, err := s.call(c.tool, c.args); return err }
 		if err := tree(); err != nil {
 			return nil, err
 		}
@@ -49,7 +119,7 @@ func treeRows(o options) ([]row, error) {
 			if err != nil {
 				return nil, err
 			}
-			b, err := sample(1, rg)
+			b, err := sample(1, c.base)
 			if err != nil {
 				return nil, err
 			}
@@ -57,7 +127,7 @@ func treeRows(o options) ([]row, error) {
 		}
 		slices.Sort(lat)
 		slices.Sort(blat)
-		rows = append(rows, latencyRow(fmt.Sprintf("fs_tree depth %d (Go tree)", depth), lat, "rg --files", blat, "≤ 1.30x", ratioAtMost(1.3)))
+		rows = append(rows, latencyRow(c.name, lat, c.baseline, blat, fmt.Sprintf("≤ %.2fx", c.limit), ratioAtMost(c.limit)))
 	}
 	return rows, nil
 }

@@ -10,6 +10,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"io"
 	"io/fs"
 	"os"
@@ -169,6 +170,14 @@ func calls(p []byte) []call {
 		}},
 		{"Glob", true, func(ctx context.Context, c fsmcpv1.WorkerServiceClient) ([]proto.Message, error) {
 			return Drain(c.Glob(ctx, &fsmcpv1.GlobRequest{Pattern: "*", Path: p, Hidden: true, NoIgnore: true, MaxBytes: 1 << 16}))
+		}},
+		{"ReadMany", true, func(ctx context.Context, c fsmcpv1.WorkerServiceClient) ([]proto.Message, error) {
+			// The call succeeds; the one read's own error is the refusal.
+			m, err := c.ReadMany(ctx, &fsmcpv1.ReadManyRequest{Reads: []*fsmcpv1.ReadRequest{{Path: p, Length: 1 << 16}}})
+			if e := m.GetResults(); err == nil && len(e) == 1 && e[0].GetError() != nil {
+				err = errors.New(e[0].GetError().GetMessage())
+			}
+			return []proto.Message{m}, err
 		}},
 		{"View", true, func(ctx context.Context, c fsmcpv1.WorkerServiceClient) ([]proto.Message, error) {
 			return one(c.View(ctx, &fsmcpv1.ViewRequest{Path: p}))

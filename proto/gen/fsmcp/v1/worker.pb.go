@@ -3777,6 +3777,148 @@ func (x *PatchResponse) GetFiles() []*PatchFile {
 	return nil
 }
 
+type ReadManyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Reads         []*ReadRequest         `protobuf:"bytes,1,rep,name=reads,proto3" json:"reads,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadManyRequest) Reset() {
+	*x = ReadManyRequest{}
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadManyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadManyRequest) ProtoMessage() {}
+
+func (x *ReadManyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadManyRequest.ProtoReflect.Descriptor instead.
+func (*ReadManyRequest) Descriptor() ([]byte, []int) {
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *ReadManyRequest) GetReads() []*ReadRequest {
+	if x != nil {
+		return x.Reads
+	}
+	return nil
+}
+
+// ReadManyResult is one read of a ReadMany: its reply, or its error.
+type ReadManyResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Read          *ReadResponse          `protobuf:"bytes,1,opt,name=read,proto3" json:"read,omitempty"`
+	Error         *Error                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadManyResult) Reset() {
+	*x = ReadManyResult{}
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadManyResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadManyResult) ProtoMessage() {}
+
+func (x *ReadManyResult) ProtoReflect() protoreflect.Message {
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadManyResult.ProtoReflect.Descriptor instead.
+func (*ReadManyResult) Descriptor() ([]byte, []int) {
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *ReadManyResult) GetRead() *ReadResponse {
+	if x != nil {
+		return x.Read
+	}
+	return nil
+}
+
+func (x *ReadManyResult) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+type ReadManyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// In the order of the reads.
+	Results       []*ReadManyResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadManyResponse) Reset() {
+	*x = ReadManyResponse{}
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadManyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadManyResponse) ProtoMessage() {}
+
+func (x *ReadManyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadManyResponse.ProtoReflect.Descriptor instead.
+func (*ReadManyResponse) Descriptor() ([]byte, []int) {
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *ReadManyResponse) GetResults() []*ReadManyResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
 var File_fsmcp_v1_worker_proto protoreflect.FileDescriptor
 
 const file_fsmcp_v1_worker_proto_rawDesc = "" +
@@ -4050,7 +4192,14 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\x0fbroke_hard_link\x18\a \x01(\bR\rbrokeHardLink\x12\x12\n" +
 	"\x04diff\x18\b \x01(\fR\x04diff\":\n" +
 	"\rPatchResponse\x12)\n" +
-	"\x05files\x18\x01 \x03(\v2\x13.fsmcp.v1.PatchFileR\x05files*K\n" +
+	"\x05files\x18\x01 \x03(\v2\x13.fsmcp.v1.PatchFileR\x05files\">\n" +
+	"\x0fReadManyRequest\x12+\n" +
+	"\x05reads\x18\x01 \x03(\v2\x15.fsmcp.v1.ReadRequestR\x05reads\"c\n" +
+	"\x0eReadManyResult\x12*\n" +
+	"\x04read\x18\x01 \x01(\v2\x16.fsmcp.v1.ReadResponseR\x04read\x12%\n" +
+	"\x05error\x18\x02 \x01(\v2\x0f.fsmcp.v1.ErrorR\x05error\"F\n" +
+	"\x10ReadManyResponse\x122\n" +
+	"\aresults\x18\x01 \x03(\v2\x18.fsmcp.v1.ReadManyResultR\aresults*K\n" +
 	"\x0fProtocolVersion\x12 \n" +
 	"\x1cPROTOCOL_VERSION_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12PROTOCOL_VERSION_1\x10\x01*\xcd\x04\n" +
@@ -4095,7 +4244,7 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\x17GREP_OUTPUT_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13GREP_OUTPUT_MATCHES\x10\x01\x12\x15\n" +
 	"\x11GREP_OUTPUT_FILES\x10\x02\x12\x15\n" +
-	"\x11GREP_OUTPUT_COUNT\x10\x032\xe5\a\n" +
+	"\x11GREP_OUTPUT_COUNT\x10\x032\xa8\b\n" +
 	"\rWorkerService\x128\n" +
 	"\x05Hello\x12\x16.fsmcp.v1.HelloRequest\x1a\x17.fsmcp.v1.HelloResponse\x125\n" +
 	"\x04Stat\x12\x15.fsmcp.v1.StatRequest\x1a\x16.fsmcp.v1.StatResponse\x125\n" +
@@ -4113,7 +4262,8 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\x04Copy\x12\x15.fsmcp.v1.CopyRequest\x1a\x16.fsmcp.v1.CopyResponse\x127\n" +
 	"\x04Tree\x12\x15.fsmcp.v1.TreeRequest\x1a\x16.fsmcp.v1.TreeResponse0\x01\x125\n" +
 	"\x04View\x12\x15.fsmcp.v1.ViewRequest\x1a\x16.fsmcp.v1.ViewResponse\x128\n" +
-	"\x05Patch\x12\x16.fsmcp.v1.PatchRequest\x1a\x17.fsmcp.v1.PatchResponseB3Z1github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1;fsmcpv1b\x06proto3"
+	"\x05Patch\x12\x16.fsmcp.v1.PatchRequest\x1a\x17.fsmcp.v1.PatchResponse\x12A\n" +
+	"\bReadMany\x12\x19.fsmcp.v1.ReadManyRequest\x1a\x1a.fsmcp.v1.ReadManyResponseB3Z1github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1;fsmcpv1b\x06proto3"
 
 var (
 	file_fsmcp_v1_worker_proto_rawDescOnce sync.Once
@@ -4128,7 +4278,7 @@ func file_fsmcp_v1_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_fsmcp_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_fsmcp_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
+var file_fsmcp_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
 var file_fsmcp_v1_worker_proto_goTypes = []any{
 	(ProtocolVersion)(0),      // 0: fsmcp.v1.ProtocolVersion
 	(ErrorCode)(0),            // 1: fsmcp.v1.ErrorCode
@@ -4181,6 +4331,9 @@ var file_fsmcp_v1_worker_proto_goTypes = []any{
 	(*PatchRequest)(nil),      // 48: fsmcp.v1.PatchRequest
 	(*PatchFile)(nil),         // 49: fsmcp.v1.PatchFile
 	(*PatchResponse)(nil),     // 50: fsmcp.v1.PatchResponse
+	(*ReadManyRequest)(nil),   // 51: fsmcp.v1.ReadManyRequest
+	(*ReadManyResult)(nil),    // 52: fsmcp.v1.ReadManyResult
+	(*ReadManyResponse)(nil),  // 53: fsmcp.v1.ReadManyResponse
 }
 var file_fsmcp_v1_worker_proto_depIdxs = []int32{
 	1,  // 0: fsmcp.v1.Error.code:type_name -> fsmcp.v1.ErrorCode
@@ -4207,45 +4360,51 @@ var file_fsmcp_v1_worker_proto_depIdxs = []int32{
 	43, // 21: fsmcp.v1.TreeResponse.entries:type_name -> fsmcp.v1.TreeEntry
 	47, // 22: fsmcp.v1.PatchRequest.preconditions:type_name -> fsmcp.v1.PatchPrecondition
 	49, // 23: fsmcp.v1.PatchResponse.files:type_name -> fsmcp.v1.PatchFile
-	8,  // 24: fsmcp.v1.WorkerService.Hello:input_type -> fsmcp.v1.HelloRequest
-	11, // 25: fsmcp.v1.WorkerService.Stat:input_type -> fsmcp.v1.StatRequest
-	13, // 26: fsmcp.v1.WorkerService.List:input_type -> fsmcp.v1.ListRequest
-	15, // 27: fsmcp.v1.WorkerService.Read:input_type -> fsmcp.v1.ReadRequest
-	18, // 28: fsmcp.v1.WorkerService.Glob:input_type -> fsmcp.v1.GlobRequest
-	20, // 29: fsmcp.v1.WorkerService.Grep:input_type -> fsmcp.v1.GrepRequest
-	25, // 30: fsmcp.v1.WorkerService.Write:input_type -> fsmcp.v1.WriteRequest
-	28, // 31: fsmcp.v1.WorkerService.Replace:input_type -> fsmcp.v1.ReplaceRequest
-	30, // 32: fsmcp.v1.WorkerService.Mkdir:input_type -> fsmcp.v1.MkdirRequest
-	32, // 33: fsmcp.v1.WorkerService.Move:input_type -> fsmcp.v1.MoveRequest
-	34, // 34: fsmcp.v1.WorkerService.Delete:input_type -> fsmcp.v1.DeleteRequest
-	36, // 35: fsmcp.v1.WorkerService.Splice:input_type -> fsmcp.v1.SpliceRequest
-	38, // 36: fsmcp.v1.WorkerService.Digest:input_type -> fsmcp.v1.DigestRequest
-	40, // 37: fsmcp.v1.WorkerService.Copy:input_type -> fsmcp.v1.CopyRequest
-	42, // 38: fsmcp.v1.WorkerService.Tree:input_type -> fsmcp.v1.TreeRequest
-	45, // 39: fsmcp.v1.WorkerService.View:input_type -> fsmcp.v1.ViewRequest
-	48, // 40: fsmcp.v1.WorkerService.Patch:input_type -> fsmcp.v1.PatchRequest
-	9,  // 41: fsmcp.v1.WorkerService.Hello:output_type -> fsmcp.v1.HelloResponse
-	12, // 42: fsmcp.v1.WorkerService.Stat:output_type -> fsmcp.v1.StatResponse
-	14, // 43: fsmcp.v1.WorkerService.List:output_type -> fsmcp.v1.ListResponse
-	16, // 44: fsmcp.v1.WorkerService.Read:output_type -> fsmcp.v1.ReadResponse
-	19, // 45: fsmcp.v1.WorkerService.Glob:output_type -> fsmcp.v1.GlobResponse
-	24, // 46: fsmcp.v1.WorkerService.Grep:output_type -> fsmcp.v1.GrepResponse
-	26, // 47: fsmcp.v1.WorkerService.Write:output_type -> fsmcp.v1.WriteResponse
-	29, // 48: fsmcp.v1.WorkerService.Replace:output_type -> fsmcp.v1.ReplaceResponse
-	31, // 49: fsmcp.v1.WorkerService.Mkdir:output_type -> fsmcp.v1.MkdirResponse
-	33, // 50: fsmcp.v1.WorkerService.Move:output_type -> fsmcp.v1.MoveResponse
-	35, // 51: fsmcp.v1.WorkerService.Delete:output_type -> fsmcp.v1.DeleteResponse
-	37, // 52: fsmcp.v1.WorkerService.Splice:output_type -> fsmcp.v1.SpliceResponse
-	39, // 53: fsmcp.v1.WorkerService.Digest:output_type -> fsmcp.v1.DigestResponse
-	41, // 54: fsmcp.v1.WorkerService.Copy:output_type -> fsmcp.v1.CopyResponse
-	44, // 55: fsmcp.v1.WorkerService.Tree:output_type -> fsmcp.v1.TreeResponse
-	46, // 56: fsmcp.v1.WorkerService.View:output_type -> fsmcp.v1.ViewResponse
-	50, // 57: fsmcp.v1.WorkerService.Patch:output_type -> fsmcp.v1.PatchResponse
-	41, // [41:58] is the sub-list for method output_type
-	24, // [24:41] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	15, // 24: fsmcp.v1.ReadManyRequest.reads:type_name -> fsmcp.v1.ReadRequest
+	16, // 25: fsmcp.v1.ReadManyResult.read:type_name -> fsmcp.v1.ReadResponse
+	5,  // 26: fsmcp.v1.ReadManyResult.error:type_name -> fsmcp.v1.Error
+	52, // 27: fsmcp.v1.ReadManyResponse.results:type_name -> fsmcp.v1.ReadManyResult
+	8,  // 28: fsmcp.v1.WorkerService.Hello:input_type -> fsmcp.v1.HelloRequest
+	11, // 29: fsmcp.v1.WorkerService.Stat:input_type -> fsmcp.v1.StatRequest
+	13, // 30: fsmcp.v1.WorkerService.List:input_type -> fsmcp.v1.ListRequest
+	15, // 31: fsmcp.v1.WorkerService.Read:input_type -> fsmcp.v1.ReadRequest
+	18, // 32: fsmcp.v1.WorkerService.Glob:input_type -> fsmcp.v1.GlobRequest
+	20, // 33: fsmcp.v1.WorkerService.Grep:input_type -> fsmcp.v1.GrepRequest
+	25, // 34: fsmcp.v1.WorkerService.Write:input_type -> fsmcp.v1.WriteRequest
+	28, // 35: fsmcp.v1.WorkerService.Replace:input_type -> fsmcp.v1.ReplaceRequest
+	30, // 36: fsmcp.v1.WorkerService.Mkdir:input_type -> fsmcp.v1.MkdirRequest
+	32, // 37: fsmcp.v1.WorkerService.Move:input_type -> fsmcp.v1.MoveRequest
+	34, // 38: fsmcp.v1.WorkerService.Delete:input_type -> fsmcp.v1.DeleteRequest
+	36, // 39: fsmcp.v1.WorkerService.Splice:input_type -> fsmcp.v1.SpliceRequest
+	38, // 40: fsmcp.v1.WorkerService.Digest:input_type -> fsmcp.v1.DigestRequest
+	40, // 41: fsmcp.v1.WorkerService.Copy:input_type -> fsmcp.v1.CopyRequest
+	42, // 42: fsmcp.v1.WorkerService.Tree:input_type -> fsmcp.v1.TreeRequest
+	45, // 43: fsmcp.v1.WorkerService.View:input_type -> fsmcp.v1.ViewRequest
+	48, // 44: fsmcp.v1.WorkerService.Patch:input_type -> fsmcp.v1.PatchRequest
+	51, // 45: fsmcp.v1.WorkerService.ReadMany:input_type -> fsmcp.v1.ReadManyRequest
+	9,  // 46: fsmcp.v1.WorkerService.Hello:output_type -> fsmcp.v1.HelloResponse
+	12, // 47: fsmcp.v1.WorkerService.Stat:output_type -> fsmcp.v1.StatResponse
+	14, // 48: fsmcp.v1.WorkerService.List:output_type -> fsmcp.v1.ListResponse
+	16, // 49: fsmcp.v1.WorkerService.Read:output_type -> fsmcp.v1.ReadResponse
+	19, // 50: fsmcp.v1.WorkerService.Glob:output_type -> fsmcp.v1.GlobResponse
+	24, // 51: fsmcp.v1.WorkerService.Grep:output_type -> fsmcp.v1.GrepResponse
+	26, // 52: fsmcp.v1.WorkerService.Write:output_type -> fsmcp.v1.WriteResponse
+	29, // 53: fsmcp.v1.WorkerService.Replace:output_type -> fsmcp.v1.ReplaceResponse
+	31, // 54: fsmcp.v1.WorkerService.Mkdir:output_type -> fsmcp.v1.MkdirResponse
+	33, // 55: fsmcp.v1.WorkerService.Move:output_type -> fsmcp.v1.MoveResponse
+	35, // 56: fsmcp.v1.WorkerService.Delete:output_type -> fsmcp.v1.DeleteResponse
+	37, // 57: fsmcp.v1.WorkerService.Splice:output_type -> fsmcp.v1.SpliceResponse
+	39, // 58: fsmcp.v1.WorkerService.Digest:output_type -> fsmcp.v1.DigestResponse
+	41, // 59: fsmcp.v1.WorkerService.Copy:output_type -> fsmcp.v1.CopyResponse
+	44, // 60: fsmcp.v1.WorkerService.Tree:output_type -> fsmcp.v1.TreeResponse
+	46, // 61: fsmcp.v1.WorkerService.View:output_type -> fsmcp.v1.ViewResponse
+	50, // 62: fsmcp.v1.WorkerService.Patch:output_type -> fsmcp.v1.PatchResponse
+	53, // 63: fsmcp.v1.WorkerService.ReadMany:output_type -> fsmcp.v1.ReadManyResponse
+	46, // [46:64] is the sub-list for method output_type
+	28, // [28:46] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_fsmcp_v1_worker_proto_init() }
@@ -4259,7 +4418,7 @@ func file_fsmcp_v1_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fsmcp_v1_worker_proto_rawDesc), len(file_fsmcp_v1_worker_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   46,
+			NumMessages:   49,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -25,23 +25,24 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	WorkerService_Hello_FullMethodName   = "/fsmcp.v1.WorkerService/Hello"
-	WorkerService_Stat_FullMethodName    = "/fsmcp.v1.WorkerService/Stat"
-	WorkerService_List_FullMethodName    = "/fsmcp.v1.WorkerService/List"
-	WorkerService_Read_FullMethodName    = "/fsmcp.v1.WorkerService/Read"
-	WorkerService_Glob_FullMethodName    = "/fsmcp.v1.WorkerService/Glob"
-	WorkerService_Grep_FullMethodName    = "/fsmcp.v1.WorkerService/Grep"
-	WorkerService_Write_FullMethodName   = "/fsmcp.v1.WorkerService/Write"
-	WorkerService_Replace_FullMethodName = "/fsmcp.v1.WorkerService/Replace"
-	WorkerService_Mkdir_FullMethodName   = "/fsmcp.v1.WorkerService/Mkdir"
-	WorkerService_Move_FullMethodName    = "/fsmcp.v1.WorkerService/Move"
-	WorkerService_Delete_FullMethodName  = "/fsmcp.v1.WorkerService/Delete"
-	WorkerService_Splice_FullMethodName  = "/fsmcp.v1.WorkerService/Splice"
-	WorkerService_Digest_FullMethodName  = "/fsmcp.v1.WorkerService/Digest"
-	WorkerService_Copy_FullMethodName    = "/fsmcp.v1.WorkerService/Copy"
-	WorkerService_Tree_FullMethodName    = "/fsmcp.v1.WorkerService/Tree"
-	WorkerService_View_FullMethodName    = "/fsmcp.v1.WorkerService/View"
-	WorkerService_Patch_FullMethodName   = "/fsmcp.v1.WorkerService/Patch"
+	WorkerService_Hello_FullMethodName    = "/fsmcp.v1.WorkerService/Hello"
+	WorkerService_Stat_FullMethodName     = "/fsmcp.v1.WorkerService/Stat"
+	WorkerService_List_FullMethodName     = "/fsmcp.v1.WorkerService/List"
+	WorkerService_Read_FullMethodName     = "/fsmcp.v1.WorkerService/Read"
+	WorkerService_Glob_FullMethodName     = "/fsmcp.v1.WorkerService/Glob"
+	WorkerService_Grep_FullMethodName     = "/fsmcp.v1.WorkerService/Grep"
+	WorkerService_Write_FullMethodName    = "/fsmcp.v1.WorkerService/Write"
+	WorkerService_Replace_FullMethodName  = "/fsmcp.v1.WorkerService/Replace"
+	WorkerService_Mkdir_FullMethodName    = "/fsmcp.v1.WorkerService/Mkdir"
+	WorkerService_Move_FullMethodName     = "/fsmcp.v1.WorkerService/Move"
+	WorkerService_Delete_FullMethodName   = "/fsmcp.v1.WorkerService/Delete"
+	WorkerService_Splice_FullMethodName   = "/fsmcp.v1.WorkerService/Splice"
+	WorkerService_Digest_FullMethodName   = "/fsmcp.v1.WorkerService/Digest"
+	WorkerService_Copy_FullMethodName     = "/fsmcp.v1.WorkerService/Copy"
+	WorkerService_Tree_FullMethodName     = "/fsmcp.v1.WorkerService/Tree"
+	WorkerService_View_FullMethodName     = "/fsmcp.v1.WorkerService/View"
+	WorkerService_Patch_FullMethodName    = "/fsmcp.v1.WorkerService/Patch"
+	WorkerService_ReadMany_FullMethodName = "/fsmcp.v1.WorkerService/ReadMany"
 )
 
 // WorkerServiceClient is the client API for WorkerService service.
@@ -75,6 +76,9 @@ type WorkerServiceClient interface {
 	View(ctx context.Context, in *ViewRequest, opts ...grpc.CallOption) (*ViewResponse, error)
 	// Patch applies a unified diff to several files, all or none.
 	Patch(ctx context.Context, in *PatchRequest, opts ...grpc.CallOption) (*PatchResponse, error)
+	// ReadMany reads several files at once, each read as Read would, each
+	// failure its own.
+	ReadMany(ctx context.Context, in *ReadManyRequest, opts ...grpc.CallOption) (*ReadManyResponse, error)
 }
 
 type workerServiceClient struct {
@@ -291,6 +295,16 @@ func (c *workerServiceClient) Patch(ctx context.Context, in *PatchRequest, opts 
 	return out, nil
 }
 
+func (c *workerServiceClient) ReadMany(ctx context.Context, in *ReadManyRequest, opts ...grpc.CallOption) (*ReadManyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReadManyResponse)
+	err := c.cc.Invoke(ctx, WorkerService_ReadMany_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // WorkerServiceServer is the server API for WorkerService service.
 // All implementations must embed UnimplementedWorkerServiceServer
 // for forward compatibility.
@@ -322,6 +336,9 @@ type WorkerServiceServer interface {
 	View(context.Context, *ViewRequest) (*ViewResponse, error)
 	// Patch applies a unified diff to several files, all or none.
 	Patch(context.Context, *PatchRequest) (*PatchResponse, error)
+	// ReadMany reads several files at once, each read as Read would, each
+	// failure its own.
+	ReadMany(context.Context, *ReadManyRequest) (*ReadManyResponse, error)
 	mustEmbedUnimplementedWorkerServiceServer()
 }
 
@@ -382,6 +399,9 @@ func (UnimplementedWorkerServiceServer) View(context.Context, *ViewRequest) (*Vi
 }
 func (UnimplementedWorkerServiceServer) Patch(context.Context, *PatchRequest) (*PatchResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Patch not implemented")
+}
+func (UnimplementedWorkerServiceServer) ReadMany(context.Context, *ReadManyRequest) (*ReadManyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReadMany not implemented")
 }
 func (UnimplementedWorkerServiceServer) mustEmbedUnimplementedWorkerServiceServer() {}
 func (UnimplementedWorkerServiceServer) testEmbeddedByValue()                       {}
@@ -682,6 +702,24 @@ func _WorkerService_Patch_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _WorkerService_ReadMany_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReadManyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkerServiceServer).ReadMany(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WorkerService_ReadMany_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkerServiceServer).ReadMany(ctx, req.(*ReadManyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // WorkerService_ServiceDesc is the grpc.ServiceDesc for WorkerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -740,6 +778,10 @@ var WorkerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Patch",
 			Handler:    _WorkerService_Patch_Handler,
+		},
+		{
+			MethodName: "ReadMany",
+			Handler:    _WorkerService_ReadMany_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
