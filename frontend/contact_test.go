@@ -280,3 +280,22 @@ func TestContactCapabilities(t *testing.T) {
 		}
 	}
 }
+
+// The front-end's soft memory limit holds a few copies of a page for
+// every call that may be in flight and, over HTTP, every session kept.
+func TestContactMemoryLimit(t *testing.T) {
+	stdio := &Config{MaxCalls: 64, MaxResponseBytes: 64 << 10, Transport: "stdio", HTTPMaxSessions: 1024}
+	http := *stdio
+	http.Transport = "http"
+	for _, c := range []struct {
+		cfg  *Config
+		want int64
+	}{
+		{stdio, 48 << 20},
+		{&http, 64 << 20},
+	} {
+		if got := frontendMemoryLimit(c.cfg); got != c.want {
+			t.Errorf("frontendMemoryLimit(%s, %d calls, %d-byte pages) = %d, want %d", c.cfg.Transport, c.cfg.MaxCalls, c.cfg.MaxResponseBytes, got, c.want)
+		}
+	}
+}

@@ -75,7 +75,7 @@ func Main(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.Wri
 }
 
 func serve(ctx context.Context, cfg *Config, hooks Hooks, stdin io.ReadCloser, stdout io.WriteCloser, stderr io.Writer) error {
-	tuneGC(cfg.MaxResponseBytes)
+	tuneGC(cfg)
 	// The audit log, and for HTTP the listener and token, come first:
 	// once confined, the front-end can neither open nor bind.
 	ep, err := prepare(cfg, stderr)
@@ -179,8 +179,12 @@ func serve(ctx context.Context, cfg *Config, hooks Hooks, stdin io.ReadCloser, s
 // times on its way out. With the default GOGC=100 the collector ran every
 // ten or twenty calls and took about a quarter of the front-end's CPU on
 // fs_stat; at 400 it runs a quarter as often, for some MiB more heap. The
-// soft memory limit keeps the heap from growing past what a few pages in
-// flight need, whatever GOGC allows. A request whose content alone exceeds
+// soft memory limit keeps the heap from growing past what the calls in
+// flight (at most --max-calls, each holding a few copies of a page) and,
+// over HTTP, the sessions kept (at most --http-max-sessions) need,
+// whatever GOGC allows. A limit sized for one page in flight made the
+// collector run ten times as often at 256 HTTP sessions and cut
+// throughput to a quarter (BenchmarkContactHTTPSessions). A request whose content alone exceeds
 // it (a write of tens of MiB) keeps the collector running through that
 // call, at up to half the CPU. GOGC or GOMEMLIMIT in the environment take
 // precedence: the operator knows the machine and its writes.
@@ -191,15 +195,28 @@ const (
 	// at once: the worker's reply, the document, its string, the
 	// go-sdk's encodings, the stdio write.
 	frontendPageCopies = 8
+	// frontendSessionBytes is what one HTTP session holds while idle
+	// (go-sdk's session and stream state, with room to spare).
+	frontendSessionBytes = 16 << 10
 )
 
-func tuneGC(maxResponseBytes int64) {
+func tuneGC(cfg *Config) {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(frontendGCPercent)
 	}
 	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(frontendMemoryBase + frontendPageCopies*maxResponseBytes)
+		debug.SetMemoryLimit(frontendMemoryLimit(cfg))
 	}
+}
+
+// frontendMemoryLimit is the soft memory limit for cfg: the base, the
+// pages of the calls that may be in flight, and the HTTP sessions kept.
+func frontendMemoryLimit(cfg *Config) int64 {
+	limit := int64(frontendMemoryBase) + int64(max(cfg.MaxCalls, 1))*frontendPageCopies*cfg.MaxResponseBytes
+	if cfg.Transport == "http" {
+		limit += int64(cfg.HTTPMaxSessions) * frontendSessionBytes
+	}
+	return limit
 }
 
 // buildText describes the build from the information the Go toolchain

@@ -9,7 +9,10 @@ import (
 	"net"
 	"net/http"
 	"os/exec"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -347,3 +350,51 @@ const report = (r) => fetch("/report", {method: "POST", body: JSON.stringify(r)}
   }
 })();
 </script>`
+
+// One HTTP session floods the server with greps while another stats a
+// file in a loop: the second session's calls all complete. The figure
+// that matters, its p99 latency against the same calls with no flood
+// (measured in the same run), is logged; only completion is asserted.
+func TestContactHTTPFairness(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a load for seconds")
+	}
+	root := slowTree(t, 1, 0)
+	h := startHTTP(t, root)
+	flood, victim := h.connect(""), h.connect("")
+	statLoop := func(d time.Duration) []time.Duration {
+		var lat []time.Duration
+		for stop := time.Now().Add(d); time.Now().Before(stop); {
+			t0 := time.Now()
+			victim.wantOK("fs_stat", map[string]any{"path": ""})
+			lat = append(lat, time.Since(t0))
+		}
+		return lat
+	}
+	p99 := func(lat []time.Duration) time.Duration {
+		slices.Sort(lat)
+		return lat[len(lat)*99/100]
+	}
+	quiet := statLoop(2 * time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	var greps atomic.Int64
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				if _, err := flood.session.CallTool(ctx, &mcp.CallToolParams{Name: "fs_grep",
+					Arguments: map[string]any{"path": "", "pattern": slowPattern}}); err == nil {
+					greps.Add(1)
+				}
+			}
+		}()
+	}
+	time.Sleep(500 * time.Millisecond)
+	loaded := statLoop(5 * time.Second)
+	cancel()
+	wg.Wait()
+	t.Logf("fs_stat p99 on one session: %v alone (%d calls), %v while another session runs 16 greps at a time (%d calls, %d greps answered)",
+		p99(quiet), len(quiet), p99(loaded), len(loaded), greps.Load())
+}
