@@ -177,7 +177,8 @@ func TestContactHTTPSessionReaping(t *testing.T) {
 		}
 	}
 
-	idle := startHTTP(t, root, "--http-session-idle", "1s")
+	// Long enough for connect and a first call on a loaded machine.
+	idle := startHTTP(t, root, "--http-session-idle", "3s")
 	cs, err := connectHTTP(idle)
 	if err != nil {
 		t.Fatal(err)
@@ -186,9 +187,9 @@ func TestContactHTTPSessionReaping(t *testing.T) {
 	if err := statErr(cs); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(2500 * time.Millisecond)
+	time.Sleep(6 * time.Second)
 	if err := statErr(cs); err == nil {
-		t.Errorf("a session unused for 2.5s still answers with --http-session-idle 1s")
+		t.Errorf("a session unused for 6s still answers with --http-session-idle 3s")
 	}
 }
 
