@@ -33,7 +33,8 @@ func TestCallGateBounds(t *testing.T) {
 		t.Fatalf("call beyond the server's bound: %v", te)
 	}
 	// A call waiting for a slot gets it when one frees.
-	go func() { time.Sleep(10 * time.Millisecond); r1() }()
+	freed := make(chan struct{})
+	go func() { time.Sleep(10 * time.Millisecond); r1(); close(freed) }()
 	r4, te := g.acquire(ctx, b)
 	if te != nil {
 		t.Fatalf("call after a slot freed: %v", te)
@@ -44,9 +45,12 @@ func TestCallGateBounds(t *testing.T) {
 	if _, te := g.acquire(cctx, b); te == nil || te.code != fsmcpv1.ErrorCode_ERROR_CODE_CANCELLED {
 		t.Fatalf("cancelled wait: %v", te)
 	}
+	<-freed
 	r2()
 	r3()
 	r4()
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	if len(g.server) != 0 || len(g.sessions) != 0 {
 		t.Fatalf("slots left: server %d, sessions %d", len(g.server), len(g.sessions))
 	}

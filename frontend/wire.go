@@ -17,6 +17,7 @@ import (
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	segjson "github.com/segmentio/encoding/json"
 )
 
 // The wire: the front-end's own stdio mcp.Connection and the encoding of
@@ -25,12 +26,13 @@ import (
 // the session on the first line that is not JSON, cancels calls in flight
 // on stdin EOF without writing their replies, and re-validates an encoded
 // result at each of its three marshalling levels. This connection, built
-// only on go-sdk's public Transport and Connection interfaces and on
-// jsonrpc.DecodeMessage, frames stdio itself:
+// only on go-sdk's public Transport and Connection interfaces and its
+// jsonrpc message types, frames stdio itself:
 //
 //   - One line is one message, read with a bound (maxStdioLineBytes) that
 //     is enforced while reading: a longer line is discarded unbuffered and
-//     answered with -32600. The envelope is decoded once.
+//     answered with -32600. The envelope is decoded once, in place
+//     (decodeMessage).
 //   - A line that is not JSON is answered -32700, one that is JSON but no
 //     JSON-RPC message -32600 (with its id when one can be read), a batch
 //     -32600 (MCP 2025-06-18 removed batches): the session goes on.
@@ -258,7 +260,7 @@ func (c *stdioConn) readLine(r *bufio.Reader) ([]byte, error) {
 
 // handleLine decodes one message and delivers it, or answers it here.
 func (c *stdioConn) handleLine(line []byte) {
-	msg, err := jsonrpc.DecodeMessage(line)
+	msg, err := decodeMessage(line)
 	if err != nil {
 		c.refuseUndecodable(line, err)
 		return
@@ -293,6 +295,78 @@ func (c *stdioConn) handleLine(line []byte) {
 		return
 	}
 	c.deliver(msg)
+}
+
+// envelope is a JSON-RPC message as it arrives.
+type envelope struct {
+	Version string          `json:"jsonrpc"`
+	ID      any             `json:"id"`
+	Method  *string         `json:"method"`
+	Params  json.RawMessage `json:"params"`
+	Result  json.RawMessage `json:"result"`
+	Error   *jsonrpc.Error  `json:"error"`
+}
+
+// decodeMessage is jsonrpc.DecodeMessage in one pass over the line, which
+// stays the messages' backing store: go-sdk's decodes through a
+// json.Decoder that allocates a 32 KiB buffer, twice per message (the
+// envelope, then the method). The decoder is the one go-sdk uses
+// (segmentio/encoding), with the same case-sensitive field matching.
+func decodeMessage(line []byte) (jsonrpc.Message, error) {
+	if depth := jsonDepth(line); depth > maxJSONDepth {
+		return nil, fmt.Errorf("nesting deeper than %d", maxJSONDepth)
+	}
+	var e envelope
+	if _, err := segjson.Parse(line, &e, segjson.DontMatchCaseInsensitiveStructFields|segjson.ZeroCopy); err != nil {
+		return nil, fmt.Errorf("unmarshaling jsonrpc message: %w", err)
+	}
+	if e.Version != "2.0" {
+		return nil, fmt.Errorf("invalid message version tag %q; expected \"2.0\"", e.Version)
+	}
+	id, err := jsonrpc.MakeID(e.ID)
+	if err != nil {
+		return nil, err
+	}
+	if e.Method != nil {
+		return &jsonrpc.Request{ID: id, Method: *e.Method, Params: e.Params}, nil
+	}
+	if !id.IsValid() {
+		return nil, errors.New("invalid request: neither a method nor an id")
+	}
+	resp := &jsonrpc.Response{ID: id, Result: e.Result}
+	if e.Error != nil {
+		resp.Error = e.Error
+	}
+	return resp, nil
+}
+
+// maxJSONDepth is go-sdk's bound on the nesting of a message.
+const maxJSONDepth = 1000
+
+// jsonDepth is the deepest nesting of objects and arrays in b, outside
+// strings.
+func jsonDepth(b []byte) int {
+	depth, deepest, inString := 0, 0, false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		switch {
+		case inString:
+			if c == '\\' {
+				i++
+			} else if c == '"' {
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			if depth++; depth > deepest {
+				deepest = depth
+			}
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return deepest
 }
 
 // deliver hands msg to Read, unless reading has ended.

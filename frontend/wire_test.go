@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -412,5 +413,39 @@ func TestWireEncodingMatchesSDK(t *testing.T) {
 	b, _ := encodeToolResult(&mcp.CallToolResult{Content: []mcp.Content{}}, true)
 	if !strings.Contains(string(b), `"resultType":"complete"`) {
 		t.Errorf("complete: %s", b)
+	}
+}
+
+// decodeMessage agrees with go-sdk's jsonrpc.DecodeMessage.
+func TestWireDecodeMatchesSDK(t *testing.T) {
+	deep := strings.Repeat("[", 1001) + strings.Repeat("]", 1001)
+	for _, line := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"fs_stat","arguments":{"path":"a\"b\\c"}}}`,
+		`{"jsonrpc":"2.0","id":"x","method":"ping"}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":""}`,
+		`{"jsonrpc":"2.0","id":3,"result":{"roots":[]}}`,
+		`{"jsonrpc":"2.0","id":4,"error":{"code":-1,"message":"no","data":{"a":1}}}`,
+		`{"jsonrpc":"2.0","id":5.0,"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":null,"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":true,"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":6,"method":7}`,
+		`{"jsonrpc":"1.0","id":7,"method":"ping"}`,
+		`{"id":8,"method":"ping"}`,
+		`{"jsonrpc":"2.0"}`,
+		`{"jsonrpc":"2.0","ID":9,"Method":"ping"}`,
+		`{"jsonrpc":"2.0","id":10,"method":"ping","params":` + deep + `}`,
+		`[]`, `"x"`, `{`, `nul`,
+	} {
+		got, gerr := decodeMessage([]byte(line))
+		want, werr := jsonrpc.DecodeMessage([]byte(line))
+		if (gerr != nil) != (werr != nil) {
+			t.Errorf("%.80s: decodeMessage error %v, go-sdk %v", line, gerr, werr)
+			continue
+		}
+		if gerr == nil && !reflect.DeepEqual(got, want) {
+			t.Errorf("%.80s:\n got %#v\nwant %#v", line, got, want)
+		}
 	}
 }

@@ -405,8 +405,8 @@ func rawSearchRows(o options, bin string, rounds int) ([]row, error) {
 		base       string
 		run        func() error
 	}{
-		{"raw fs_glob **/*.go (Go tree)", "fs_glob", map[string]any{"pattern": "**/*.go"}, "rg --files -g *.go", rg("--files", "-g", "*.go")},
-		{"raw fs_grep 'func Benchmark' (Go tree)", "fs_grep", map[string]any{"pattern": "func Benchmark"}, "rg --json", rg("--json", "func Benchmark")},
+		{"raw fs_glob **/*.go (Go tree)", "fs_glob", map[string]any{"path": "", "pattern": "**/*.go"}, "rg --files -g *.go", rg("--files", "-g", "*.go")},
+		{"raw fs_grep 'func Benchmark' (Go tree)", "fs_grep", map[string]any{"path": "", "pattern": "func Benchmark"}, "rg --json", rg("--json", "func Benchmark")},
 	} {
 		var lat, blat []float64
 		s.tool(c.tool, c.args)
@@ -519,7 +519,7 @@ func tsClientRows(o options, nodeDir, bin, root string, rounds int) ([]row, erro
 		{"fs_read", map[string]any{"path": "f4k"}},
 		{"fs_read", map[string]any{"path": "f1m"}},
 		{"fs_list", map[string]any{"path": "dir1000"}},
-		{"fs_glob", map[string]any{"pattern": "**/*.txt"}},
+		{"fs_glob", map[string]any{"path": "", "pattern": "**/*.txt"}},
 	} {
 		oname, oargs, _ := officialTool(c.tool, c.args, root)
 		var lat, blat []float64
