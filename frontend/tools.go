@@ -48,6 +48,8 @@ type tool struct {
 	idempotent  bool
 	schema      *jsonschema.Schema
 	resolved    *jsonschema.Resolved
+	// maxArgs bounds the raw arguments.
+	maxArgs int
 	// decode validates the raw arguments and decodes them into the
 	// tool's input type.
 	decode func(ctx context.Context, req *mcp.CallToolRequest) (any, error)
@@ -90,9 +92,10 @@ func defineTool[In any](name, description string, readOnly, destructive, idempot
 			maxArgs = maxMessageBytes
 		}
 	}
+	t.maxArgs = maxArgs
 	t.decode = func(ctx context.Context, req *mcp.CallToolRequest) (any, error) {
 		if n := len(req.Params.Arguments); n > maxArgs {
-			return nil, invalidf("arguments of %d bytes exceed the %d this tool accepts", n, maxArgs)
+			return nil, argumentsTooLarge(n, maxArgs)
 		}
 		raw, args, err := checkArguments(req, resolved)
 		if err != nil {
@@ -220,6 +223,10 @@ func hex4(b []byte, at int) (rune, bool) {
 	return rune(v[0])<<8 | rune(v[1]), true
 }
 
+func argumentsTooLarge(n, limit int) *toolError {
+	return invalidf("arguments of %d bytes exceed the %d this tool accepts", n, limit)
+}
+
 // maxSmallArguments bounds the raw arguments of a tool without file
 // content: paths and patterns are at most 64 KiB each.
 const maxSmallArguments = 1 << 20
@@ -286,6 +293,9 @@ func (s *server) register(srv *mcp.Server, tools []*tool) {
 				IdempotentHint:  t.idempotent,
 				OpenWorldHint:   &f,
 			},
+		}
+		if s.stdio != nil {
+			s.stdio.maxArgs[mt.Name] = t.maxArgs
 		}
 		h := s.handler(t)
 		if s.wrap != nil {

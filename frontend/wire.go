@@ -84,6 +84,10 @@ type stdioConn struct {
 	maxCalls     int
 	maxCallBytes int
 	grace        time.Duration
+	// maxArgs bounds the arguments of each tool by name (filled before
+	// Connect): larger ones are refused here, before go-sdk copies and
+	// decodes them.
+	maxArgs map[string]int
 
 	// msgs hands messages from the reading goroutine to Read.
 	msgs chan jsonrpc.Message
@@ -131,6 +135,7 @@ func newStdioConn(in io.Reader, out io.Writer) *stdioConn {
 		closed:   make(chan struct{}),
 		calls:    make(map[jsonrpc.ID]pendingCall),
 		answered: make(map[jsonrpc.ID]bool),
+		maxArgs:  make(map[string]int),
 	}
 	c.cond = sync.NewCond(&c.mu)
 	return c
@@ -270,6 +275,10 @@ func (c *stdioConn) handleLine(line []byte) {
 		c.deliver(msg)
 		return
 	}
+	if te := c.checkArgumentSize(req); te != nil {
+		c.writeToolError(req.ID, te)
+		return
+	}
 	c.mu.Lock()
 	var refuse string
 	code := int64(jsonrpc.CodeInvalidRequest)
@@ -367,6 +376,26 @@ func jsonDepth(b []byte) int {
 		}
 	}
 	return deepest
+}
+
+// checkArgumentSize refuses a tools/call whose arguments exceed what its
+// tool accepts, reading only the name and the arguments' extent (in
+// place, no copy): a 100 MB fs_stat costs its line and nothing more.
+func (c *stdioConn) checkArgumentSize(req *jsonrpc.Request) *toolError {
+	if req.Method != "tools/call" || len(req.Params) <= maxSmallArguments {
+		return nil
+	}
+	var p struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	}
+	if _, err := segjson.Parse(req.Params, &p, segjson.DontMatchCaseInsensitiveStructFields|segjson.ZeroCopy); err != nil {
+		return nil // go-sdk answers it
+	}
+	if limit, ok := c.maxArgs[p.Name]; ok && len(p.Arguments) > limit {
+		return argumentsTooLarge(len(p.Arguments), limit)
+	}
+	return nil
 }
 
 // deliver hands msg to Read, unless reading has ended.

@@ -225,3 +225,47 @@ func TestWireAuditNeverBlocks(t *testing.T) {
 	}
 	t.Logf("undrained stderr: %d lines logged, %d dropped and counted", logged, dropped)
 }
+
+// Arguments too large for their tool are refused as the line is read,
+// before go-sdk copies and decodes them; the session goes on.
+func TestWireLargeArgumentsRefusedEarly(t *testing.T) {
+	root, _ := tree(t)
+	s := spawn(t, root)
+	stdout, err := s.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.run(); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReaderSize(stdout, 1<<20)
+	io.WriteString(s.stdin, wireInit)
+	if _, err := r.ReadBytes('\n'); err != nil {
+		t.Fatal(err)
+	}
+	const size = 8 << 20
+	go func() {
+		fmt.Fprintf(s.stdin, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"fs_stat","arguments":{"path":"%s"}}}`+"\n", strings.Repeat("a", size))
+		io.WriteString(s.stdin, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"fs_stat","arguments":{"path":"sub"}}}`+"\n")
+	}()
+	for _, want := range []string{`"code":"invalid_argument","message":"arguments of 8388619 bytes exceed the 1048576 this tool accepts"`, `{"ok":true`} {
+		line, err := r.ReadBytes('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := wireReplies(t, line)
+		var m map[string]any
+		for _, rs := range got {
+			m = rs[0]
+		}
+		if txt := wireToolText(m); !strings.Contains(txt, want) {
+			t.Fatalf("reply %.300s, want %s", txt, want)
+		}
+	}
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "VmHWM") {
+			t.Logf("front-end after a %d MiB line: %s", size>>20, strings.Join(strings.Fields(l), " "))
+		}
+	}
+}
