@@ -42,9 +42,10 @@ import (
 //     or when the front-end stops, the calls in flight have stopGrace to
 //     answer; whatever is still unanswered then is answered here
 //     (unavailable) before the session ends. No call read goes unanswered.
-//   - Backpressure: while more than maxPendingWriteBytes of replies wait
-//     for stdout, no further message is read, so a client that stops
-//     reading stops new work instead of growing the heap.
+//   - Backpressure: while more than maxPendingWriteBytes of replies (or
+//     more than maxPendingWrites replies) wait for stdout, no further
+//     message is read, so a client that stops reading stops new work
+//     instead of growing the heap.
 //   - A tool result arrives already encoded (encodeResult): go-sdk only
 //     sees a small token, and Write puts the encoded bytes on the wire.
 //
@@ -56,8 +57,11 @@ import (
 const (
 	// maxStdioLineBytes bounds one JSON-RPC message on stdio.
 	maxStdioLineBytes = maxMessageBytes
-	// maxPendingWriteBytes of replies waiting for stdout stop reading.
+	// maxPendingWriteBytes of replies waiting for stdout, or more than
+	// maxPendingWrites replies, stop reading: a reply waits only when
+	// stdout is not read, and each waiting one holds a goroutine.
 	maxPendingWriteBytes = 8 << 20
+	maxPendingWrites     = 64
 	// maxUnansweredCalls read but not yet answered; beyond it a call is
 	// refused at once. The calls waiting for a slot (callGate) are among
 	// them, so this bounds what a client can park in the front-end.
@@ -109,6 +113,7 @@ type stdioConn struct {
 	answered      map[jsonrpc.ID]bool
 	callBytes     int
 	pending       int // bytes handed to Write and not yet written
+	writers       int // writes handed to Write and not yet written
 	stopping      bool
 	stoppingCause string
 
@@ -204,7 +209,7 @@ func (c *stdioConn) readLoop() {
 func (c *stdioConn) waitWritable() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for c.pending > c.maxPending {
+	for c.pending > c.maxPending || c.writers > maxPendingWrites {
 		select {
 		case <-c.closed:
 			return false
@@ -547,12 +552,14 @@ func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 func (c *stdioConn) writeLine(data []byte) error {
 	c.mu.Lock()
 	c.pending += len(data)
+	c.writers++
 	c.mu.Unlock()
 	c.wmu.Lock()
 	_, err := c.out.Write(data)
 	c.wmu.Unlock()
 	c.mu.Lock()
 	c.pending -= len(data)
+	c.writers--
 	c.cond.Broadcast()
 	c.mu.Unlock()
 	return err

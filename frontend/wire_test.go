@@ -449,3 +449,24 @@ func TestWireDecodeMatchesSDK(t *testing.T) {
 		}
 	}
 }
+
+// Small replies nobody reads stop reading too, once maxPendingWrites of
+// them wait: each holds a goroutine.
+func TestWireBackpressureCountsReplies(t *testing.T) {
+	w := startWire(t, nil)
+	go func() {
+		w.send(`{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+		w.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+		for i := range 300 {
+			w.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"slow","arguments":{}}}`, i))
+		}
+	}()
+	time.Sleep(1500 * time.Millisecond)
+	if n := w.started.Load(); n > maxPendingWrites+8 {
+		t.Fatalf("%d calls started while stdout was unread", n)
+	}
+	w.readReplies()
+	for range 301 {
+		w.next()
+	}
+}

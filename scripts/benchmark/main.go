@@ -72,6 +72,7 @@ func main() {
 	flag.BoolVar(&o.raw, "raw", false, "only the raw-client rows: fsmcp against the official Node server (raw.go)")
 	flag.StringVar(&o.before, "before", "", "with --raw: also build and measure this git revision, in the same rounds")
 	flag.StringVar(&o.node, "node", os.Getenv("FSMCP_BENCH_NODE"), "with --raw: a directory whose node_modules hold @modelcontextprotocol/server-filesystem and @modelcontextprotocol/sdk")
+	flag.BoolVar(&o.memory, "memory", false, "with --raw: only the memory rows (4,000 reads in flight, stdout unread)")
 	flag.Parse()
 	o.samples, o.spin = 300, 1500*time.Millisecond
 	if o.smoke {

@@ -239,6 +239,7 @@ func (s *rawServer) measure(n, k int, call func() error) (rawRun, error) {
 type rawOptions struct {
 	before string // a revision to build and measure beside this build
 	node   string // directory with node_modules of the official server and SDK
+	memory bool   // only the memory-under-load rows
 }
 
 func rawRows(o options, ro rawOptions, tmp string) ([]row, error) {
@@ -250,6 +251,9 @@ func rawRows(o options, ro rawOptions, tmp string) ([]row, error) {
 			return nil, err
 		}
 		bins = append(bins, struct{ name, bin string }{"fsmcp@" + ro.before, b})
+	}
+	if ro.memory {
+		return memoryUnderLoadRows(o, bins, root)
 	}
 	var servers []*rawServer
 	defer func() {
