@@ -64,8 +64,10 @@ const (
 	maxPendingWrites     = 64
 	// maxUnansweredCalls read but not yet answered; beyond it a call is
 	// refused at once. The calls waiting for a slot (callGate) are among
-	// them, so this bounds what a client can park in the front-end.
-	maxUnansweredCalls = 4096
+	// them, each with a goroutine (tens of KiB once go-sdk's handler has
+	// grown its stack), so this bounds what a client can park in the
+	// front-end.
+	maxUnansweredCalls = 256
 	// maxUnansweredBytes of call messages read but not yet answered.
 	maxUnansweredBytes = 256 << 20
 	// readChunk is the size of stdin reads.
