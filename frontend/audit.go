@@ -18,7 +18,8 @@ import (
 // The audit log: one JSON line per tool call, written after the call
 // answers. It records who (session, HTTP peer), what (tool, the path
 // arguments as given), and how it went (outcome code, duration, reply
-// size, scope_violation). It never records file contents: neither the
+// size, scope_violation, and policy_violation when the policy refused
+// it). It never records file contents: neither the
 // reply's nor a write's, only their sizes. It does not record calls that
 // never reach a tool (unknown tools, malformed JSON-RPC), and it is not
 // tamper-proof: ship it off the host if that matters.
@@ -221,6 +222,11 @@ func auditLine(start time.Time, d time.Duration, tool string, req *mcp.CallToolR
 	}
 	auditExit(o, res)
 	o.str("outcome", outcome).int("duration_us", d.Microseconds()).int("reply_bytes", bytes).bool("scope_violation", scope)
+	if res != nil && err == nil {
+		if policy, _ := res.Meta["policy_violation"].(bool); policy {
+			o.bool("policy_violation", true)
+		}
+	}
 	if note != nil && note.decision != "" {
 		o.str("decision", note.decision)
 	}

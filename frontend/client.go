@@ -87,7 +87,8 @@ func (c *workerClient) hello(ctx context.Context) (*fsmcpv1.Confinement, error) 
 // toolErrorOf is the worker's error e as the client sees it.
 func toolErrorOf(e *fsmcpv1.Error) *toolError {
 	return &toolError{code: e.GetCode(), message: e.GetMessage(), path: e.GetPath(), hasPath: len(e.GetPath()) > 0,
-		currentSHA256: e.GetCurrentSha256(), count: e.GetCount(), nearest: e.GetNearest()}
+		currentSHA256: e.GetCurrentSha256(), count: e.GetCount(), nearest: e.GetNearest(),
+		policyViolation: e.GetPolicyViolation()}
 }
 
 func fromRPC(err error) *toolError {

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/fsmcp/fsmcp/sandbox"
 )
 
 // Config is the parsed command line.
@@ -41,10 +43,15 @@ type Config struct {
 	MaxSessionCalls int
 	// Ask names the tools, or classes of tools, that wait for the
 	// person's approval (--ask).
-	Ask      []string
-	ToolHelp bool
-	Version  bool
-	Help     bool
+	Ask []string
+	// Protect and Deny are the operator's --protect and --deny globs;
+	// NoDefaultProtect drops sandbox.DefaultProtect (Policy joins them).
+	Protect          []string
+	Deny             []string
+	NoDefaultProtect bool
+	ToolHelp         bool
+	Version          bool
+	Help             bool
 	// set holds the flags given on the command line.
 	set map[string]bool
 	// Exec holds the flags that turn commands on.
@@ -105,6 +112,15 @@ func parseFlags(args []string, stderr io.Writer) (*Config, *flag.FlagSet, error)
 		c.Ask = append(c.Ask, v)
 		return nil
 	})
+	fs.Func("protect", "make paths matching this glob read-only for every tool (at any depth unless it starts with /); repeatable, added to the defaults", func(v string) error {
+		c.Protect = append(c.Protect, v)
+		return nil
+	})
+	fs.BoolVar(&c.NoDefaultProtect, "no-default-protect", false, "do not protect "+strings.Join(sandbox.DefaultProtect, " ")+" by default")
+	fs.Func("deny", "give no content of paths matching this glob to any tool (names are still listed); repeatable", func(v string) error {
+		c.Deny = append(c.Deny, v)
+		return nil
+	})
 	fs.BoolVar(&c.ToolHelp, "tool-help", false, "print the tools and parameters the other flags would serve, and exit")
 	fs.IntVar(&c.MaxCalls, "max-calls", defaultMaxCalls, "tool calls running at once on the server; more wait up to 10 s for a slot, then are answered unavailable")
 	fs.IntVar(&c.MaxSessionCalls, "max-session-calls", defaultMaxSessionCalls, "tool calls running at once in one session (stdio, or one HTTP session)")
@@ -141,10 +157,25 @@ func (c *Config) checkTools() error {
 	return err
 }
 
+// Policy is the protected and denied paths the flags ask for, defaults
+// included unless --no-default-protect.
+func (c *Config) Policy() sandbox.Policy {
+	var p sandbox.Policy
+	if !c.NoDefaultProtect {
+		p.Protect = append(p.Protect, sandbox.DefaultProtect...)
+	}
+	p.Protect = append(p.Protect, c.Protect...)
+	p.Deny = append(p.Deny, c.Deny...)
+	return p
+}
+
 // check validates the configuration and resolves --root and --rg. It runs
 // before the front-end confines itself.
 func (c *Config) check() error {
 	if err := c.checkTools(); err != nil {
+		return err
+	}
+	if _, err := c.Policy().Compile(); err != nil {
 		return err
 	}
 	if c.Root == "" {

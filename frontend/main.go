@@ -91,6 +91,7 @@ func serve(ctx context.Context, cfg *Config, hooks Hooks, stdin io.ReadCloser, s
 		AllowNoLandlock: cfg.AllowNoLandlock,
 		MaxRead:         cfg.MaxResponseBytes,
 		MaxMedia:        cfg.MaxMediaBytes,
+		Policy:          cfg.Policy(),
 	}, stderr)
 	if err != nil {
 		return err

@@ -94,7 +94,36 @@ func confinementDoc(c *fsmcpv1.Confinement, readOnly bool) *obj {
 		bool("network_denied", c.GetNetworkDenied()).
 		str("seccomp", c.GetSeccomp()).
 		int("seccomp_denied_syscalls", int64(c.GetSeccompDeniedSyscalls())).
-		str("rg_version", c.GetRgVersion())
+		str("rg_version", c.GetRgVersion()).
+		object("policy", newObj().
+			rawValue("protect", jsonStrings(c.GetPolicy().GetProtect())).
+			rawValue("deny", jsonStrings(c.GetPolicy().GetDeny()))).
+		rawValue("selftest", selftestDoc(c.GetSelftest()))
+}
+
+// jsonStrings encodes ss as a JSON array of strings.
+func jsonStrings(ss []string) []byte {
+	b := []byte{'['}
+	for i, s := range ss {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, s)
+	}
+	return append(b, ']')
+}
+
+// selftestDoc lists the worker's start-up probes: what was tried, the
+// kernel's answer, and whether it refused.
+func selftestDoc(probes []*fsmcpv1.Probe) []byte {
+	b := []byte{'['}
+	for i, p := range probes {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, newObj().str("probe", p.GetName()).str("result", p.GetResult()).bool("refused", p.GetRefused()).bytes()...)
+	}
+	return append(b, ']')
 }
 
 // cursorFor encodes a continuation point; the client treats it as opaque.

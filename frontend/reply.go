@@ -21,6 +21,8 @@ type toolError struct {
 	currentSHA256 string
 	count         int64
 	nearest       *fsmcpv1.Nearest
+	// policyViolation marks a refusal by the --protect/--deny policy.
+	policyViolation bool
 }
 
 func (e *toolError) Error() string { return codeName(e.code) + ": " + e.message }
@@ -182,12 +184,16 @@ func okResult(doc *obj) *mcp.CallToolResult {
 }
 
 // errorResult renders a failure as the contract's error document with
-// isError set; outside_root also sets _meta.scope_violation.
+// isError set; outside_root also sets _meta.scope_violation, and a
+// refusal by the --protect/--deny policy _meta.policy_violation.
 func errorResult(e *toolError) *mcp.CallToolResult {
 	doc := newObj().bool("ok", false).object("error", errorDoc(e))
 	res := &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: doc.text()}}}
-	if e.code == fsmcpv1.ErrorCode_ERROR_CODE_OUTSIDE_ROOT {
+	switch {
+	case e.code == fsmcpv1.ErrorCode_ERROR_CODE_OUTSIDE_ROOT:
 		res.Meta = mcp.Meta{"scope_violation": true}
+	case e.policyViolation:
+		res.Meta = mcp.Meta{"policy_violation": true}
 	}
 	return res
 }

@@ -37,10 +37,13 @@ type WorkerConfig struct {
 	MaxRead int64
 	// MaxMedia bounds the file fs_view sends (--max-media-bytes).
 	MaxMedia int64
+	// Policy is the operator's protected and denied paths, defaults
+	// included.
+	Policy Policy
 }
 
 func (c WorkerConfig) argv() []string {
-	return []string{
+	args := []string{
 		WorkerSubcommand,
 		"--sock-fd=" + strconv.Itoa(c.SockFD),
 		"--root=" + c.Root,
@@ -50,6 +53,13 @@ func (c WorkerConfig) argv() []string {
 		"--max-read=" + strconv.FormatInt(c.MaxRead, 10),
 		"--max-media=" + strconv.FormatInt(c.MaxMedia, 10),
 	}
+	for _, g := range c.Policy.Protect {
+		args = append(args, "--protect="+g)
+	}
+	for _, g := range c.Policy.Deny {
+		args = append(args, "--deny="+g)
+	}
+	return args
 }
 
 // ParseWorkerConfig parses the worker's arguments (those after
@@ -65,6 +75,14 @@ func ParseWorkerConfig(args []string) (WorkerConfig, error) {
 	fs.BoolVar(&c.AllowNoLandlock, "allow-no-landlock", false, "")
 	fs.Int64Var(&c.MaxRead, "max-read", 1<<20, "")
 	fs.Int64Var(&c.MaxMedia, "max-media", 5<<20, "")
+	fs.Func("protect", "", func(v string) error {
+		c.Policy.Protect = append(c.Policy.Protect, v)
+		return nil
+	})
+	fs.Func("deny", "", func(v string) error {
+		c.Policy.Deny = append(c.Policy.Deny, v)
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}

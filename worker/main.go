@@ -23,6 +23,9 @@ type Hooks struct {
 	Confined func(*os.Root)
 	// Interceptor wraps every unary RPC, inside panic recovery.
 	Interceptor grpc.UnaryServerInterceptor
+	// SelftestOutside, given the root's name and the path outside it
+	// that the self-test would open, returns the path to open instead.
+	SelftestOutside func(root, outside string) string
 }
 
 // Main runs the worker with the arguments that follow
@@ -73,6 +76,12 @@ func run(args []string, hooks Hooks) error {
 	if err != nil {
 		return err
 	}
+	// The self-test execs the worker's own binary, which it is not
+	// granted.
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("name the worker's executable: %w", err)
+	}
 	st, err := sandbox.ConfineWorker(fdPath, cfg.ReadOnly, rgFiles)
 	switch {
 	case errors.Is(err, sandbox.ErrNoLandlock) && cfg.AllowNoLandlock:
@@ -100,20 +109,35 @@ func run(args []string, hooks Hooks) error {
 	if hooks.Confined != nil {
 		hooks.Confined(root)
 	}
+	conf := &fsmcpv1.Confinement{
+		LandlockAbi:           int32(st.ABI),
+		KernelLandlockAbi:     int32(st.KernelABI),
+		ReadOnlyEnforced:      st.ABI > 0 && st.ReadOnly,
+		NetworkDenied:         st.NetworkDenied,
+		RgVersion:             rgVersion,
+		Seccomp:               sc.Mode,
+		SeccompDeniedSyscalls: int32(sc.Denied),
+	}
 	svc, err := New(root, Options{
-		Confinement: &fsmcpv1.Confinement{
-			LandlockAbi:           int32(st.ABI),
-			KernelLandlockAbi:     int32(st.KernelABI),
-			ReadOnlyEnforced:      st.ABI > 0 && st.ReadOnly,
-			NetworkDenied:         st.NetworkDenied,
-			RgVersion:             rgVersion,
-			Seccomp:               sc.Mode,
-			SeccompDeniedSyscalls: int32(sc.Denied),
-		},
-		RG:       cfg.RG,
-		DevNull:  devNull,
-		MaxRead:  cfg.MaxRead,
-		MaxMedia: cfg.MaxMedia,
+		Confinement: conf,
+		RG:          cfg.RG,
+		DevNull:     devNull,
+		MaxRead:     cfg.MaxRead,
+		MaxMedia:    cfg.MaxMedia,
+		Policy:      cfg.Policy,
+	})
+	if err != nil {
+		return err
+	}
+	rootName := *svc.rootPath.name.Load()
+	outside := outsidePath(rootName)
+	if hooks.SelftestOutside != nil {
+		outside = hooks.SelftestOutside(rootName, outside)
+	}
+	conf.Selftest, err = selftest(selftestConfig{
+		outside: outside, exe: exe, devNull: devNull,
+		fsEnforced:  st.ABI > 0,
+		netEnforced: sc.Mode == "filter" || st.NetworkDenied,
 	})
 	if err != nil {
 		return err

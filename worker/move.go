@@ -32,8 +32,11 @@ func (s *Service) Mkdir(ctx context.Context, req *fsmcpv1.MkdirRequest) (*fsmcpv
 	// Each component it creates is judged as a mutation of its real path
 	// (no temp name, nothing protected) before it is made in its
 	// parent's descriptor.
-	made := map[[2]uint64]bool{} // (dev, inode) of each directory this call created
 	comps := strings.Split(p, "/")
+	if err := s.judgeMkdir(p, comps); err != nil {
+		return nil, err
+	}
+	made := map[[2]uint64]bool{} // (dev, inode) of each directory this call created
 	for i, c := range comps {
 		if c == "" || c == "." || c == ".." {
 			continue
@@ -65,6 +68,50 @@ func (s *Service) Mkdir(ctx context.Context, req *fsmcpv1.MkdirRequest) (*fsmcpv
 		created = made[[2]uint64{uint64(st.Dev), st.Ino}]
 	}
 	return &fsmcpv1.MkdirResponse{Created: created}, nil
+}
+
+// judgeMkdir judges, before any is made, every directory that Mkdir of
+// comps would create: those that exist are resolved by their real path,
+// and below the first that does not, each new directory's path follows
+// lexically (a directory just made is no symlink, so ".." below it is
+// its parent). Errors other than the policy's are left to the creation,
+// which meets them in the same order.
+func (s *Service) judgeMkdir(p string, comps []string) error {
+	rel, exists := "", true
+	var stack []string
+	for i, c := range comps {
+		if c == "" || c == "." {
+			continue
+		}
+		if exists {
+			d, err := s.openDir("mkdir", p, strings.Join(comps[:i+1], "/"))
+			if err == nil {
+				rel = d.rel
+				d.close()
+				continue
+			}
+			var e *Error
+			if !errors.As(err, &e) || e.Code != fsmcpv1.ErrorCode_ERROR_CODE_NOT_FOUND || c == ".." {
+				return nil
+			}
+			exists = false
+			if rel != "" {
+				stack = strings.Split(rel, "/")
+			}
+		}
+		if c == ".." {
+			if len(stack) == 0 {
+				return nil // leaves the root: the creation refuses it
+			}
+			stack = stack[:len(stack)-1]
+			continue
+		}
+		stack = append(stack, c)
+		if err := s.judge("mkdir", p, strings.Join(stack, "/"), accessMutate); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // mkdirOne makes the directory name in d unless one is there, and returns

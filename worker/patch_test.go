@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/sandbox"
 )
 
 // threePatch changes a, b and c (in that order of names) from "x\n" to
@@ -149,7 +150,7 @@ func TestEditRPCsFollowThePolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer root.Close()
-	s, err := New(root, Options{Policy: Policy{Protect: DefaultProtect, Deny: []string{"secret/**"}}})
+	s, err := New(root, Options{Policy: sandbox.Policy{Protect: sandbox.DefaultProtect, Deny: []string{"secret/**"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -85,7 +85,7 @@ func (s *Service) Stat(ctx context.Context, req *fsmcpv1.StatRequest) (*fsmcpv1.
 	resp := &fsmcpv1.StatResponse{Entry: entryFromStat(path.Base(p), st)}
 	switch resp.Entry.Type {
 	case fsmcpv1.FileType_FILE_TYPE_FILE:
-		if _, denied := s.policy.denied(n.rel); denied {
+		if _, denied := s.policy.Denied(n.rel); denied {
 			break
 		}
 		sum, err := s.hash(ctx, p, st)

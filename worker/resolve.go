@@ -209,12 +209,12 @@ func (s *Service) judge(op, p, rel string, kind access) error {
 			return newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, p,
 				"%s: names starting with %s are reserved for fsmcp's temp files", op, tempPrefix)
 		}
-		if glob, ok := s.policy.protected(rel); ok {
+		if glob, ok := s.policy.Protected(rel); ok {
 			return policyError(op, p, rel, "is protected", "--protect", glob)
 		}
 	}
 	if kind == accessContent || kind == accessRewrite {
-		if glob, ok := s.policy.denied(rel); ok {
+		if glob, ok := s.policy.Denied(rel); ok {
 			return policyError(op, p, rel, "is denied", "--deny", glob)
 		}
 	}
@@ -338,17 +338,17 @@ func (s *Service) lockRenames(exclusive bool) func() {
 // Neither end may be protected, and denied content may not move to a
 // path that is not denied.
 func (s *Service) judgeCarry(op, p, from, to string) error {
-	if glob, ok := s.policy.protected(from); ok {
+	if glob, ok := s.policy.Protected(from); ok {
 		return policyError(op, p, from, "is protected", "--protect", glob)
 	}
 	if to == "" {
 		return nil
 	}
-	if glob, ok := s.policy.protected(to); ok {
+	if glob, ok := s.policy.Protected(to); ok {
 		return policyError(op, p, to, "would be protected", "--protect", glob)
 	}
-	if glob, ok := s.policy.denied(from); ok {
-		if _, still := s.policy.denied(to); !still {
+	if glob, ok := s.policy.Denied(from); ok {
+		if _, still := s.policy.Denied(to); !still {
 			return policyError(op, p, from, "is denied (and would not be where it moves)", "--deny", glob)
 		}
 	}
@@ -360,7 +360,7 @@ func (s *Service) judgeCarry(op, p, from, to string) error {
 // delete would remove (to == ""), or what a move would carry beneath the
 // real path to.
 func (s *Service) judgeTree(ctx context.Context, op, p string, d *parent, base, to string) error {
-	if len(s.policy.protect) == 0 && len(s.policy.deny) == 0 {
+	if s.policy.Empty() {
 		return nil
 	}
 	fd, err := unix.Openat(d.fd, base, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
@@ -577,9 +577,18 @@ func (s *Service) openSearch(op string, raw []byte, kind access) (*searchTarget,
 			t.close()
 			return nil, err
 		}
-		if len(s.policy.deny) > 0 {
+		if s.policy.Denies() {
 			t.deny = s.policy
 		}
 	}
 	return t, nil
+}
+
+// policyError is a refusal by the policy: permission_denied, naming the
+// rule, marked as a policy violation.
+func policyError(op, p, rel, what, flag, glob string) *Error {
+	e := newError(fsmcpv1.ErrorCode_ERROR_CODE_PERMISSION_DENIED, p,
+		"%s: %q %s by the policy (%s %s)", op, rel, what, flag, glob)
+	e.PolicyViolation = true
+	return e
 }

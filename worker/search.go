@@ -21,6 +21,7 @@ import (
 	"time"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/sandbox"
 	"google.golang.org/grpc"
 )
 
@@ -79,8 +80,9 @@ type searchTarget struct {
 	// rel is the real root-relative path of dir, or of file when file
 	// is set (resolve.go).
 	rel string
-	// deny, when set, drops every result whose real path it denies.
-	deny *policy
+	// deny, when set, drops every result whose real path it denies, and
+	// passes rg the deny rules as exclusions.
+	deny *sandbox.Rules
 	// debug, when set, receives each line rg writes to stderr that
 	// starts with "DEBUG|" (rg --debug); the others are rg's errors.
 	debug func(line []byte)
@@ -127,7 +129,7 @@ func (t *searchTarget) display(rgPath []byte) ([]byte, bool) {
 		return nil, false
 	}
 	if t.deny != nil {
-		if _, denied := t.deny.denied(joinRel(t.rel, string(rel))); denied {
+		if _, denied := t.deny.Denied(joinRel(t.rel, string(rel))); denied {
 			return nil, false
 		}
 	}
@@ -177,7 +179,11 @@ func commonArgs(hidden, noIgnore bool) []string {
 // globs, then "--", then the target, so that nothing after "--" is an
 // option.
 func (t *searchTarget) pathArgs(args []string) []string {
-	args = append(args, tempGlob, "--")
+	args = append(args, tempGlob)
+	if t.deny != nil && t.file == nil {
+		args = append(args, t.deny.RGExcludes(t.rel)...)
+	}
+	args = append(args, "--")
 	if t.file != nil {
 		return append(args, fileArg)
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/sandbox"
 	"google.golang.org/grpc"
 )
 
@@ -26,7 +27,7 @@ type Service struct {
 	// rootPath is the kernel's name of the root, for realPath.
 	rootPath *rootPath
 	// policy is the operator's protected and denied paths.
-	policy *policy
+	policy *sandbox.Rules
 	// renames is held shared by a mutation from its judgement to its
 	// last system call, and exclusively by a move of a directory, which
 	// changes the real path of everything beneath it.
@@ -57,7 +58,7 @@ type Options struct {
 	// MaxMedia bounds the file one View returns.
 	MaxMedia int64
 	// Policy is the operator's protected and denied paths.
-	Policy Policy
+	Policy sandbox.Policy
 }
 
 // New returns a Service over root.
@@ -75,10 +76,11 @@ func New(root *os.Root, opts Options) (*Service, error) {
 	if opts.Confinement == nil {
 		opts.Confinement = &fsmcpv1.Confinement{Seccomp: "none"}
 	}
-	pol, err := compilePolicy(opts.Policy)
+	pol, err := opts.Policy.Compile()
 	if err != nil {
 		return nil, err
 	}
+	opts.Confinement.Policy = &fsmcpv1.Policy{Protect: opts.Policy.Protect, Deny: opts.Policy.Deny}
 	rp, err := newRootPath(root)
 	if err != nil {
 		return nil, fmt.Errorf("name the root through /proc/self/fd: %w", err)

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -92,6 +93,11 @@ func hookResult(action, arg string) string {
 	return "ok"
 }
 
+func fileExists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
+}
+
 // workerRG is the rg named on the worker's command line.
 func workerRG() string {
 	for _, a := range os.Args {
@@ -111,8 +117,19 @@ func parseHook(path []byte) (action, arg string, ok bool) {
 	return action, arg, true
 }
 
+// selftestInside, a file in the root, makes the worker's self-test open
+// it in place of the directory outside the root: the kernel allows that,
+// and start-up must fail.
+const selftestInside = "fsmcp-test-selftest-opens-this"
+
 func workerHooks() worker.Hooks {
 	return worker.Hooks{
+		SelftestOutside: func(root, outside string) string {
+			if p := filepath.Join(root, selftestInside); fileExists(p) {
+				return p
+			}
+			return outside
+		},
 		Interceptor: func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 			if sr, ok := req.(*fsmcpv1.StatRequest); ok {
 				action, arg, ok := parseHook(sr.GetPath())

@@ -541,8 +541,12 @@ type Confinement struct {
 	SeccompDeniedSyscalls int32 `protobuf:"varint,6,opt,name=seccomp_denied_syscalls,json=seccompDeniedSyscalls,proto3" json:"seccomp_denied_syscalls,omitempty"`
 	// The Landlock ABI the kernel offers.
 	KernelLandlockAbi int32 `protobuf:"varint,7,opt,name=kernel_landlock_abi,json=kernelLandlockAbi,proto3" json:"kernel_landlock_abi,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The operator's protected and denied paths, as the worker enforces them.
+	Policy *Policy `protobuf:"bytes,8,opt,name=policy,proto3" json:"policy,omitempty"`
+	// The probes the confined worker ran on itself at start.
+	Selftest      []*Probe `protobuf:"bytes,9,rep,name=selftest,proto3" json:"selftest,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Confinement) Reset() {
@@ -624,6 +628,138 @@ func (x *Confinement) GetKernelLandlockAbi() int32 {
 	return 0
 }
 
+func (x *Confinement) GetPolicy() *Policy {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+func (x *Confinement) GetSelftest() []*Probe {
+	if x != nil {
+		return x.Selftest
+	}
+	return nil
+}
+
+// Policy is the operator's path policy: globs as given, defaults included.
+type Policy struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Protect       []string               `protobuf:"bytes,1,rep,name=protect,proto3" json:"protect,omitempty"`
+	Deny          []string               `protobuf:"bytes,2,rep,name=deny,proto3" json:"deny,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Policy) Reset() {
+	*x = Policy{}
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Policy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Policy) ProtoMessage() {}
+
+func (x *Policy) ProtoReflect() protoreflect.Message {
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Policy.ProtoReflect.Descriptor instead.
+func (*Policy) Descriptor() ([]byte, []int) {
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Policy) GetProtect() []string {
+	if x != nil {
+		return x.Protect
+	}
+	return nil
+}
+
+func (x *Policy) GetDeny() []string {
+	if x != nil {
+		return x.Deny
+	}
+	return nil
+}
+
+// Probe is one thing the confined worker tried on itself at start, which
+// the kernel must refuse.
+type Probe struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What was tried, e.g. "open outside the root".
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The kernel's answer: an errno name such as "EACCES", or "allowed".
+	Result string `protobuf:"bytes,2,opt,name=result,proto3" json:"result,omitempty"`
+	// Whether the kernel refused it.
+	Refused       bool `protobuf:"varint,3,opt,name=refused,proto3" json:"refused,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Probe) Reset() {
+	*x = Probe{}
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Probe) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Probe) ProtoMessage() {}
+
+func (x *Probe) ProtoReflect() protoreflect.Message {
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Probe.ProtoReflect.Descriptor instead.
+func (*Probe) Descriptor() ([]byte, []int) {
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Probe) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Probe) GetResult() string {
+	if x != nil {
+		return x.Result
+	}
+	return ""
+}
+
+func (x *Probe) GetRefused() bool {
+	if x != nil {
+		return x.Refused
+	}
+	return false
+}
+
 type HelloRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Version       ProtocolVersion        `protobuf:"varint,1,opt,name=version,proto3,enum=fsmcp.v1.ProtocolVersion" json:"version,omitempty"`
@@ -633,7 +769,7 @@ type HelloRequest struct {
 
 func (x *HelloRequest) Reset() {
 	*x = HelloRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[3]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -645,7 +781,7 @@ func (x *HelloRequest) String() string {
 func (*HelloRequest) ProtoMessage() {}
 
 func (x *HelloRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[3]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -658,7 +794,7 @@ func (x *HelloRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HelloRequest.ProtoReflect.Descriptor instead.
 func (*HelloRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{3}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *HelloRequest) GetVersion() ProtocolVersion {
@@ -678,7 +814,7 @@ type HelloResponse struct {
 
 func (x *HelloResponse) Reset() {
 	*x = HelloResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[4]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -690,7 +826,7 @@ func (x *HelloResponse) String() string {
 func (*HelloResponse) ProtoMessage() {}
 
 func (x *HelloResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[4]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -703,7 +839,7 @@ func (x *HelloResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HelloResponse.ProtoReflect.Descriptor instead.
 func (*HelloResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{4}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *HelloResponse) GetVersion() ProtocolVersion {
@@ -736,7 +872,7 @@ type Entry struct {
 
 func (x *Entry) Reset() {
 	*x = Entry{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[5]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -748,7 +884,7 @@ func (x *Entry) String() string {
 func (*Entry) ProtoMessage() {}
 
 func (x *Entry) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[5]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -761,7 +897,7 @@ func (x *Entry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Entry.ProtoReflect.Descriptor instead.
 func (*Entry) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{5}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Entry) GetName() []byte {
@@ -815,7 +951,7 @@ type StatRequest struct {
 
 func (x *StatRequest) Reset() {
 	*x = StatRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[6]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -827,7 +963,7 @@ func (x *StatRequest) String() string {
 func (*StatRequest) ProtoMessage() {}
 
 func (x *StatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[6]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -840,7 +976,7 @@ func (x *StatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatRequest.ProtoReflect.Descriptor instead.
 func (*StatRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{6}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *StatRequest) GetPath() []byte {
@@ -868,7 +1004,7 @@ type StatResponse struct {
 
 func (x *StatResponse) Reset() {
 	*x = StatResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[7]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -880,7 +1016,7 @@ func (x *StatResponse) String() string {
 func (*StatResponse) ProtoMessage() {}
 
 func (x *StatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[7]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -893,7 +1029,7 @@ func (x *StatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatResponse.ProtoReflect.Descriptor instead.
 func (*StatResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{7}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *StatResponse) GetEntry() *Entry {
@@ -952,7 +1088,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[8]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -964,7 +1100,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[8]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -977,7 +1113,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{8}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListRequest) GetPath() []byte {
@@ -1019,7 +1155,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[9]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1031,7 +1167,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[9]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1044,7 +1180,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{9}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListResponse) GetEntries() []*Entry {
@@ -1080,7 +1216,7 @@ type ReadRequest struct {
 
 func (x *ReadRequest) Reset() {
 	*x = ReadRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[10]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1092,7 +1228,7 @@ func (x *ReadRequest) String() string {
 func (*ReadRequest) ProtoMessage() {}
 
 func (x *ReadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[10]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1105,7 +1241,7 @@ func (x *ReadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadRequest.ProtoReflect.Descriptor instead.
 func (*ReadRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{10}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReadRequest) GetPath() []byte {
@@ -1182,7 +1318,7 @@ type ReadResponse struct {
 
 func (x *ReadResponse) Reset() {
 	*x = ReadResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[11]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1194,7 +1330,7 @@ func (x *ReadResponse) String() string {
 func (*ReadResponse) ProtoMessage() {}
 
 func (x *ReadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[11]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1207,7 +1343,7 @@ func (x *ReadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResponse.ProtoReflect.Descriptor instead.
 func (*ReadResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{11}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ReadResponse) GetData() []byte {
@@ -1276,7 +1412,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[12]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1288,7 +1424,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[12]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1301,7 +1437,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{12}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Progress) GetFilesSearched() int64 {
@@ -1342,7 +1478,7 @@ type GlobRequest struct {
 
 func (x *GlobRequest) Reset() {
 	*x = GlobRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[13]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1354,7 +1490,7 @@ func (x *GlobRequest) String() string {
 func (*GlobRequest) ProtoMessage() {}
 
 func (x *GlobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[13]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1367,7 +1503,7 @@ func (x *GlobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GlobRequest.ProtoReflect.Descriptor instead.
 func (*GlobRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{13}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GlobRequest) GetPattern() string {
@@ -1466,7 +1602,7 @@ type GlobResponse struct {
 
 func (x *GlobResponse) Reset() {
 	*x = GlobResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[14]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1478,7 +1614,7 @@ func (x *GlobResponse) String() string {
 func (*GlobResponse) ProtoMessage() {}
 
 func (x *GlobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[14]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1491,7 +1627,7 @@ func (x *GlobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GlobResponse.ProtoReflect.Descriptor instead.
 func (*GlobResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{14}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GlobResponse) GetProgress() *Progress {
@@ -1573,7 +1709,7 @@ type GrepRequest struct {
 
 func (x *GrepRequest) Reset() {
 	*x = GrepRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[15]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1585,7 +1721,7 @@ func (x *GrepRequest) String() string {
 func (*GrepRequest) ProtoMessage() {}
 
 func (x *GrepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[15]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1598,7 +1734,7 @@ func (x *GrepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepRequest.ProtoReflect.Descriptor instead.
 func (*GrepRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{15}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GrepRequest) GetPattern() string {
@@ -1739,7 +1875,7 @@ type FileCount struct {
 
 func (x *FileCount) Reset() {
 	*x = FileCount{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[16]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1751,7 +1887,7 @@ func (x *FileCount) String() string {
 func (*FileCount) ProtoMessage() {}
 
 func (x *FileCount) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[16]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1764,7 +1900,7 @@ func (x *FileCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileCount.ProtoReflect.Descriptor instead.
 func (*FileCount) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{16}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *FileCount) GetPath() []byte {
@@ -1791,7 +1927,7 @@ type Submatch struct {
 
 func (x *Submatch) Reset() {
 	*x = Submatch{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[17]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1803,7 +1939,7 @@ func (x *Submatch) String() string {
 func (*Submatch) ProtoMessage() {}
 
 func (x *Submatch) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[17]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1816,7 +1952,7 @@ func (x *Submatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Submatch.ProtoReflect.Descriptor instead.
 func (*Submatch) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{17}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Submatch) GetStart() int64 {
@@ -1854,7 +1990,7 @@ type GrepLine struct {
 
 func (x *GrepLine) Reset() {
 	*x = GrepLine{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[18]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1866,7 +2002,7 @@ func (x *GrepLine) String() string {
 func (*GrepLine) ProtoMessage() {}
 
 func (x *GrepLine) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[18]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1879,7 +2015,7 @@ func (x *GrepLine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepLine.ProtoReflect.Descriptor instead.
 func (*GrepLine) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{18}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GrepLine) GetPath() []byte {
@@ -1956,7 +2092,7 @@ type GrepResponse struct {
 
 func (x *GrepResponse) Reset() {
 	*x = GrepResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[19]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1968,7 +2104,7 @@ func (x *GrepResponse) String() string {
 func (*GrepResponse) ProtoMessage() {}
 
 func (x *GrepResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[19]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1981,7 +2117,7 @@ func (x *GrepResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepResponse.ProtoReflect.Descriptor instead.
 func (*GrepResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{19}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GrepResponse) GetProgress() *Progress {
@@ -2058,7 +2194,7 @@ type WriteRequest struct {
 
 func (x *WriteRequest) Reset() {
 	*x = WriteRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[20]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2070,7 +2206,7 @@ func (x *WriteRequest) String() string {
 func (*WriteRequest) ProtoMessage() {}
 
 func (x *WriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[20]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2083,7 +2219,7 @@ func (x *WriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteRequest.ProtoReflect.Descriptor instead.
 func (*WriteRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{20}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *WriteRequest) GetPath() []byte {
@@ -2143,7 +2279,7 @@ type WriteResponse struct {
 
 func (x *WriteResponse) Reset() {
 	*x = WriteResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[21]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2155,7 +2291,7 @@ func (x *WriteResponse) String() string {
 func (*WriteResponse) ProtoMessage() {}
 
 func (x *WriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[21]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2168,7 +2304,7 @@ func (x *WriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteResponse.ProtoReflect.Descriptor instead.
 func (*WriteResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{21}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *WriteResponse) GetSha256() string {
@@ -2217,7 +2353,7 @@ type Edit struct {
 
 func (x *Edit) Reset() {
 	*x = Edit{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[22]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2229,7 +2365,7 @@ func (x *Edit) String() string {
 func (*Edit) ProtoMessage() {}
 
 func (x *Edit) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[22]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2242,7 +2378,7 @@ func (x *Edit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Edit.ProtoReflect.Descriptor instead.
 func (*Edit) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{22}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Edit) GetOld() []byte {
@@ -2278,7 +2414,7 @@ type ReplaceRequest struct {
 
 func (x *ReplaceRequest) Reset() {
 	*x = ReplaceRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[23]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2290,7 +2426,7 @@ func (x *ReplaceRequest) String() string {
 func (*ReplaceRequest) ProtoMessage() {}
 
 func (x *ReplaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[23]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2303,7 +2439,7 @@ func (x *ReplaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplaceRequest.ProtoReflect.Descriptor instead.
 func (*ReplaceRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{23}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ReplaceRequest) GetPath() []byte {
@@ -2348,7 +2484,7 @@ type ReplaceResponse struct {
 
 func (x *ReplaceResponse) Reset() {
 	*x = ReplaceResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[24]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2360,7 +2496,7 @@ func (x *ReplaceResponse) String() string {
 func (*ReplaceResponse) ProtoMessage() {}
 
 func (x *ReplaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[24]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2373,7 +2509,7 @@ func (x *ReplaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplaceResponse.ProtoReflect.Descriptor instead.
 func (*ReplaceResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{24}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ReplaceResponse) GetSha256() string {
@@ -2420,7 +2556,7 @@ type MkdirRequest struct {
 
 func (x *MkdirRequest) Reset() {
 	*x = MkdirRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[25]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2432,7 +2568,7 @@ func (x *MkdirRequest) String() string {
 func (*MkdirRequest) ProtoMessage() {}
 
 func (x *MkdirRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[25]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2445,7 +2581,7 @@ func (x *MkdirRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MkdirRequest.ProtoReflect.Descriptor instead.
 func (*MkdirRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{25}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *MkdirRequest) GetPath() []byte {
@@ -2464,7 +2600,7 @@ type MkdirResponse struct {
 
 func (x *MkdirResponse) Reset() {
 	*x = MkdirResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[26]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2476,7 +2612,7 @@ func (x *MkdirResponse) String() string {
 func (*MkdirResponse) ProtoMessage() {}
 
 func (x *MkdirResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[26]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2489,7 +2625,7 @@ func (x *MkdirResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MkdirResponse.ProtoReflect.Descriptor instead.
 func (*MkdirResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{26}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *MkdirResponse) GetCreated() bool {
@@ -2513,7 +2649,7 @@ type MoveRequest struct {
 
 func (x *MoveRequest) Reset() {
 	*x = MoveRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[27]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2525,7 +2661,7 @@ func (x *MoveRequest) String() string {
 func (*MoveRequest) ProtoMessage() {}
 
 func (x *MoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[27]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2538,7 +2674,7 @@ func (x *MoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveRequest.ProtoReflect.Descriptor instead.
 func (*MoveRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{27}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *MoveRequest) GetFrom() []byte {
@@ -2577,7 +2713,7 @@ type MoveResponse struct {
 
 func (x *MoveResponse) Reset() {
 	*x = MoveResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[28]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2589,7 +2725,7 @@ func (x *MoveResponse) String() string {
 func (*MoveResponse) ProtoMessage() {}
 
 func (x *MoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[28]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2602,7 +2738,7 @@ func (x *MoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveResponse.ProtoReflect.Descriptor instead.
 func (*MoveResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{28}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{30}
 }
 
 type DeleteRequest struct {
@@ -2619,7 +2755,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[29]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2631,7 +2767,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[29]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2644,7 +2780,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{29}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DeleteRequest) GetPath() []byte {
@@ -2685,7 +2821,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[30]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2697,7 +2833,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[30]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2710,7 +2846,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{30}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *DeleteResponse) GetRemoved() int64 {
@@ -2738,7 +2874,7 @@ type SpliceRequest struct {
 
 func (x *SpliceRequest) Reset() {
 	*x = SpliceRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[31]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2750,7 +2886,7 @@ func (x *SpliceRequest) String() string {
 func (*SpliceRequest) ProtoMessage() {}
 
 func (x *SpliceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[31]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2763,7 +2899,7 @@ func (x *SpliceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpliceRequest.ProtoReflect.Descriptor instead.
 func (*SpliceRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{31}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SpliceRequest) GetPath() []byte {
@@ -2829,7 +2965,7 @@ type SpliceResponse struct {
 
 func (x *SpliceResponse) Reset() {
 	*x = SpliceResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[32]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2841,7 +2977,7 @@ func (x *SpliceResponse) String() string {
 func (*SpliceResponse) ProtoMessage() {}
 
 func (x *SpliceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[32]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2854,7 +2990,7 @@ func (x *SpliceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpliceResponse.ProtoReflect.Descriptor instead.
 func (*SpliceResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{32}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SpliceResponse) GetSha256() string {
@@ -2901,7 +3037,7 @@ type DigestRequest struct {
 
 func (x *DigestRequest) Reset() {
 	*x = DigestRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[33]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2913,7 +3049,7 @@ func (x *DigestRequest) String() string {
 func (*DigestRequest) ProtoMessage() {}
 
 func (x *DigestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[33]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2926,7 +3062,7 @@ func (x *DigestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DigestRequest.ProtoReflect.Descriptor instead.
 func (*DigestRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{33}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *DigestRequest) GetPath() []byte {
@@ -2953,7 +3089,7 @@ type DigestResponse struct {
 
 func (x *DigestResponse) Reset() {
 	*x = DigestResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[34]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2965,7 +3101,7 @@ func (x *DigestResponse) String() string {
 func (*DigestResponse) ProtoMessage() {}
 
 func (x *DigestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[34]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2978,7 +3114,7 @@ func (x *DigestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DigestResponse.ProtoReflect.Descriptor instead.
 func (*DigestResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{34}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DigestResponse) GetProgress() *Progress {
@@ -3041,7 +3177,7 @@ type CopyRequest struct {
 
 func (x *CopyRequest) Reset() {
 	*x = CopyRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[35]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3053,7 +3189,7 @@ func (x *CopyRequest) String() string {
 func (*CopyRequest) ProtoMessage() {}
 
 func (x *CopyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[35]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3066,7 +3202,7 @@ func (x *CopyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyRequest.ProtoReflect.Descriptor instead.
 func (*CopyRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{35}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CopyRequest) GetFrom() []byte {
@@ -3101,7 +3237,7 @@ type CopyResponse struct {
 
 func (x *CopyResponse) Reset() {
 	*x = CopyResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[36]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3113,7 +3249,7 @@ func (x *CopyResponse) String() string {
 func (*CopyResponse) ProtoMessage() {}
 
 func (x *CopyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[36]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3126,7 +3262,7 @@ func (x *CopyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyResponse.ProtoReflect.Descriptor instead.
 func (*CopyResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{36}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *CopyResponse) GetFiles() int64 {
@@ -3169,7 +3305,7 @@ type TreeRequest struct {
 
 func (x *TreeRequest) Reset() {
 	*x = TreeRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[37]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3181,7 +3317,7 @@ func (x *TreeRequest) String() string {
 func (*TreeRequest) ProtoMessage() {}
 
 func (x *TreeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[37]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3194,7 +3330,7 @@ func (x *TreeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TreeRequest.ProtoReflect.Descriptor instead.
 func (*TreeRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{37}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *TreeRequest) GetPath() []byte {
@@ -3269,7 +3405,7 @@ type TreeEntry struct {
 
 func (x *TreeEntry) Reset() {
 	*x = TreeEntry{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[38]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3281,7 +3417,7 @@ func (x *TreeEntry) String() string {
 func (*TreeEntry) ProtoMessage() {}
 
 func (x *TreeEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[38]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3294,7 +3430,7 @@ func (x *TreeEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TreeEntry.ProtoReflect.Descriptor instead.
 func (*TreeEntry) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{38}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *TreeEntry) GetPath() []byte {
@@ -3341,7 +3477,7 @@ type TreeResponse struct {
 
 func (x *TreeResponse) Reset() {
 	*x = TreeResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[39]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3353,7 +3489,7 @@ func (x *TreeResponse) String() string {
 func (*TreeResponse) ProtoMessage() {}
 
 func (x *TreeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[39]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3366,7 +3502,7 @@ func (x *TreeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TreeResponse.ProtoReflect.Descriptor instead.
 func (*TreeResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{39}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *TreeResponse) GetProgress() *Progress {
@@ -3420,7 +3556,7 @@ type ViewRequest struct {
 
 func (x *ViewRequest) Reset() {
 	*x = ViewRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[40]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3432,7 +3568,7 @@ func (x *ViewRequest) String() string {
 func (*ViewRequest) ProtoMessage() {}
 
 func (x *ViewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[40]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3445,7 +3581,7 @@ func (x *ViewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ViewRequest.ProtoReflect.Descriptor instead.
 func (*ViewRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{40}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ViewRequest) GetPath() []byte {
@@ -3466,7 +3602,7 @@ type ViewResponse struct {
 
 func (x *ViewResponse) Reset() {
 	*x = ViewResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[41]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3478,7 +3614,7 @@ func (x *ViewResponse) String() string {
 func (*ViewResponse) ProtoMessage() {}
 
 func (x *ViewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[41]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3491,7 +3627,7 @@ func (x *ViewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ViewResponse.ProtoReflect.Descriptor instead.
 func (*ViewResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{41}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ViewResponse) GetData() []byte {
@@ -3521,7 +3657,7 @@ type PatchPrecondition struct {
 
 func (x *PatchPrecondition) Reset() {
 	*x = PatchPrecondition{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[42]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3533,7 +3669,7 @@ func (x *PatchPrecondition) String() string {
 func (*PatchPrecondition) ProtoMessage() {}
 
 func (x *PatchPrecondition) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[42]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3546,7 +3682,7 @@ func (x *PatchPrecondition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PatchPrecondition.ProtoReflect.Descriptor instead.
 func (*PatchPrecondition) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{42}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *PatchPrecondition) GetPath() []byte {
@@ -3581,7 +3717,7 @@ type PatchRequest struct {
 
 func (x *PatchRequest) Reset() {
 	*x = PatchRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[43]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3593,7 +3729,7 @@ func (x *PatchRequest) String() string {
 func (*PatchRequest) ProtoMessage() {}
 
 func (x *PatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[43]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3606,7 +3742,7 @@ func (x *PatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PatchRequest.ProtoReflect.Descriptor instead.
 func (*PatchRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{43}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *PatchRequest) GetPatch() []byte {
@@ -3648,7 +3784,7 @@ type PatchFile struct {
 
 func (x *PatchFile) Reset() {
 	*x = PatchFile{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[44]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3660,7 +3796,7 @@ func (x *PatchFile) String() string {
 func (*PatchFile) ProtoMessage() {}
 
 func (x *PatchFile) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[44]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3673,7 +3809,7 @@ func (x *PatchFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PatchFile.ProtoReflect.Descriptor instead.
 func (*PatchFile) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{44}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *PatchFile) GetPath() []byte {
@@ -3742,7 +3878,7 @@ type PatchResponse struct {
 
 func (x *PatchResponse) Reset() {
 	*x = PatchResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[45]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3754,7 +3890,7 @@ func (x *PatchResponse) String() string {
 func (*PatchResponse) ProtoMessage() {}
 
 func (x *PatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[45]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3767,7 +3903,7 @@ func (x *PatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PatchResponse.ProtoReflect.Descriptor instead.
 func (*PatchResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{45}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *PatchResponse) GetFiles() []*PatchFile {
@@ -3786,7 +3922,7 @@ type ReadManyRequest struct {
 
 func (x *ReadManyRequest) Reset() {
 	*x = ReadManyRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[46]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3798,7 +3934,7 @@ func (x *ReadManyRequest) String() string {
 func (*ReadManyRequest) ProtoMessage() {}
 
 func (x *ReadManyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[46]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3811,7 +3947,7 @@ func (x *ReadManyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadManyRequest.ProtoReflect.Descriptor instead.
 func (*ReadManyRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{46}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ReadManyRequest) GetReads() []*ReadRequest {
@@ -3832,7 +3968,7 @@ type ReadManyResult struct {
 
 func (x *ReadManyResult) Reset() {
 	*x = ReadManyResult{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[47]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3844,7 +3980,7 @@ func (x *ReadManyResult) String() string {
 func (*ReadManyResult) ProtoMessage() {}
 
 func (x *ReadManyResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[47]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3857,7 +3993,7 @@ func (x *ReadManyResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadManyResult.ProtoReflect.Descriptor instead.
 func (*ReadManyResult) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{47}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ReadManyResult) GetRead() *ReadResponse {
@@ -3884,7 +4020,7 @@ type ReadManyResponse struct {
 
 func (x *ReadManyResponse) Reset() {
 	*x = ReadManyResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[48]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3896,7 +4032,7 @@ func (x *ReadManyResponse) String() string {
 func (*ReadManyResponse) ProtoMessage() {}
 
 func (x *ReadManyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[48]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3909,7 +4045,7 @@ func (x *ReadManyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadManyResponse.ProtoReflect.Descriptor instead.
 func (*ReadManyResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{48}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ReadManyResponse) GetResults() []*ReadManyResult {
@@ -3937,7 +4073,7 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"lineNumber\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12\x18\n" +
 	"\adiffers\x18\x03 \x01(\tR\adiffers\x12#\n" +
-	"\rmatched_bytes\x18\x04 \x01(\x03R\fmatchedBytes\"\xa6\x02\n" +
+	"\rmatched_bytes\x18\x04 \x01(\x03R\fmatchedBytes\"\xfd\x02\n" +
 	"\vConfinement\x12!\n" +
 	"\flandlock_abi\x18\x01 \x01(\x05R\vlandlockAbi\x12,\n" +
 	"\x12read_only_enforced\x18\x02 \x01(\bR\x10readOnlyEnforced\x12%\n" +
@@ -3946,7 +4082,16 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"rg_version\x18\x04 \x01(\tR\trgVersion\x12\x18\n" +
 	"\aseccomp\x18\x05 \x01(\tR\aseccomp\x126\n" +
 	"\x17seccomp_denied_syscalls\x18\x06 \x01(\x05R\x15seccompDeniedSyscalls\x12.\n" +
-	"\x13kernel_landlock_abi\x18\a \x01(\x05R\x11kernelLandlockAbi\"C\n" +
+	"\x13kernel_landlock_abi\x18\a \x01(\x05R\x11kernelLandlockAbi\x12(\n" +
+	"\x06policy\x18\b \x01(\v2\x10.fsmcp.v1.PolicyR\x06policy\x12+\n" +
+	"\bselftest\x18\t \x03(\v2\x0f.fsmcp.v1.ProbeR\bselftest\"6\n" +
+	"\x06Policy\x12\x18\n" +
+	"\aprotect\x18\x01 \x03(\tR\aprotect\x12\x12\n" +
+	"\x04deny\x18\x02 \x03(\tR\x04deny\"M\n" +
+	"\x05Probe\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06result\x18\x02 \x01(\tR\x06result\x12\x18\n" +
+	"\arefused\x18\x03 \x01(\bR\arefused\"C\n" +
 	"\fHelloRequest\x123\n" +
 	"\aversion\x18\x01 \x01(\x0e2\x19.fsmcp.v1.ProtocolVersionR\aversion\"}\n" +
 	"\rHelloResponse\x123\n" +
@@ -4278,7 +4423,7 @@ func file_fsmcp_v1_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_fsmcp_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_fsmcp_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
+var file_fsmcp_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_fsmcp_v1_worker_proto_goTypes = []any{
 	(ProtocolVersion)(0),      // 0: fsmcp.v1.ProtocolVersion
 	(ErrorCode)(0),            // 1: fsmcp.v1.ErrorCode
@@ -4288,123 +4433,127 @@ var file_fsmcp_v1_worker_proto_goTypes = []any{
 	(*Error)(nil),             // 5: fsmcp.v1.Error
 	(*Nearest)(nil),           // 6: fsmcp.v1.Nearest
 	(*Confinement)(nil),       // 7: fsmcp.v1.Confinement
-	(*HelloRequest)(nil),      // 8: fsmcp.v1.HelloRequest
-	(*HelloResponse)(nil),     // 9: fsmcp.v1.HelloResponse
-	(*Entry)(nil),             // 10: fsmcp.v1.Entry
-	(*StatRequest)(nil),       // 11: fsmcp.v1.StatRequest
-	(*StatResponse)(nil),      // 12: fsmcp.v1.StatResponse
-	(*ListRequest)(nil),       // 13: fsmcp.v1.ListRequest
-	(*ListResponse)(nil),      // 14: fsmcp.v1.ListResponse
-	(*ReadRequest)(nil),       // 15: fsmcp.v1.ReadRequest
-	(*ReadResponse)(nil),      // 16: fsmcp.v1.ReadResponse
-	(*Progress)(nil),          // 17: fsmcp.v1.Progress
-	(*GlobRequest)(nil),       // 18: fsmcp.v1.GlobRequest
-	(*GlobResponse)(nil),      // 19: fsmcp.v1.GlobResponse
-	(*GrepRequest)(nil),       // 20: fsmcp.v1.GrepRequest
-	(*FileCount)(nil),         // 21: fsmcp.v1.FileCount
-	(*Submatch)(nil),          // 22: fsmcp.v1.Submatch
-	(*GrepLine)(nil),          // 23: fsmcp.v1.GrepLine
-	(*GrepResponse)(nil),      // 24: fsmcp.v1.GrepResponse
-	(*WriteRequest)(nil),      // 25: fsmcp.v1.WriteRequest
-	(*WriteResponse)(nil),     // 26: fsmcp.v1.WriteResponse
-	(*Edit)(nil),              // 27: fsmcp.v1.Edit
-	(*ReplaceRequest)(nil),    // 28: fsmcp.v1.ReplaceRequest
-	(*ReplaceResponse)(nil),   // 29: fsmcp.v1.ReplaceResponse
-	(*MkdirRequest)(nil),      // 30: fsmcp.v1.MkdirRequest
-	(*MkdirResponse)(nil),     // 31: fsmcp.v1.MkdirResponse
-	(*MoveRequest)(nil),       // 32: fsmcp.v1.MoveRequest
-	(*MoveResponse)(nil),      // 33: fsmcp.v1.MoveResponse
-	(*DeleteRequest)(nil),     // 34: fsmcp.v1.DeleteRequest
-	(*DeleteResponse)(nil),    // 35: fsmcp.v1.DeleteResponse
-	(*SpliceRequest)(nil),     // 36: fsmcp.v1.SpliceRequest
-	(*SpliceResponse)(nil),    // 37: fsmcp.v1.SpliceResponse
-	(*DigestRequest)(nil),     // 38: fsmcp.v1.DigestRequest
-	(*DigestResponse)(nil),    // 39: fsmcp.v1.DigestResponse
-	(*CopyRequest)(nil),       // 40: fsmcp.v1.CopyRequest
-	(*CopyResponse)(nil),      // 41: fsmcp.v1.CopyResponse
-	(*TreeRequest)(nil),       // 42: fsmcp.v1.TreeRequest
-	(*TreeEntry)(nil),         // 43: fsmcp.v1.TreeEntry
-	(*TreeResponse)(nil),      // 44: fsmcp.v1.TreeResponse
-	(*ViewRequest)(nil),       // 45: fsmcp.v1.ViewRequest
-	(*ViewResponse)(nil),      // 46: fsmcp.v1.ViewResponse
-	(*PatchPrecondition)(nil), // 47: fsmcp.v1.PatchPrecondition
-	(*PatchRequest)(nil),      // 48: fsmcp.v1.PatchRequest
-	(*PatchFile)(nil),         // 49: fsmcp.v1.PatchFile
-	(*PatchResponse)(nil),     // 50: fsmcp.v1.PatchResponse
-	(*ReadManyRequest)(nil),   // 51: fsmcp.v1.ReadManyRequest
-	(*ReadManyResult)(nil),    // 52: fsmcp.v1.ReadManyResult
-	(*ReadManyResponse)(nil),  // 53: fsmcp.v1.ReadManyResponse
+	(*Policy)(nil),            // 8: fsmcp.v1.Policy
+	(*Probe)(nil),             // 9: fsmcp.v1.Probe
+	(*HelloRequest)(nil),      // 10: fsmcp.v1.HelloRequest
+	(*HelloResponse)(nil),     // 11: fsmcp.v1.HelloResponse
+	(*Entry)(nil),             // 12: fsmcp.v1.Entry
+	(*StatRequest)(nil),       // 13: fsmcp.v1.StatRequest
+	(*StatResponse)(nil),      // 14: fsmcp.v1.StatResponse
+	(*ListRequest)(nil),       // 15: fsmcp.v1.ListRequest
+	(*ListResponse)(nil),      // 16: fsmcp.v1.ListResponse
+	(*ReadRequest)(nil),       // 17: fsmcp.v1.ReadRequest
+	(*ReadResponse)(nil),      // 18: fsmcp.v1.ReadResponse
+	(*Progress)(nil),          // 19: fsmcp.v1.Progress
+	(*GlobRequest)(nil),       // 20: fsmcp.v1.GlobRequest
+	(*GlobResponse)(nil),      // 21: fsmcp.v1.GlobResponse
+	(*GrepRequest)(nil),       // 22: fsmcp.v1.GrepRequest
+	(*FileCount)(nil),         // 23: fsmcp.v1.FileCount
+	(*Submatch)(nil),          // 24: fsmcp.v1.Submatch
+	(*GrepLine)(nil),          // 25: fsmcp.v1.GrepLine
+	(*GrepResponse)(nil),      // 26: fsmcp.v1.GrepResponse
+	(*WriteRequest)(nil),      // 27: fsmcp.v1.WriteRequest
+	(*WriteResponse)(nil),     // 28: fsmcp.v1.WriteResponse
+	(*Edit)(nil),              // 29: fsmcp.v1.Edit
+	(*ReplaceRequest)(nil),    // 30: fsmcp.v1.ReplaceRequest
+	(*ReplaceResponse)(nil),   // 31: fsmcp.v1.ReplaceResponse
+	(*MkdirRequest)(nil),      // 32: fsmcp.v1.MkdirRequest
+	(*MkdirResponse)(nil),     // 33: fsmcp.v1.MkdirResponse
+	(*MoveRequest)(nil),       // 34: fsmcp.v1.MoveRequest
+	(*MoveResponse)(nil),      // 35: fsmcp.v1.MoveResponse
+	(*DeleteRequest)(nil),     // 36: fsmcp.v1.DeleteRequest
+	(*DeleteResponse)(nil),    // 37: fsmcp.v1.DeleteResponse
+	(*SpliceRequest)(nil),     // 38: fsmcp.v1.SpliceRequest
+	(*SpliceResponse)(nil),    // 39: fsmcp.v1.SpliceResponse
+	(*DigestRequest)(nil),     // 40: fsmcp.v1.DigestRequest
+	(*DigestResponse)(nil),    // 41: fsmcp.v1.DigestResponse
+	(*CopyRequest)(nil),       // 42: fsmcp.v1.CopyRequest
+	(*CopyResponse)(nil),      // 43: fsmcp.v1.CopyResponse
+	(*TreeRequest)(nil),       // 44: fsmcp.v1.TreeRequest
+	(*TreeEntry)(nil),         // 45: fsmcp.v1.TreeEntry
+	(*TreeResponse)(nil),      // 46: fsmcp.v1.TreeResponse
+	(*ViewRequest)(nil),       // 47: fsmcp.v1.ViewRequest
+	(*ViewResponse)(nil),      // 48: fsmcp.v1.ViewResponse
+	(*PatchPrecondition)(nil), // 49: fsmcp.v1.PatchPrecondition
+	(*PatchRequest)(nil),      // 50: fsmcp.v1.PatchRequest
+	(*PatchFile)(nil),         // 51: fsmcp.v1.PatchFile
+	(*PatchResponse)(nil),     // 52: fsmcp.v1.PatchResponse
+	(*ReadManyRequest)(nil),   // 53: fsmcp.v1.ReadManyRequest
+	(*ReadManyResult)(nil),    // 54: fsmcp.v1.ReadManyResult
+	(*ReadManyResponse)(nil),  // 55: fsmcp.v1.ReadManyResponse
 }
 var file_fsmcp_v1_worker_proto_depIdxs = []int32{
 	1,  // 0: fsmcp.v1.Error.code:type_name -> fsmcp.v1.ErrorCode
 	6,  // 1: fsmcp.v1.Error.nearest:type_name -> fsmcp.v1.Nearest
-	0,  // 2: fsmcp.v1.HelloRequest.version:type_name -> fsmcp.v1.ProtocolVersion
-	0,  // 3: fsmcp.v1.HelloResponse.version:type_name -> fsmcp.v1.ProtocolVersion
-	7,  // 4: fsmcp.v1.HelloResponse.confinement:type_name -> fsmcp.v1.Confinement
-	2,  // 5: fsmcp.v1.Entry.type:type_name -> fsmcp.v1.FileType
-	10, // 6: fsmcp.v1.StatResponse.entry:type_name -> fsmcp.v1.Entry
-	7,  // 7: fsmcp.v1.StatResponse.confinement:type_name -> fsmcp.v1.Confinement
-	10, // 8: fsmcp.v1.ListResponse.entries:type_name -> fsmcp.v1.Entry
-	3,  // 9: fsmcp.v1.GlobRequest.sort:type_name -> fsmcp.v1.ListingSort
-	17, // 10: fsmcp.v1.GlobResponse.progress:type_name -> fsmcp.v1.Progress
-	4,  // 11: fsmcp.v1.GrepRequest.output:type_name -> fsmcp.v1.GrepOutput
-	22, // 12: fsmcp.v1.GrepLine.submatches:type_name -> fsmcp.v1.Submatch
-	17, // 13: fsmcp.v1.GrepResponse.progress:type_name -> fsmcp.v1.Progress
-	23, // 14: fsmcp.v1.GrepResponse.lines:type_name -> fsmcp.v1.GrepLine
-	21, // 15: fsmcp.v1.GrepResponse.files:type_name -> fsmcp.v1.FileCount
-	27, // 16: fsmcp.v1.ReplaceRequest.edits:type_name -> fsmcp.v1.Edit
-	17, // 17: fsmcp.v1.DigestResponse.progress:type_name -> fsmcp.v1.Progress
-	2,  // 18: fsmcp.v1.DigestResponse.type:type_name -> fsmcp.v1.FileType
-	2,  // 19: fsmcp.v1.TreeEntry.type:type_name -> fsmcp.v1.FileType
-	17, // 20: fsmcp.v1.TreeResponse.progress:type_name -> fsmcp.v1.Progress
-	43, // 21: fsmcp.v1.TreeResponse.entries:type_name -> fsmcp.v1.TreeEntry
-	47, // 22: fsmcp.v1.PatchRequest.preconditions:type_name -> fsmcp.v1.PatchPrecondition
-	49, // 23: fsmcp.v1.PatchResponse.files:type_name -> fsmcp.v1.PatchFile
-	15, // 24: fsmcp.v1.ReadManyRequest.reads:type_name -> fsmcp.v1.ReadRequest
-	16, // 25: fsmcp.v1.ReadManyResult.read:type_name -> fsmcp.v1.ReadResponse
-	5,  // 26: fsmcp.v1.ReadManyResult.error:type_name -> fsmcp.v1.Error
-	52, // 27: fsmcp.v1.ReadManyResponse.results:type_name -> fsmcp.v1.ReadManyResult
-	8,  // 28: fsmcp.v1.WorkerService.Hello:input_type -> fsmcp.v1.HelloRequest
-	11, // 29: fsmcp.v1.WorkerService.Stat:input_type -> fsmcp.v1.StatRequest
-	13, // 30: fsmcp.v1.WorkerService.List:input_type -> fsmcp.v1.ListRequest
-	15, // 31: fsmcp.v1.WorkerService.Read:input_type -> fsmcp.v1.ReadRequest
-	18, // 32: fsmcp.v1.WorkerService.Glob:input_type -> fsmcp.v1.GlobRequest
-	20, // 33: fsmcp.v1.WorkerService.Grep:input_type -> fsmcp.v1.GrepRequest
-	25, // 34: fsmcp.v1.WorkerService.Write:input_type -> fsmcp.v1.WriteRequest
-	28, // 35: fsmcp.v1.WorkerService.Replace:input_type -> fsmcp.v1.ReplaceRequest
-	30, // 36: fsmcp.v1.WorkerService.Mkdir:input_type -> fsmcp.v1.MkdirRequest
-	32, // 37: fsmcp.v1.WorkerService.Move:input_type -> fsmcp.v1.MoveRequest
-	34, // 38: fsmcp.v1.WorkerService.Delete:input_type -> fsmcp.v1.DeleteRequest
-	36, // 39: fsmcp.v1.WorkerService.Splice:input_type -> fsmcp.v1.SpliceRequest
-	38, // 40: fsmcp.v1.WorkerService.Digest:input_type -> fsmcp.v1.DigestRequest
-	40, // 41: fsmcp.v1.WorkerService.Copy:input_type -> fsmcp.v1.CopyRequest
-	42, // 42: fsmcp.v1.WorkerService.Tree:input_type -> fsmcp.v1.TreeRequest
-	45, // 43: fsmcp.v1.WorkerService.View:input_type -> fsmcp.v1.ViewRequest
-	48, // 44: fsmcp.v1.WorkerService.Patch:input_type -> fsmcp.v1.PatchRequest
-	51, // 45: fsmcp.v1.WorkerService.ReadMany:input_type -> fsmcp.v1.ReadManyRequest
-	9,  // 46: fsmcp.v1.WorkerService.Hello:output_type -> fsmcp.v1.HelloResponse
-	12, // 47: fsmcp.v1.WorkerService.Stat:output_type -> fsmcp.v1.StatResponse
-	14, // 48: fsmcp.v1.WorkerService.List:output_type -> fsmcp.v1.ListResponse
-	16, // 49: fsmcp.v1.WorkerService.Read:output_type -> fsmcp.v1.ReadResponse
-	19, // 50: fsmcp.v1.WorkerService.Glob:output_type -> fsmcp.v1.GlobResponse
-	24, // 51: fsmcp.v1.WorkerService.Grep:output_type -> fsmcp.v1.GrepResponse
-	26, // 52: fsmcp.v1.WorkerService.Write:output_type -> fsmcp.v1.WriteResponse
-	29, // 53: fsmcp.v1.WorkerService.Replace:output_type -> fsmcp.v1.ReplaceResponse
-	31, // 54: fsmcp.v1.WorkerService.Mkdir:output_type -> fsmcp.v1.MkdirResponse
-	33, // 55: fsmcp.v1.WorkerService.Move:output_type -> fsmcp.v1.MoveResponse
-	35, // 56: fsmcp.v1.WorkerService.Delete:output_type -> fsmcp.v1.DeleteResponse
-	37, // 57: fsmcp.v1.WorkerService.Splice:output_type -> fsmcp.v1.SpliceResponse
-	39, // 58: fsmcp.v1.WorkerService.Digest:output_type -> fsmcp.v1.DigestResponse
-	41, // 59: fsmcp.v1.WorkerService.Copy:output_type -> fsmcp.v1.CopyResponse
-	44, // 60: fsmcp.v1.WorkerService.Tree:output_type -> fsmcp.v1.TreeResponse
-	46, // 61: fsmcp.v1.WorkerService.View:output_type -> fsmcp.v1.ViewResponse
-	50, // 62: fsmcp.v1.WorkerService.Patch:output_type -> fsmcp.v1.PatchResponse
-	53, // 63: fsmcp.v1.WorkerService.ReadMany:output_type -> fsmcp.v1.ReadManyResponse
-	46, // [46:64] is the sub-list for method output_type
-	28, // [28:46] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	8,  // 2: fsmcp.v1.Confinement.policy:type_name -> fsmcp.v1.Policy
+	9,  // 3: fsmcp.v1.Confinement.selftest:type_name -> fsmcp.v1.Probe
+	0,  // 4: fsmcp.v1.HelloRequest.version:type_name -> fsmcp.v1.ProtocolVersion
+	0,  // 5: fsmcp.v1.HelloResponse.version:type_name -> fsmcp.v1.ProtocolVersion
+	7,  // 6: fsmcp.v1.HelloResponse.confinement:type_name -> fsmcp.v1.Confinement
+	2,  // 7: fsmcp.v1.Entry.type:type_name -> fsmcp.v1.FileType
+	12, // 8: fsmcp.v1.StatResponse.entry:type_name -> fsmcp.v1.Entry
+	7,  // 9: fsmcp.v1.StatResponse.confinement:type_name -> fsmcp.v1.Confinement
+	12, // 10: fsmcp.v1.ListResponse.entries:type_name -> fsmcp.v1.Entry
+	3,  // 11: fsmcp.v1.GlobRequest.sort:type_name -> fsmcp.v1.ListingSort
+	19, // 12: fsmcp.v1.GlobResponse.progress:type_name -> fsmcp.v1.Progress
+	4,  // 13: fsmcp.v1.GrepRequest.output:type_name -> fsmcp.v1.GrepOutput
+	24, // 14: fsmcp.v1.GrepLine.submatches:type_name -> fsmcp.v1.Submatch
+	19, // 15: fsmcp.v1.GrepResponse.progress:type_name -> fsmcp.v1.Progress
+	25, // 16: fsmcp.v1.GrepResponse.lines:type_name -> fsmcp.v1.GrepLine
+	23, // 17: fsmcp.v1.GrepResponse.files:type_name -> fsmcp.v1.FileCount
+	29, // 18: fsmcp.v1.ReplaceRequest.edits:type_name -> fsmcp.v1.Edit
+	19, // 19: fsmcp.v1.DigestResponse.progress:type_name -> fsmcp.v1.Progress
+	2,  // 20: fsmcp.v1.DigestResponse.type:type_name -> fsmcp.v1.FileType
+	2,  // 21: fsmcp.v1.TreeEntry.type:type_name -> fsmcp.v1.FileType
+	19, // 22: fsmcp.v1.TreeResponse.progress:type_name -> fsmcp.v1.Progress
+	45, // 23: fsmcp.v1.TreeResponse.entries:type_name -> fsmcp.v1.TreeEntry
+	49, // 24: fsmcp.v1.PatchRequest.preconditions:type_name -> fsmcp.v1.PatchPrecondition
+	51, // 25: fsmcp.v1.PatchResponse.files:type_name -> fsmcp.v1.PatchFile
+	17, // 26: fsmcp.v1.ReadManyRequest.reads:type_name -> fsmcp.v1.ReadRequest
+	18, // 27: fsmcp.v1.ReadManyResult.read:type_name -> fsmcp.v1.ReadResponse
+	5,  // 28: fsmcp.v1.ReadManyResult.error:type_name -> fsmcp.v1.Error
+	54, // 29: fsmcp.v1.ReadManyResponse.results:type_name -> fsmcp.v1.ReadManyResult
+	10, // 30: fsmcp.v1.WorkerService.Hello:input_type -> fsmcp.v1.HelloRequest
+	13, // 31: fsmcp.v1.WorkerService.Stat:input_type -> fsmcp.v1.StatRequest
+	15, // 32: fsmcp.v1.WorkerService.List:input_type -> fsmcp.v1.ListRequest
+	17, // 33: fsmcp.v1.WorkerService.Read:input_type -> fsmcp.v1.ReadRequest
+	20, // 34: fsmcp.v1.WorkerService.Glob:input_type -> fsmcp.v1.GlobRequest
+	22, // 35: fsmcp.v1.WorkerService.Grep:input_type -> fsmcp.v1.GrepRequest
+	27, // 36: fsmcp.v1.WorkerService.Write:input_type -> fsmcp.v1.WriteRequest
+	30, // 37: fsmcp.v1.WorkerService.Replace:input_type -> fsmcp.v1.ReplaceRequest
+	32, // 38: fsmcp.v1.WorkerService.Mkdir:input_type -> fsmcp.v1.MkdirRequest
+	34, // 39: fsmcp.v1.WorkerService.Move:input_type -> fsmcp.v1.MoveRequest
+	36, // 40: fsmcp.v1.WorkerService.Delete:input_type -> fsmcp.v1.DeleteRequest
+	38, // 41: fsmcp.v1.WorkerService.Splice:input_type -> fsmcp.v1.SpliceRequest
+	40, // 42: fsmcp.v1.WorkerService.Digest:input_type -> fsmcp.v1.DigestRequest
+	42, // 43: fsmcp.v1.WorkerService.Copy:input_type -> fsmcp.v1.CopyRequest
+	44, // 44: fsmcp.v1.WorkerService.Tree:input_type -> fsmcp.v1.TreeRequest
+	47, // 45: fsmcp.v1.WorkerService.View:input_type -> fsmcp.v1.ViewRequest
+	50, // 46: fsmcp.v1.WorkerService.Patch:input_type -> fsmcp.v1.PatchRequest
+	53, // 47: fsmcp.v1.WorkerService.ReadMany:input_type -> fsmcp.v1.ReadManyRequest
+	11, // 48: fsmcp.v1.WorkerService.Hello:output_type -> fsmcp.v1.HelloResponse
+	14, // 49: fsmcp.v1.WorkerService.Stat:output_type -> fsmcp.v1.StatResponse
+	16, // 50: fsmcp.v1.WorkerService.List:output_type -> fsmcp.v1.ListResponse
+	18, // 51: fsmcp.v1.WorkerService.Read:output_type -> fsmcp.v1.ReadResponse
+	21, // 52: fsmcp.v1.WorkerService.Glob:output_type -> fsmcp.v1.GlobResponse
+	26, // 53: fsmcp.v1.WorkerService.Grep:output_type -> fsmcp.v1.GrepResponse
+	28, // 54: fsmcp.v1.WorkerService.Write:output_type -> fsmcp.v1.WriteResponse
+	31, // 55: fsmcp.v1.WorkerService.Replace:output_type -> fsmcp.v1.ReplaceResponse
+	33, // 56: fsmcp.v1.WorkerService.Mkdir:output_type -> fsmcp.v1.MkdirResponse
+	35, // 57: fsmcp.v1.WorkerService.Move:output_type -> fsmcp.v1.MoveResponse
+	37, // 58: fsmcp.v1.WorkerService.Delete:output_type -> fsmcp.v1.DeleteResponse
+	39, // 59: fsmcp.v1.WorkerService.Splice:output_type -> fsmcp.v1.SpliceResponse
+	41, // 60: fsmcp.v1.WorkerService.Digest:output_type -> fsmcp.v1.DigestResponse
+	43, // 61: fsmcp.v1.WorkerService.Copy:output_type -> fsmcp.v1.CopyResponse
+	46, // 62: fsmcp.v1.WorkerService.Tree:output_type -> fsmcp.v1.TreeResponse
+	48, // 63: fsmcp.v1.WorkerService.View:output_type -> fsmcp.v1.ViewResponse
+	52, // 64: fsmcp.v1.WorkerService.Patch:output_type -> fsmcp.v1.PatchResponse
+	55, // 65: fsmcp.v1.WorkerService.ReadMany:output_type -> fsmcp.v1.ReadManyResponse
+	48, // [48:66] is the sub-list for method output_type
+	30, // [30:48] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_fsmcp_v1_worker_proto_init() }
@@ -4418,7 +4567,7 @@ func file_fsmcp_v1_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fsmcp_v1_worker_proto_rawDesc), len(file_fsmcp_v1_worker_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   49,
+			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

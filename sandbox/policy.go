@@ -1,15 +1,16 @@
-package worker
+package sandbox
 
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/bmatcuk/doublestar/v4"
-	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 )
 
-// Policy is the operator's protected and denied paths. It comes from the
-// worker's trusted argv, never from an RPC.
+// Policy is the operator's protected and denied paths. The front-end
+// parses it from its flags and hands it to the worker in its trusted argv,
+// never over an RPC.
 //
 // It is not kernel-backed: Landlock grants rights to whole hierarchies and
 // cannot carve a read-only or unreadable path out of a writable root, so
@@ -45,22 +46,21 @@ type globRule struct {
 	pattern string // for doublestar.Match
 }
 
-// policy is the compiled Policy. A path matches a rule when the path or
-// one of its ancestors matches the rule's glob: "secrets" covers
-// everything beneath the directory, as ".git/hooks/**" covers the
-// directory itself.
-type policy struct {
+// Rules is a compiled Policy. A path matches a rule when the path or one
+// of its ancestors matches the rule's glob: "secrets" covers everything
+// beneath the directory, as ".git/hooks/**" covers the directory itself.
+type Rules struct {
 	protect, deny []globRule
 }
 
-// compilePolicy checks and compiles the operator's globs. A glob matches
+// Compile checks and compiles the operator's globs. A glob matches
 // the root-relative path as bytes: no case folding, no Unicode
 // normalisation. "*" and "?" do not cross "/", "**" spans any number of
 // components (zero included), "[...]" and "{a,b}" are doublestar's
 // (https://github.com/bmatcuk/doublestar). A glob that starts with "/" is
 // anchored at the root; any other matches at any depth.
-func compilePolicy(p Policy) (*policy, error) {
-	var c policy
+func (p Policy) Compile() (*Rules, error) {
+	var c Rules
 	for _, set := range []struct {
 		flag  string
 		globs []string
@@ -83,6 +83,10 @@ func compileGlob(g string) (globRule, error) {
 		return globRule{}, fmt.Errorf("empty glob")
 	case strings.IndexByte(g, 0) >= 0:
 		return globRule{}, fmt.Errorf("the glob contains a NUL byte")
+	case !utf8.ValidString(g):
+		// The paths it matches may be any bytes; the glob itself is
+		// reported in the attestation, as text.
+		return globRule{}, fmt.Errorf("the glob is not valid UTF-8")
 	case strings.HasSuffix(g, "/"):
 		return globRule{}, fmt.Errorf("the glob ends in /: a glob naming a directory covers everything beneath it")
 	case strings.HasPrefix(g, "//"):
@@ -103,27 +107,32 @@ func compileGlob(g string) (globRule, error) {
 	return globRule{glob: g, pattern: pat}, nil
 }
 
-// protected returns the glob that makes the root-relative path rel
+// Protected returns the glob that makes the root-relative path rel
 // read-only, if any.
-func (p *policy) protected(rel string) (string, bool) { return match(p.protect, rel) }
+func (r *Rules) Protected(rel string) (string, bool) { return match(r.protect, rel) }
 
-// denied returns the glob that denies the content of rel, if any.
-func (p *policy) denied(rel string) (string, bool) { return match(p.deny, rel) }
+// Denied returns the glob that denies the content of rel, if any.
+func (r *Rules) Denied(rel string) (string, bool) { return match(r.deny, rel) }
 
-// match reports the first rule that matches rel or one of its ancestors.
-// The root ("") matches nothing.
+// Empty reports whether r protects and denies nothing.
+func (r *Rules) Empty() bool { return len(r.protect) == 0 && len(r.deny) == 0 }
+
+// Denies reports whether r denies anything.
+func (r *Rules) Denies() bool { return len(r.deny) > 0 }
+
+// match reports the first rule, in the order given, that matches rel or
+// one of its ancestors. The root ("") matches nothing.
 func match(rules []globRule, rel string) (string, bool) {
 	if len(rules) == 0 || rel == "" {
 		return "", false
 	}
-	for i := 0; i <= len(rel); i++ {
-		if i < len(rel) && rel[i] != '/' {
-			continue
-		}
-		prefix := rel[:i]
-		for _, r := range rules {
+	for _, r := range rules {
+		for i := 0; i <= len(rel); i++ {
+			if i < len(rel) && rel[i] != '/' {
+				continue
+			}
 			// The pattern was validated: Match cannot fail.
-			if ok, _ := doublestar.Match(r.pattern, prefix); ok {
+			if ok, _ := doublestar.Match(r.pattern, rel[:i]); ok {
 				return r.glob, true
 			}
 		}
@@ -131,11 +140,25 @@ func match(rules []globRule, rel string) (string, bool) {
 	return "", false
 }
 
-// policyError is a refusal by the policy: permission_denied, naming the
-// rule, marked as a policy violation.
-func policyError(op, p, rel, what, flag, glob string) *Error {
-	e := newError(fsmcpv1.ErrorCode_ERROR_CODE_PERMISSION_DENIED, p,
-		"%s: %q %s by the policy (%s %s)", op, rel, what, flag, glob)
-	e.PolicyViolation = true
-	return e
+// RGExcludes are the deny rules as rg --glob=! exclusions for a search
+// run in the directory whose root-relative path is dir, to be passed
+// after every other glob (in rg the last matching glob wins). A rule that
+// matches at any depth is passed as it is; one anchored at the root, only
+// when dir is a literal prefix of it (else rg cannot express it). They
+// only spare rg the reading: the worker filters rg's results by Denied
+// as well, so what rg's glob dialect expresses differently is caught.
+func (r *Rules) RGExcludes(dir string) []string {
+	var out []string
+	for _, d := range r.deny {
+		rest, anyDepth := strings.CutPrefix(d.pattern, "**/")
+		switch {
+		case anyDepth:
+			out = append(out, "--glob=!**/"+rest)
+		case dir == "":
+			out = append(out, "--glob=!/"+d.pattern)
+		case !strings.ContainsAny(dir, `*?[]{}\`) && strings.HasPrefix(d.pattern, dir+"/"):
+			out = append(out, "--glob=!/"+d.pattern[len(dir)+1:])
+		}
+	}
+	return out
 }

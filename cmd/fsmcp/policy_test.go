@@ -1,0 +1,483 @@
+package main
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The protected/deny policy, end to end: the real binary, its confined
+// worker, a go-sdk client, and the host's real git.
+
+// wantPolicy fails unless the call was refused by the policy:
+// permission_denied, a message naming the rule, _meta.policy_violation.
+func (s *server) wantPolicy(name string, args any, rule string) reply {
+	s.t.Helper()
+	r := s.call(name, args)
+	if !r.isError || r.code() != "permission_denied" {
+		s.t.Fatalf("%s(%.300v) = %.1000s, want permission_denied by the policy", name, args, r.text)
+	}
+	if pv, _ := r.meta["policy_violation"].(bool); !pv {
+		s.t.Fatalf("%s(%.300v): no _meta.policy_violation: %v", name, args, r.meta)
+	}
+	msg, _ := r.doc["error"].(map[string]any)["message"].(string)
+	if !strings.Contains(msg, rule) {
+		s.t.Fatalf("%s(%.300v): message %q does not name the rule %q", name, args, msg, rule)
+	}
+	return r
+}
+
+// policyTree is a root with a git repository (made by the host's git), a
+// nested one, the editor and direnv files, and an operator-protected
+// build directory.
+func policyTree(t *testing.T) string {
+	t.Helper()
+	root := t.TempDir()
+	git(t, root, "init", "-q")
+	git(t, filepath.Join(root, "vendor", "lib"), "init", "-q")
+	for p, content := range map[string]string{
+		".gitmodules":            "",
+		".gitattributes":         "* text=auto\n",
+		".envrc":                 "export A=1\n",
+		".vscode/tasks.json":     "{}\n",
+		".idea/workspace.xml":    "<x/>\n",
+		".git/info/exclude":      "# exclude\n",
+		"build/out.sh":           "echo built\n",
+		"src/main.go":            "package main\n",
+		"vendor/lib/src/x.go":    "package x\n",
+		".git/hooks/pre-commit":  "#!/bin/sh\nexit 0\n",
+		"notes/hooks/pre-commit": "not a hook\n",
+	} {
+		putFile(t, filepath.Join(root, p), content, 0o644)
+	}
+	return root
+}
+
+// putFile writes a file on the host, making its parents.
+func putFile(t *testing.T, p, content string, mode os.FileMode) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, p, []byte(content), mode)
+}
+
+func git(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.invalid",
+		"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.invalid", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+// mutations are every mutating tool's calls on the path p, which the
+// policy must refuse: on a file that exists, or on a name that does not.
+func mutations(t *testing.T, root, p string) []map[string]any {
+	t.Helper()
+	var cur any // null: must not exist
+	_, err := os.Lstat(filepath.Join(root, p))
+	exists := err == nil
+	if b, err := os.ReadFile(filepath.Join(root, p)); err == nil {
+		cur = sha(b)
+	}
+	ms := []map[string]any{
+		{"tool": "fs_write", "path": p, "content": "#!/bin/sh\ntouch PLANTED\n", "if_sha256": cur},
+		{"tool": "fs_replace", "path": p, "edits": []map[string]any{{"old": "e", "new": "E", "all": true}}, "if_sha256": cur},
+		{"tool": "fs_delete", "path": p, "recursive": true},
+		{"tool": "fs_move", "from": p, "to": "moved-away"},
+		{"tool": "fs_move", "from": "src/main.go", "to": p},
+		{"tool": "fs_move", "from": "src", "to": p},
+	}
+	if !exists {
+		ms = append(ms, map[string]any{"tool": "fs_mkdir", "path": p}, map[string]any{"tool": "fs_mkdir", "path": p + "/d"})
+	}
+	return ms
+}
+
+func (s *server) wantPolicyAll(ms []map[string]any, rule string) {
+	s.t.Helper()
+	for _, m := range ms {
+		tool := m["tool"].(string)
+		args := map[string]any{}
+		for k, v := range m {
+			if k != "tool" {
+				args[k] = v
+			}
+		}
+		s.wantPolicy(tool, args, rule)
+	}
+}
+
+// TestPolicyProtectEveryToolEveryGlob: a path under every default glob
+// and an operator glob, through every mutating tool, is refused with
+// nothing changed.
+func TestPolicyProtectEveryToolEveryGlob(t *testing.T) {
+	root := policyTree(t)
+	putFile(t, filepath.Join(root, "tree", "hooks", "pre-commit"), "#!/bin/sh\n", 0o755)
+	putFile(t, filepath.Join(root, "tree2", "config"), "[core]\n", 0o644)
+	s := start(t, root, "--protect", "build/**")
+	before := snapshot(t, root)
+	for _, c := range []struct{ path, rule string }{
+		{".git/hooks/pre-commit", ".git/hooks/**"},
+		{".git/hooks/post-checkout", ".git/hooks/**"},
+		{".git/config", ".git/config"},
+		{".git/info/exclude", ".git/info/**"},
+		{".git/info/attributes", ".git/info/**"},
+		{".gitmodules", ".gitmodules"},
+		{".gitattributes", ".gitattributes"},
+		{".envrc", ".envrc"},
+		{".vscode/tasks.json", ".vscode/**"},
+		{".vscode/settings.json", ".vscode/**"},
+		{".idea/workspace.xml", ".idea/**"},
+		{".git/HEAD", "(--protect .git)"},
+		{".git/commondir", "(--protect .git)"},
+		{"vendor/lib/.git/config", ".git/config"},
+		{"vendor/lib/.git/hooks/pre-commit", ".git/hooks/**"},
+		{"src/.envrc", ".envrc"},
+		{"build/out.sh", "build/**"},
+		{"build/new.sh", "build/**"},
+	} {
+		s.wantPolicyAll(mutations(t, root, c.path), c.rule)
+	}
+	// The directories themselves, and those that hold protected paths.
+	for _, d := range []struct{ path, rule string }{
+		{".git/hooks", ".git/hooks/**"}, {".vscode", ".vscode/**"}, {"build", "build/**"}, {".git", "(--protect .git)"},
+		{"vendor", "(--protect .git)"}, {"vendor/lib", "(--protect .git)"},
+	} {
+		s.wantPolicy("fs_delete", map[string]any{"path": d.path, "recursive": true}, d.rule)
+		s.wantPolicy("fs_move", map[string]any{"from": d.path, "to": "elsewhere"}, d.rule)
+	}
+	// Making a protected directory, even as the parent of another, and
+	// moving a tree to where it would become protected.
+	s.wantPolicy("fs_mkdir", map[string]any{"path": "src/.idea"}, ".idea/**")
+	s.wantPolicy("fs_mkdir", map[string]any{"path": "src/deep/.vscode/x"}, ".vscode/**")
+	s.wantPolicy("fs_mkdir", map[string]any{"path": "src/deep/x/../../.vscode"}, ".vscode/**")
+	s.wantPolicy("fs_move", map[string]any{"from": "tree", "to": "src/.git"}, "(--protect .git)")
+	s.wantPolicy("fs_move", map[string]any{"from": "tree/hooks", "to": ".git/hooks2"}, "(--protect .git)")
+	s.wantPolicy("fs_move", map[string]any{"from": "tree2", "to": "src/.vscode"}, ".vscode/**")
+	s.wantPolicy("fs_move", map[string]any{"from": "tree", "to": "build"}, "build/**")
+	sameSnapshot(t, "refused mutations", before, snapshot(t, root))
+	// Reading stays allowed; so do mutations beside the protected paths.
+	s.wantOK("fs_read", map[string]any{"path": ".git/config"})
+	s.wantOK("fs_write", map[string]any{"path": "notes/hooks/pre-commit", "content": "fine\n", "if_sha256": sha([]byte("not a hook\n"))})
+	s.wantOK("fs_mkdir", map[string]any{"path": "src/.github"})
+	s.wantOK("fs_move", map[string]any{"from": "tree", "to": "tree3"})
+	s.wantOK("fs_delete", map[string]any{"path": "tree3", "recursive": true})
+}
+
+// TestPolicyGitAttacks runs the two attacks of the hostile battery through
+// fsmcp, then the host's own git commit and git status, which must run
+// nothing planted. A control repository, planted by the host the same
+// way, shows that the payloads do run when they get in.
+func TestPolicyGitAttacks(t *testing.T) {
+	markers := t.TempDir()
+	hookRan, fsmRan := filepath.Join(markers, "hook-ran"), filepath.Join(markers, "fsmonitor-ran")
+	hook := "#!/bin/sh\necho ran > " + hookRan + "\n"
+	fsm := "echo ran > " + fsmRan + "\n"
+
+	root := t.TempDir()
+	git(t, root, "init", "-q")
+	putFile(t, filepath.Join(root, "a.txt"), "a\n", 0o644)
+	git(t, root, "add", "a.txt")
+	git(t, root, "commit", "-q", "-m", "one")
+	s := start(t, root)
+	// Attack 1: the sample hook is already executable; moving it in
+	// place and writing its content would run it at the next commit.
+	sample := ".git/hooks/pre-commit.sample"
+	s.wantPolicy("fs_move", map[string]any{"from": sample, "to": ".git/hooks/pre-commit"}, ".git/hooks/**")
+	s.wantPolicy("fs_write", map[string]any{"path": ".git/hooks/pre-commit", "content": hook, "if_sha256": nil}, ".git/hooks/**")
+	s.wantPolicy("fs_write", map[string]any{"path": sample, "content": hook,
+		"if_sha256": sha(readFile(t, filepath.Join(root, sample)))}, ".git/hooks/**")
+	// Attack 2: core.fsmonitor names a script the agent wrote.
+	cfg := readFile(t, filepath.Join(root, ".git", "config"))
+	s.wantPolicy("fs_replace", map[string]any{"path": ".git/config", "if_sha256": sha(cfg),
+		"edits": []map[string]any{{"old": "[core]", "new": "[core]\n\tfsmonitor = sh fsm.sh"}}}, ".git/config")
+	s.wantPolicy("fs_write", map[string]any{"path": ".git/fsm.sh", "content": fsm, "if_sha256": nil}, "(--protect .git)")
+	s.wantOK("fs_write", map[string]any{"path": "fsm.sh", "content": fsm, "if_sha256": nil})
+	s.wantOK("fs_write", map[string]any{"path": "b.txt", "content": "b\n", "if_sha256": nil})
+
+	git(t, root, "add", "b.txt")
+	git(t, root, "commit", "-q", "-m", "two")
+	git(t, root, "status", "--porcelain")
+	for _, m := range []string{hookRan, fsmRan} {
+		if fileExists(m) {
+			t.Fatalf("the host's git ran a planted program: %s exists", m)
+		}
+	}
+
+	// The control: the same payloads, planted by the host, do run.
+	ctl := t.TempDir()
+	git(t, ctl, "init", "-q")
+	putFile(t, filepath.Join(ctl, ".git", "hooks", "pre-commit"), hook, 0o755)
+	putFile(t, filepath.Join(ctl, "fsm.sh"), fsm, 0o644)
+	git(t, ctl, "config", "core.fsmonitor", "sh fsm.sh")
+	putFile(t, filepath.Join(ctl, "a.txt"), "a\n", 0o644)
+	git(t, ctl, "add", "a.txt")
+	git(t, ctl, "commit", "-q", "-m", "one")
+	git(t, ctl, "status", "--porcelain")
+	for _, m := range []string{hookRan, fsmRan} {
+		if !fileExists(m) {
+			t.Fatalf("control: %s was not created: the payload would prove nothing", m)
+		}
+	}
+}
+
+// TestPolicySpellings: however the client spells a protected path, the
+// policy judges the path it resolves to.
+func TestPolicySpellings(t *testing.T) {
+	root := policyTree(t)
+	cfg := sha(readFile(t, filepath.Join(root, ".git", "config")))
+	if err := os.Symlink(".git", filepath.Join(root, "dotgit")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("vendor/lib/.git/hooks", filepath.Join(root, "hooks")); err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, root)
+	before := snapshot(t, root)
+	for _, p := range []string{
+		"src/../.git/config", "/.git/config", ".git//config", "./.git/./config",
+		"src/../src/../.git/config", "dotgit/config", "vendor/lib/../../.git/config", ".git/hooks/../config",
+	} {
+		s.wantPolicy("fs_write", map[string]any{"path": p, "content": "x", "if_sha256": cfg}, ".git/config")
+		s.wantPolicy("fs_replace", map[string]any{"path": p, "if_sha256": cfg, "edits": []map[string]any{{"old": "[", "new": "("}}}, ".git/config")
+		s.wantPolicy("fs_delete", map[string]any{"path": p}, ".git/config")
+	}
+	// Two leading slashes make an absolute path, which the Root refuses
+	// before any policy is asked.
+	s.wantErr("fs_write", map[string]any{"path": "//.git/config", "content": "x", "if_sha256": cfg}, "outside_root")
+	// A base64 twin, and a nested repository's hooks through a symlink.
+	s.wantPolicy("fs_write", map[string]any{"path_base64": base64.StdEncoding.EncodeToString([]byte(".git/config")),
+		"content": "x", "if_sha256": cfg}, ".git/config")
+	s.wantPolicy("fs_write", map[string]any{"path": "hooks/pre-commit", "content": "x", "if_sha256": nil}, ".git/hooks/**")
+	s.wantPolicy("fs_mkdir", map[string]any{"path": "dotgit/hooks/new"}, ".git/hooks/**")
+	s.wantPolicy("fs_move", map[string]any{"from": "src/main.go", "to": "dotgit/info/attributes"}, ".git/info/**")
+	sameSnapshot(t, "refused spellings", before, snapshot(t, root))
+
+	// A parent renamed away and back, on the host: the judgement follows
+	// the name the kernel gives now, never a remembered one.
+	if err := os.Rename(filepath.Join(root, "vendor"), filepath.Join(root, "third_party")); err != nil {
+		t.Fatal(err)
+	}
+	s.wantPolicy("fs_write", map[string]any{"path": "third_party/lib/.git/hooks/pre-push", "content": "x", "if_sha256": nil}, ".git/hooks/**")
+	s.wantErr("fs_write", map[string]any{"path": "vendor/lib/.git/hooks/pre-push", "content": "x", "if_sha256": nil}, "not_found")
+	if err := os.Rename(filepath.Join(root, "third_party"), filepath.Join(root, "vendor")); err != nil {
+		t.Fatal(err)
+	}
+	s.wantPolicy("fs_write", map[string]any{"path": "vendor/lib/.git/hooks/pre-push", "content": "x", "if_sha256": nil}, ".git/hooks/**")
+	s.wantPolicy("fs_move", map[string]any{"from": "vendor", "to": "third_party"}, "(--protect .git)")
+	s.wantPolicy("fs_move", map[string]any{"from": "vendor/lib", "to": "lib"}, "(--protect .git)")
+	sameSnapshot(t, "refused after renames", before, snapshot(t, root))
+}
+
+// TestPolicyDeny: denied paths keep their names in listings but give no
+// content to any read or search tool, under any spelling.
+func TestPolicyDeny(t *testing.T) {
+	root := t.TempDir()
+	putFile(t, filepath.Join(root, "secrets", "token"), "TOKEN-DENIED\n", 0o600)
+	putFile(t, filepath.Join(root, "id.key"), "KEY-DENIED\n", 0o600)
+	putFile(t, filepath.Join(root, "src", "nested", "other.key"), "NESTED-DENIED\n", 0o600)
+	putFile(t, filepath.Join(root, "pub.txt"), "PUBLIC-TEXT\n", 0o644)
+	if err := os.Symlink("secrets/token", filepath.Join(root, "tok")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("secrets", filepath.Join(root, "sec")); err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, root, "--deny", "/secrets", "--deny", "*.key")
+	tokSHA := sha([]byte("TOKEN-DENIED\n"))
+	for _, c := range []struct{ path, rule string }{
+		{"secrets/token", "--deny /secrets"}, {"src/../secrets/token", "--deny /secrets"}, {"/secrets//token", "--deny /secrets"},
+		{"tok", "--deny /secrets"}, {"sec/token", "--deny /secrets"}, {"id.key", "--deny *.key"}, {"src/nested/other.key", "--deny *.key"},
+	} {
+		s.wantPolicy("fs_read", map[string]any{"path": c.path}, c.rule)
+		s.wantPolicy("fs_read", map[string]any{"path": c.path, "line": 1}, c.rule)
+		s.wantPolicy("fs_grep", map[string]any{"pattern": "DENIED", "path": c.path}, c.rule)
+	}
+	s.wantPolicy("fs_read", map[string]any{"path_base64": base64.StdEncoding.EncodeToString([]byte("secrets/token"))}, "--deny /secrets")
+	s.wantPolicy("fs_grep", map[string]any{"pattern": "DENIED", "path": "secrets"}, "--deny /secrets")
+	s.wantPolicy("fs_grep", map[string]any{"pattern": "DENIED", "path": "sec"}, "--deny /secrets")
+	// Tools that would hash or read the current content to change it.
+	s.wantPolicy("fs_write", map[string]any{"path": "secrets/token", "content": "x", "if_sha256": tokSHA}, "--deny /secrets")
+	s.wantPolicy("fs_write", map[string]any{"path": "id.key", "content": "x", "if_sha256": nil}, "--deny *.key")
+	s.wantPolicy("fs_replace", map[string]any{"path": "id.key", "if_sha256": sha([]byte("KEY-DENIED\n")),
+		"edits": []map[string]any{{"old": "KEY", "new": "K"}}}, "--deny *.key")
+	// Moving denied content to where it would not be denied.
+	s.wantPolicy("fs_move", map[string]any{"from": "id.key", "to": "id.txt"}, "--deny *.key")
+	s.wantPolicy("fs_move", map[string]any{"from": "secrets", "to": "public"}, "--deny /secrets")
+	// A tree whose denied files stay denied where it goes may move.
+	s.wantOK("fs_move", map[string]any{"from": "src", "to": "src2"})
+	s.wantOK("fs_move", map[string]any{"from": "src2", "to": "src"})
+
+	// Names are still listed; stat describes without a hash.
+	st := s.wantOK("fs_stat", map[string]any{"path": "secrets/token"})
+	if _, has := st.doc["sha256"]; has || st.num("size") != int64(len("TOKEN-DENIED\n")) {
+		t.Fatalf("fs_stat of a denied file: %s", st.text)
+	}
+	if st := s.wantOK("fs_stat", map[string]any{"path": "pub.txt"}); st.str("sha256") != sha([]byte("PUBLIC-TEXT\n")) {
+		t.Fatalf("fs_stat of an allowed file has no sha256: %s", st.text)
+	}
+	if l := s.wantOK("fs_list", map[string]any{"path": "secrets"}); !strings.Contains(l.text, `"token"`) {
+		t.Fatalf("fs_list does not list the denied name: %s", l.text)
+	}
+	if g := s.wantOK("fs_glob", map[string]any{"pattern": "**", "hidden": true}); !strings.Contains(g.text, "secrets/token") ||
+		!strings.Contains(g.text, "id.key") || !strings.Contains(g.text, "src/nested/other.key") {
+		t.Fatalf("fs_glob does not list the denied names: %s", g.text)
+	}
+	// A search over everything finds the allowed match and none of the
+	// denied ones, whatever globs the client adds.
+	for _, args := range []map[string]any{
+		{"pattern": "DENIED|PUBLIC"},
+		{"pattern": "DENIED|PUBLIC", "glob": []string{"*.key", "secrets/**", "*.txt"}, "no_ignore": true, "hidden": true},
+		{"pattern": "DENIED|PUBLIC", "path": "src"},
+		{"pattern": "DENIED|PUBLIC", "path": "src/nested"},
+	} {
+		g := s.wantOK("fs_grep", args)
+		if strings.Contains(g.text, "DENIED") {
+			t.Fatalf("fs_grep(%v) returned denied content: %s", args, g.text)
+		}
+		if args["path"] == nil && !strings.Contains(g.text, "PUBLIC-TEXT") {
+			t.Fatalf("fs_grep(%v) lost the allowed match: %s", args, g.text)
+		}
+	}
+	// The attestation lists the policy.
+	r := s.wantOK("fs_stat", map[string]any{"path": ""})
+	pol, _ := r.doc["confinement"].(map[string]any)["policy"].(map[string]any)
+	if deny, _ := pol["deny"].([]any); len(deny) != 2 || deny[0] != "/secrets" || deny[1] != "*.key" {
+		t.Fatalf("confinement.policy: %s", r.text)
+	}
+}
+
+// TestPolicyAttestation: fs_stat of the root lists the policy and the
+// self-test, each probe refused by the kernel.
+func TestPolicyAttestation(t *testing.T) {
+	s := start(t, t.TempDir(), "--protect", "build/**", "--no-default-protect")
+	r := s.wantOK("fs_stat", map[string]any{"path": ""})
+	conf, _ := r.doc["confinement"].(map[string]any)
+	pol, _ := conf["policy"].(map[string]any)
+	if p, _ := pol["protect"].([]any); len(p) != 1 || p[0] != "build/**" {
+		t.Fatalf("confinement.policy.protect: %s", r.text)
+	}
+	want := map[string]string{"open outside the root": "EACCES", "tcp socket": "EPERM", "exec of a program not granted": "EACCES"}
+	probes, _ := conf["selftest"].([]any)
+	if len(probes) != len(want) {
+		t.Fatalf("confinement.selftest: %s", r.text)
+	}
+	for _, p := range probes {
+		m := p.(map[string]any)
+		if want[m["probe"].(string)] != m["result"] || m["refused"] != true {
+			t.Errorf("probe %v, want refused with %s", m, want[m["probe"].(string)])
+		}
+	}
+	def := start(t, t.TempDir())
+	r = def.wantOK("fs_stat", map[string]any{"path": ""})
+	pol, _ = r.doc["confinement"].(map[string]any)["policy"].(map[string]any)
+	if p, _ := pol["protect"].([]any); len(p) != 9 || p[0] != ".git/hooks/**" || p[8] != ".git" {
+		t.Fatalf("default confinement.policy.protect: %s", r.text)
+	}
+}
+
+// TestPolicySelftestFailure: a probe that the kernel allows (the test hook
+// points the "outside" open at a file inside the root) ends start-up with
+// one clear line, before any client is served.
+func TestPolicySelftestFailure(t *testing.T) {
+	root := t.TempDir()
+	putFile(t, filepath.Join(root, selftestInside), "x", 0o644)
+	s := spawn(t, root)
+	if err := s.run(); err != nil {
+		t.Fatal(err)
+	}
+	if code := s.wait(30 * time.Second); code == 0 {
+		t.Fatalf("fsmcp started although a self-test probe succeeded\n%s", s.stderr.String())
+	}
+	var lines []string
+	for _, l := range strings.Split(s.stderr.String(), "\n") {
+		if strings.Contains(l, "self-test") {
+			lines = append(lines, l)
+		}
+	}
+	want := "fsmcp worker: self-test failed, refusing to serve unconfined: the kernel allowed open outside the root: allowed"
+	if len(lines) != 1 || lines[0] != want {
+		t.Fatalf("stderr lines about the self-test %q, want [%q]\nstderr:\n%s", lines, want, s.stderr.String())
+	}
+}
+
+// TestPolicyTempPrefixComponents: no mutation may create a name with the
+// temp prefix, as any component.
+func TestPolicyTempPrefixComponents(t *testing.T) {
+	root := t.TempDir()
+	putFile(t, filepath.Join(root, "f"), "f\n", 0o644)
+	// One left by the host (or an older fsmcp).
+	if err := os.Mkdir(filepath.Join(root, ".fsmcp-tmp-old"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, root)
+	before := snapshot(t, root)
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"fs_mkdir", map[string]any{"path": ".fsmcp-tmp-x/inner"}},
+		{"fs_mkdir", map[string]any{"path": "a/.fsmcp-tmp-x"}},
+		{"fs_mkdir", map[string]any{"path": "a/.fsmcp-tmp-x/b/c"}},
+		{"fs_mkdir", map[string]any{"path": ".fsmcp-tmp-old/inner"}},
+		{"fs_move", map[string]any{"from": "f", "to": ".fsmcp-tmp-x"}},
+		{"fs_move", map[string]any{"from": "f", "to": ".fsmcp-tmp-old/f"}},
+		{"fs_write", map[string]any{"path": ".fsmcp-tmp-old/g", "content": "g", "if_sha256": nil}},
+		{"fs_write", map[string]any{"path": ".fsmcp-tmp-y", "content": "g", "if_sha256": nil}},
+	} {
+		r := s.wantErr(c.tool, c.args, "invalid_argument")
+		if !strings.Contains(r.text, "reserved for fsmcp's temp files") {
+			t.Fatalf("%s(%v) = %s, want the temp-name refusal", c.tool, c.args, r.text)
+		}
+	}
+	sameSnapshot(t, "temp-prefix refusals", before, snapshot(t, root))
+}
+
+// TestPolicyAuditRecordsViolation: the audit line of a refused call says
+// so.
+func TestPolicyAuditRecordsViolation(t *testing.T) {
+	root := policyTree(t)
+	log := filepath.Join(t.TempDir(), "audit.log")
+	s := start(t, root, "--audit-log", log)
+	s.wantPolicy("fs_delete", map[string]any{"path": ".envrc"}, ".envrc")
+	s.wantOK("fs_stat", map[string]any{"path": ".envrc"})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, _ := os.ReadFile(log)
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		if len(lines) >= 2 {
+			var refused, ok map[string]any
+			if err := json.Unmarshal([]byte(lines[0]), &refused); err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal([]byte(lines[1]), &ok); err != nil {
+				t.Fatal(err)
+			}
+			if refused["policy_violation"] != true || refused["outcome"] != "permission_denied" {
+				t.Fatalf("audit line of a refusal: %s", lines[0])
+			}
+			if _, has := ok["policy_violation"]; has {
+				t.Fatalf("audit line of an allowed call: %s", lines[1])
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("audit log: %q", b)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,96 @@
+package sandbox
+
+import (
+	"slices"
+	"testing"
+)
+
+func TestPolicyCompileRefuses(t *testing.T) {
+	for _, g := range []string{"", "/", "a/", "//a", "a//b", "a/../b", "./a", "a/.", "[", "a{b", "a\x00b", "\xff"} {
+		if _, err := (Policy{Protect: []string{g}}).Compile(); err == nil {
+			t.Errorf("Compile(--protect %q) = nil, want an error", g)
+		}
+		if _, err := (Policy{Deny: []string{g}}).Compile(); err == nil {
+			t.Errorf("Compile(--deny %q) = nil, want an error", g)
+		}
+	}
+	if _, err := (Policy{Protect: DefaultProtect}).Compile(); err != nil {
+		t.Fatalf("the defaults do not compile: %v", err)
+	}
+}
+
+func TestPolicyMatch(t *testing.T) {
+	r, err := Policy{Protect: append(slices.Clone(DefaultProtect), "/build/**", "*.sh", "/a/*/c"), Deny: []string{"secrets", "/top.key"}}.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		rel  string
+		want string // "" for no match
+	}{
+		{".git/hooks/pre-commit", ".git/hooks/**"},
+		{".git/hooks", ".git/hooks/**"},
+		{"x/y/.git/hooks/a/b", ".git/hooks/**"},
+		{".git/config", ".git/config"},
+		{"sub/.git/config", ".git/config"},
+		{".git/config.worktree", ".git"},
+		{".git", ".git"},
+		{"a/.git", ".git"},
+		{".github/workflows/x", ""},
+		{".gitx", ""},
+		{"x.git/config", ""},
+		{".git/info", ".git/info/**"},
+		{".gitmodules", ".gitmodules"},
+		{"d/.gitattributes", ".gitattributes"},
+		{".envrc", ".envrc"},
+		{".envrc.bak", ""},
+		{".vscode", ".vscode/**"},
+		{"p/.idea/x.xml", ".idea/**"},
+		{".IDEA/x.xml", ""}, // bytes: no case folding
+		{".ENVRC", ""},
+		{"build/x", "/build/**"},
+		{"build", "/build/**"},
+		{"src/build/x", ""},
+		{"run.sh", "*.sh"},
+		{"d/run.sh", "*.sh"},
+		{"d/run.sh/inner", "*.sh"}, // an ancestor matches
+		{"a/b/c", "/a/*/c"},
+		{"a/b/c/d", "/a/*/c"},
+		{"a/b/x/c", ""},
+		{"", ""},
+		{"e\u0301.sh", "*.sh"},
+		{"\xff\xfe.sh", "*.sh"},
+	} {
+		got, ok := r.Protected(c.rel)
+		if got != c.want || ok != (c.want != "") {
+			t.Errorf("Protected(%q) = %q, %v; want %q", c.rel, got, ok, c.want)
+		}
+	}
+	for _, c := range []struct{ rel, want string }{
+		{"secrets", "secrets"}, {"secrets/a", "secrets"}, {"x/secrets/a", "secrets"}, {"secretsx", ""},
+		{"top.key", "/top.key"}, {"d/top.key", ""},
+	} {
+		got, ok := r.Denied(c.rel)
+		if got != c.want || ok != (c.want != "") {
+			t.Errorf("Denied(%q) = %q, %v; want %q", c.rel, got, ok, c.want)
+		}
+	}
+}
+
+func TestPolicyRGExcludes(t *testing.T) {
+	r, err := Policy{Deny: []string{"secrets", "/top.key", "/a/b/*.pem", "/x[y]/z"}}.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for dir, want := range map[string][]string{
+		"":     {"--glob=!**/secrets", "--glob=!/top.key", "--glob=!/a/b/*.pem", "--glob=!/x[y]/z"},
+		"a":    {"--glob=!**/secrets", "--glob=!/b/*.pem"},
+		"a/b":  {"--glob=!**/secrets", "--glob=!/*.pem"},
+		"q":    {"--glob=!**/secrets"},
+		"x[y]": {"--glob=!**/secrets"},
+	} {
+		if got := r.RGExcludes(dir); !slices.Equal(got, want) {
+			t.Errorf("RGExcludes(%q) = %q, want %q", dir, got, want)
+		}
+	}
+}
