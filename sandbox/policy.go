@@ -44,6 +44,12 @@ var DefaultProtect = []string{
 type globRule struct {
 	glob    string // as the operator gave it, for messages
 	pattern string // for doublestar.Match
+	// lit, for a glob without metacharacters (every default), is its
+	// components: it then matches where they occur in a row, at the
+	// start (anchored) or at any depth. A trailing "**" is dropped: a
+	// rule covers what lies beneath whatever it matches anyway.
+	lit      []string
+	anchored bool
 }
 
 // Rules is a compiled Policy. A path matches a rule when the path or one
@@ -104,7 +110,48 @@ func compileGlob(g string) (globRule, error) {
 	if !doublestar.ValidatePattern(pat) {
 		return globRule{}, fmt.Errorf("not a valid glob")
 	}
-	return globRule{glob: g, pattern: pat}, nil
+	r := globRule{glob: g, pattern: pat}
+	rest, anyDepth := strings.CutPrefix(pat, "**/")
+	rest = strings.TrimSuffix(rest, "/**")
+	if rest != "**" && !strings.ContainsAny(rest, `*?[]{}\`) {
+		r.lit, r.anchored = strings.Split(rest, "/"), !anyDepth
+	}
+	return r, nil
+}
+
+// matchLit reports whether the components lit occur in a row in rel: at
+// its start when anchored, else anywhere.
+func matchLit(rel string, lit []string, anchored bool) bool {
+	for start := 0; ; {
+		if seqAt(rel, start, lit) {
+			return true
+		}
+		i := strings.IndexByte(rel[start:], '/')
+		if anchored || i < 0 {
+			return false
+		}
+		start += i + 1
+	}
+}
+
+// seqAt reports whether the components of rel from byte offset start
+// (a component's first byte) begin with lit.
+func seqAt(rel string, start int, lit []string) bool {
+	pos := start
+	for i, c := range lit {
+		if !strings.HasPrefix(rel[pos:], c) {
+			return false
+		}
+		pos += len(c)
+		if pos == len(rel) {
+			return i == len(lit)-1
+		}
+		if rel[pos] != '/' {
+			return false
+		}
+		pos++
+	}
+	return true
 }
 
 // Protected returns the glob that makes the root-relative path rel
@@ -123,21 +170,37 @@ func (r *Rules) Denies() bool { return len(r.deny) > 0 }
 // match reports the first rule, in the order given, that matches rel or
 // one of its ancestors. The root ("") matches nothing.
 func match(rules []globRule, rel string) (string, bool) {
-	if len(rules) == 0 || rel == "" {
+	if rel == "" {
 		return "", false
 	}
-	for _, r := range rules {
-		for i := 0; i <= len(rel); i++ {
-			if i < len(rel) && rel[i] != '/' {
-				continue
-			}
-			// The pattern was validated: Match cannot fail.
-			if ok, _ := doublestar.Match(r.pattern, rel[:i]); ok {
-				return r.glob, true
-			}
+	for i := range rules {
+		if r := &rules[i]; r.matches(rel) {
+			return r.glob, true
 		}
 	}
 	return "", false
+}
+
+// matches reports whether r matches rel or one of its ancestors.
+func (r *globRule) matches(rel string) bool {
+	if r.lit != nil {
+		return matchLit(rel, r.lit, r.anchored)
+	}
+	return r.matchPattern(rel)
+}
+
+// matchPattern is matches by doublestar, one ancestor at a time.
+func (r *globRule) matchPattern(rel string) bool {
+	for i := 0; i <= len(rel); i++ {
+		if i < len(rel) && rel[i] != '/' {
+			continue
+		}
+		// The pattern was validated: Match cannot fail.
+		if ok, _ := doublestar.Match(r.pattern, rel[:i]); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // RGExcludes are the deny rules as rg --glob=! exclusions for a search

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -20,7 +21,7 @@ func TestPolicyCompileRefuses(t *testing.T) {
 }
 
 func TestPolicyMatch(t *testing.T) {
-	r, err := Policy{Protect: append(slices.Clone(DefaultProtect), "/build/**", "*.sh", "/a/*/c"), Deny: []string{"secrets", "/top.key"}}.Compile()
+	r, err := Policy{Protect: append(slices.Clone(DefaultProtect), "/build/**", "*.sh", "/a/*/c", "/caf\u00e9"), Deny: []string{"secrets", "/top.key"}}.Compile()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,6 +60,9 @@ func TestPolicyMatch(t *testing.T) {
 		{"a/b/x/c", ""},
 		{"", ""},
 		{"e\u0301.sh", "*.sh"},
+		{"caf\u00e9", "/caf\u00e9"},
+		{"cafe\u0301", ""}, // no Unicode normalisation
+		{"CAF\u00c9", ""},
 		{"\xff\xfe.sh", "*.sh"},
 	} {
 		got, ok := r.Protected(c.rel)
@@ -93,4 +97,24 @@ func TestPolicyRGExcludes(t *testing.T) {
 			t.Errorf("RGExcludes(%q) = %q, want %q", dir, got, want)
 		}
 	}
+}
+
+// FuzzPolicyLiteral: for a glob without metacharacters, the literal
+// matcher agrees with doublestar on every path.
+func FuzzPolicyLiteral(f *testing.F) {
+	for _, s := range [][2]string{
+		{".git/hooks/**", "a/.git/hooks/x"}, {".git/config", ".git/config"}, {".git", "x/.gitx"}, {"/build/**", "build"},
+		{"/a/b", "a/b/c"}, {".envrc", "a.envrc"}, {"x/y", "x/x/y"}, {"/x", "y/x"}, {"a", "a/a/a"}, {".git/hooks/**", ".git/hook"},
+	} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, glob, rel string) {
+		r, err := compileGlob(glob)
+		if err != nil || r.lit == nil || rel == "" || strings.HasPrefix(rel, "/") || strings.HasSuffix(rel, "/") || strings.Contains(rel, "//") {
+			return // not a literal rule, or not a real root-relative path
+		}
+		if lit, pat := r.matches(rel), r.matchPattern(rel); lit != pat {
+			t.Fatalf("glob %q, path %q: literal matcher %v, doublestar %v", glob, rel, lit, pat)
+		}
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -479,5 +480,24 @@ func TestPolicyAuditRecordsViolation(t *testing.T) {
 			t.Fatalf("audit log: %q", b)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestPolicyFlagRefusals: a glob the policy cannot use stops start-up
+// with a message naming the flag.
+func TestPolicyFlagRefusals(t *testing.T) {
+	root := t.TempDir()
+	for _, args := range [][]string{
+		{"--protect", ""}, {"--protect", "build/"}, {"--deny", "a/../b"}, {"--deny", "[unclosed"}, {"--protect", "//x"},
+	} {
+		cmd := fsmcpCommand(root, args...)
+		var stdout, stderr syncBuffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err == nil {
+			t.Fatalf("fsmcp %v started; want a refusal", args)
+		}
+		if want := args[0] + " " + strconv.Quote(args[1]); !strings.Contains(stderr.String(), want) {
+			t.Errorf("fsmcp %v: stderr %q, want it to name %s", args, stderr.String(), want)
+		}
 	}
 }

@@ -1,0 +1,79 @@
+package worker
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/fsmcp/fsmcp/sandbox"
+	"golang.org/x/sys/unix"
+)
+
+// BenchmarkPolicyResolve prices the resolver against what the RPCs did
+// before it, in one run: lstat of a name five levels deep by os.Root
+// alone, and the same through statName (which also asks the kernel the
+// opened parent's name); opening the parent of a name to mutate by
+// os.Root alone, and through openMutationPath (which also names it and
+// judges it against the default protected set); and the matching alone.
+func BenchmarkPolicyResolve(b *testing.B) {
+	root := b.TempDir()
+	dir := filepath.Join(root, "a", "b", "c", "d")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "file.go"), []byte("x"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { r.Close() })
+	s, err := New(r, Options{Policy: sandbox.Policy{Protect: sandbox.DefaultProtect}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	const p = "a/b/c/d/file.go"
+	b.Run("lstat/os.Root", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := s.root.Lstat(p); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("lstat/statName", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := s.statName("lstat", []byte(p)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("parent/os.Root", func(b *testing.B) {
+		for b.Loop() {
+			f, err := s.root.OpenFile("a/b/c/d", os.O_RDONLY|unix.O_DIRECTORY, 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var st unix.Stat_t
+			unix.Fstat(int(f.Fd()), &st)
+			f.Close()
+		}
+	})
+	b.Run("parent/openMutation", func(b *testing.B) {
+		for b.Loop() {
+			d, _, unlock, err := s.openMutationPath("write", p, accessRewrite)
+			if err != nil {
+				b.Fatal(err)
+			}
+			d.close()
+			unlock()
+		}
+	})
+	b.Run("match/defaults", func(b *testing.B) {
+		for b.Loop() {
+			if _, ok := s.policy.Protected(p); ok {
+				b.Fatal("protected")
+			}
+		}
+	})
+}
