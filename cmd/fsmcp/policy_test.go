@@ -334,15 +334,15 @@ func TestPolicyDeny(t *testing.T) {
 	if l := s.wantOK("fs_list", map[string]any{"path": "secrets"}); !strings.Contains(l.text, `"token"`) {
 		t.Fatalf("fs_list does not list the denied name: %s", l.text)
 	}
-	if g := s.wantOK("fs_glob", map[string]any{"pattern": "**", "hidden": true}); !strings.Contains(g.text, "secrets/token") ||
+	if g := s.wantOK("fs_glob", map[string]any{"pattern": "**", "path": "", "hidden": true}); !strings.Contains(g.text, "secrets/token") ||
 		!strings.Contains(g.text, "id.key") || !strings.Contains(g.text, "src/nested/other.key") {
 		t.Fatalf("fs_glob does not list the denied names: %s", g.text)
 	}
 	// A search over everything finds the allowed match and none of the
 	// denied ones, whatever globs the client adds.
 	for _, args := range []map[string]any{
-		{"pattern": "DENIED|PUBLIC"},
-		{"pattern": "DENIED|PUBLIC", "glob": []string{"*.key", "secrets/**", "*.txt"}, "no_ignore": true, "hidden": true},
+		{"pattern": "DENIED|PUBLIC", "path": ""},
+		{"pattern": "DENIED|PUBLIC", "path": "", "glob": []string{"*.key", "secrets/**", "*.txt"}, "no_ignore": true, "hidden": true},
 		{"pattern": "DENIED|PUBLIC", "path": "src"},
 		{"pattern": "DENIED|PUBLIC", "path": "src/nested"},
 	} {
@@ -350,7 +350,7 @@ func TestPolicyDeny(t *testing.T) {
 		if strings.Contains(g.text, "DENIED") {
 			t.Fatalf("fs_grep(%v) returned denied content: %s", args, g.text)
 		}
-		if args["path"] == nil && !strings.Contains(g.text, "PUBLIC-TEXT") {
+		if args["path"] == "" && !strings.Contains(g.text, "PUBLIC-TEXT") {
 			t.Fatalf("fs_grep(%v) lost the allowed match: %s", args, g.text)
 		}
 	}
