@@ -61,15 +61,15 @@ type deleteIn struct {
 
 func writeTools() []*tool {
 	return []*tool{
-		defineTool("fs_write", "Create or replace a whole file atomically. if_sha256 is the sha256 from fs_stat (it fails if "+
-			"the file changed since), or null to create a file; the reply's sha256 is the next one. "+
+		defineTool("fs_write", "Create or replace a whole file atomically. if_sha256: the sha256 from fs_stat (fails if "+
+			"it changed since), or null to create; the reply's sha256 is the next one. "+
 			"The directory must exist (fs_mkdir); for small edits use fs_replace. append: true adds at the end; "+
-			"dry_run: true shows the diff.",
+			"dry_run: true shows the diff. Drops setuid/setgid/capabilities.",
 			false, true, false, (*server).write).titled("Write file"),
 		defineTool("fs_replace", "Replace exact text in a file atomically. Each edit's old must occur exactly once "+
-			"(or set all); edits apply in order, all or none. if_sha256 is the sha256 from fs_stat or the last "+
-			"write; the reply's sha256 is the next one. Read the text first with fs_read. no_match names the nearest "+
-			"candidate; dry_run: true shows the diff.",
+			"(or set all); edits apply in order, all or none. if_sha256: the sha256 from fs_stat or the last "+
+			"write; the reply's sha256 is the next one. Read it first with fs_read. no_match names the nearest "+
+			"candidate; dry_run: true shows the diff. Mode as fs_write.",
 			false, true, false, (*server).replace).titled("Edit file"),
 		defineTool("fs_mkdir", "Create a directory and any missing parents; an existing directory is success. "+
 			"fs_write needs the directory of a new file to exist.",

@@ -13,10 +13,29 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// capabilityXattr holds a file's capabilities, which exec grants.
+const capabilityXattr = "security.capability"
+
+// contentChangeMode is the mode a file keeps when its content changes, as
+// the kernel's write path leaves it for an unprivileged writer: setuid
+// dropped, and setgid when the file is group-executable (without group
+// execute, setgid marks mandatory locking and stays). fsmcp drops them
+// whatever the worker's own privileges: the bytes are the agent's.
+func contentChangeMode(mode uint32) uint32 {
+	mode &^= unix.S_ISUID
+	if mode&unix.S_IXGRP != 0 {
+		mode &^= unix.S_ISGID
+	}
+	return mode
+}
+
 // copyMetadata gives dst the owner, group, extended attributes (which
 // include POSIX ACLs and security labels) and mode bits of src, all through
 // the two descriptors, then reads them back from dst and compares. Anything
 // that did not come out identical is refused with unsupported, naming what.
+// dst holds new content, so it does not get what the kernel's write path
+// would drop: setuid, setgid on a group-executable file
+// (contentChangeMode), and the security.capability attribute.
 //
 // It does not see what the process cannot list: an unprivileged worker is
 // not shown trusted.* attributes, so it cannot know to keep them.
@@ -26,11 +45,12 @@ func copyMetadata(p string, src, dst *os.File) error {
 	if err := unix.Fstat(sfd, &sst); err != nil {
 		return fsError("fstat", p, err)
 	}
+	mode := contentChangeMode(sst.Mode & 0o7777)
 	if err := unix.Fstat(dfd, &dst0); err != nil {
 		return fsError("fstat", p, err)
 	}
-	// Owner first: chown clears setuid/setgid and file capabilities, which
-	// the steps after it then restore.
+	// Owner first: chown clears setuid/setgid and file capabilities; the
+	// mode set last restores what the content change keeps.
 	if sst.Uid != dst0.Uid || sst.Gid != dst0.Gid {
 		uid, gid := -1, -1
 		if sst.Uid != dst0.Uid {
@@ -51,6 +71,7 @@ func copyMetadata(p string, src, dst *os.File) error {
 	if err != nil {
 		return fsError("listxattr", p, err)
 	}
+	delete(want, capabilityXattr)
 	for _, name := range sortedKeys(want) {
 		if err := unix.Fsetxattr(dfd, name, want[name], 0); err != nil {
 			return unsupported(p, "extended attribute "+name, err)
@@ -71,8 +92,8 @@ func copyMetadata(p string, src, dst *os.File) error {
 	}
 	// Mode last: setting an ACL rewrites the group bits, and fchmod (unlike
 	// open's mode) is not filtered by the umask.
-	if err := unix.Fchmod(dfd, sst.Mode&0o7777); err != nil {
-		return unsupported(p, "mode "+modeString(sst.Mode), err)
+	if err := unix.Fchmod(dfd, mode); err != nil {
+		return unsupported(p, "mode "+modeString(mode), err)
 	}
 	// Read back: the kernel may have dropped a bit silently (setgid for a
 	// group the process is not in) or rewritten an attribute.
@@ -81,8 +102,8 @@ func copyMetadata(p string, src, dst *os.File) error {
 		return fsError("fstat", p, err)
 	}
 	switch {
-	case got.Mode&0o7777 != sst.Mode&0o7777:
-		return unsupported(p, "mode "+modeString(sst.Mode)+" (got "+modeString(got.Mode)+")", nil)
+	case got.Mode&0o7777 != mode:
+		return unsupported(p, "mode "+modeString(mode)+" (got "+modeString(got.Mode)+")", nil)
 	case got.Uid != sst.Uid:
 		return unsupported(p, "the owner (uid "+itoa(sst.Uid)+")", nil)
 	case got.Gid != sst.Gid:

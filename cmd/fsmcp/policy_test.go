@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The protected/deny policy, end to end: the real binary, its confined
@@ -499,5 +501,58 @@ func TestPolicyFlagRefusals(t *testing.T) {
 		if want := args[0] + " " + strconv.Quote(args[1]); !strings.Contains(stderr.String(), want) {
 			t.Errorf("fsmcp %v: stderr %q, want it to name %s", args, stderr.String(), want)
 		}
+	}
+}
+
+// TestPolicyContentChangeDropsPrivileges: new content from the agent does
+// not keep what would let it run with privileges: setuid, setgid on a
+// group-executable file, file capabilities. Everything else stays.
+func TestPolicyContentChangeDropsPrivileges(t *testing.T) {
+	root := t.TempDir()
+	p := filepath.Join(root, "tool")
+	putFile(t, p, "old", 0o644)
+	if err := os.Chmod(p, 0o6755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Setxattr(p, "user.keep", []byte("kept"), 0); err != nil {
+		t.Skipf("the test directory's filesystem has no user xattrs: %v", err)
+	}
+	// struct vfs_cap_data, revision 2, effective: CAP_NET_BIND_SERVICE.
+	capData := []byte{0x01, 0x00, 0x00, 0x02, 0x00, 0x04, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+	if err := unix.Setxattr(p, "security.capability", capData, 0); err != nil {
+		t.Skipf("cannot set a file capability here (needs CAP_SETFCAP): %v", err)
+	}
+	// chmod after setxattr: setting the capability does not clear the
+	// bits, but keep the order the host would use.
+	if err := os.Chmod(p, 0o6755); err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, root)
+	s.wantOK("fs_write", map[string]any{"path": "tool", "content": "new", "if_sha256": sha([]byte("old"))})
+	var st unix.Stat_t
+	if err := unix.Stat(p, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode&0o7777 != 0o755 {
+		t.Errorf("mode after fs_write %04o, want 0755 (setuid and setgid dropped)", st.Mode&0o7777)
+	}
+	buf := make([]byte, 64)
+	if _, err := unix.Getxattr(p, "security.capability", buf); err == nil {
+		t.Errorf("security.capability survived the write")
+	}
+	if n, err := unix.Getxattr(p, "user.keep", buf); err != nil || string(buf[:n]) != "kept" {
+		t.Errorf("user.keep after the write: %q, %v", buf[:max(n, 0)], err)
+	}
+	// fs_replace too, on a setgid file that is not group-executable: its
+	// setgid bit is a locking mark and stays.
+	if err := unix.Chmod(p, 0o6745); err != nil {
+		t.Fatal(err)
+	}
+	s.wantOK("fs_replace", map[string]any{"path": "tool", "if_sha256": sha([]byte("new")), "edits": []map[string]any{{"old": "new", "new": "newer"}}})
+	if err := unix.Stat(p, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode&0o7777 != 0o2745 {
+		t.Errorf("mode after fs_replace %04o, want 2745 (setuid dropped, setgid kept without group execute)", st.Mode&0o7777)
 	}
 }
