@@ -230,21 +230,25 @@ func (w *walker) unlink(fd int, name string, depth int) error {
 // olderThan, never through a symlink. The worker sweeps in the background
 // while it serves, with olderThan its start time, so a large tree does not
 // delay start-up and the temp files of this process's own writes (created
-// after it started) are never touched. It reports how many it removed and
-// the first error it met.
-func (s *Service) Sweep(olderThan time.Time) (int, error) {
+// after it started) are never touched. On the way it shows the policy every
+// regular file with more than one name (links.go). With remove unset
+// (a read-only root) it only does the latter. It reports how many it
+// removed and the first error it met.
+func (s *Service) Sweep(olderThan time.Time, remove bool) (int, error) {
 	f, err := s.root.Open(".")
 	if err != nil {
 		return 0, err
 	}
 	defer f.Close()
-	sw := &sweeper{olderThan: olderThan.UnixNano()}
-	sw.dir(int(f.Fd()), 0)
+	sw := &sweeper{olderThan: olderThan.UnixNano(), remove: remove, note: s.note}
+	sw.dir(int(f.Fd()), "", 0)
 	return sw.removed, sw.err
 }
 
 type sweeper struct {
 	olderThan int64
+	remove    bool
+	note      func(rel string, st *unix.Stat_t)
 	removed   int
 	err       error
 }
@@ -255,7 +259,7 @@ func (sw *sweeper) fail(err error) {
 	}
 }
 
-func (sw *sweeper) dir(fd, depth int) {
+func (sw *sweeper) dir(fd int, rel string, depth int) {
 	if depth > maxWalkDepth {
 		sw.fail(fmt.Errorf("sweep: deeper than %d levels", maxWalkDepth))
 		return
@@ -279,7 +283,8 @@ func (sw *sweeper) dir(fd, depth int) {
 		}
 		switch st.Mode & unix.S_IFMT {
 		case unix.S_IFREG:
-			if isTempName(n) && st.Mtim.Nano() < sw.olderThan {
+			sw.note(joinRel(rel, n), st)
+			if sw.remove && isTempName(n) && st.Mtim.Nano() < sw.olderThan {
 				if err := unix.Unlinkat(fd, n, 0); err != nil {
 					sw.fail(err)
 				} else {
@@ -290,6 +295,9 @@ func (sw *sweeper) dir(fd, depth int) {
 			// A temp directory is a copy a crash interrupted (fs_copy
 			// builds a tree under one): it goes whole.
 			if isTempName(n) && st.Mtim.Nano() < sw.olderThan {
+				if !sw.remove {
+					continue
+				}
 				w := &walker{ctx: context.Background(), path: n}
 				if err := w.removeAll(fd, n, depth); err != nil {
 					sw.fail(err)
@@ -303,7 +311,7 @@ func (sw *sweeper) dir(fd, depth int) {
 				sw.fail(err)
 				continue
 			}
-			sw.dir(sub, depth+1)
+			sw.dir(sub, joinRel(rel, n), depth+1)
 			unix.Close(sub)
 		}
 	}
@@ -311,9 +319,9 @@ func (sw *sweeper) dir(fd, depth int) {
 
 // sweepTemp runs Sweep for files older than start and logs the outcome; a
 // failure to sweep does not stop the worker, it only leaves hidden files
-// behind.
-func sweepTemp(s *Service, start time.Time) {
-	n, err := s.Sweep(start)
+// behind (or other names of protected files unknown to the policy).
+func sweepTemp(s *Service, start time.Time, remove bool) {
+	n, err := s.Sweep(start, remove)
 	if n > 0 {
 		fmt.Fprintf(os.Stderr, "fsmcp worker: removed %d temp files left by an earlier crash\n", n)
 	}

@@ -156,7 +156,12 @@ func run(args []string, hooks Hooks) error {
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "fsmcp worker: undoing an interrupted patch: %v\n", err)
 		}
-		go sweepTemp(svc, start)
+		go sweepTemp(svc, start, true)
+	}
+	if cfg.ReadOnly && !svc.policy.Empty() {
+		// Nothing to sweep, but the walk shows the policy the other
+		// names of protected and denied files (links.go).
+		go sweepTemp(svc, start, false)
 	}
 	return Serve(conn, svc, hooks.Interceptor)
 }

@@ -5,12 +5,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/sandbox"
@@ -133,4 +135,47 @@ func FuzzPolicy(f *testing.F) {
 			t.Fatalf("paths %q, %q changed what is protected:\nbefore %s\nafter  %s", p, q, before, after)
 		}
 	})
+}
+
+// TestPolicySweepSeesLinks: the start-up walk shows the policy every
+// protected file with another name, so the other name is refused even if
+// no call met the protected one.
+func TestPolicySweepSeesLinks(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "deep", "sub", ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(root, "deep", "sub", ".git", "config")
+	if err := os.WriteFile(cfg, []byte(protectedText), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(cfg, filepath.Join(root, "twin")); err != nil {
+		t.Fatal(err)
+	}
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	s, err := New(r, Options{Policy: sandbox.Policy{Protect: sandbox.DefaultProtect}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _, unlock, err := s.openMutationPath("write", "twin", accessRewrite)
+	if err != nil {
+		t.Fatalf("before the walk, the twin is judged by its own name: %v", err)
+	}
+	d.close()
+	unlock()
+	if _, err := s.Sweep(time.Now(), false); err != nil {
+		t.Fatal(err)
+	}
+	_, _, _, err = s.openMutationPath("write", "twin", accessRewrite)
+	var e *Error
+	if !errors.As(err, &e) || !e.PolicyViolation || !strings.Contains(e.Message, "deep/sub/.git/config") {
+		t.Fatalf("after the walk, openMutation(twin) = %v, want a policy refusal naming the protected file", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "twin")); err != nil {
+		t.Fatalf("a walk that only looks removed something: %v", err)
+	}
 }

@@ -222,7 +222,7 @@ func hashFile(ctx context.Context, f *os.File) (string, error) {
 // bytes; a page starts after req.After and ends once the names add up to
 // req.MaxBytes (plus a per-entry allowance for the reply's other fields).
 func (s *Service) List(ctx context.Context, req *fsmcpv1.ListRequest) (*fsmcpv1.ListResponse, error) {
-	d, _, _, p, err := s.openListing("list", req.GetPath())
+	d, _, rel, p, err := s.openListing("list", req.GetPath())
 	if err != nil {
 		return nil, err
 	}
@@ -274,6 +274,7 @@ func (s *Service) List(ctx context.Context, req *fsmcpv1.ListRequest) (*fsmcpv1.
 		if serr != nil {
 			return nil, fsError("lstat", p, serr)
 		}
+		s.note(joinRel(rel, name), &est)
 		resp.Entries = append(resp.Entries, entryFromStat(name, &est))
 		used += int64(len(name)) + entryAllowance
 	}

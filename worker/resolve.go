@@ -241,7 +241,12 @@ func (s *Service) openContentPath(op, p string) (*os.File, *unix.Stat_t, string,
 	if err != nil {
 		return nil, nil, "", err
 	}
-	if err := s.judge(op, p, rel, accessContent); err != nil {
+	s.note(rel, st)
+	err = s.judge(op, p, rel, accessContent)
+	if err == nil {
+		err = s.judgeLink(op, p, rel, st, accessContent)
+	}
+	if err != nil {
 		f.Close()
 		return nil, nil, "", err
 	}
@@ -315,7 +320,16 @@ func (s *Service) openName(op, p string, kind access) (*parent, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	if err := s.judge(op, p, joinRel(d.rel, base), kind); err != nil {
+	rel := joinRel(d.rel, base)
+	st, serr := fstatat(d.fd, base)
+	if serr == nil {
+		s.note(rel, st)
+	}
+	err = s.judge(op, p, rel, kind)
+	if err == nil && serr == nil {
+		err = s.judgeLink(op, p, rel, st, kind)
+	}
+	if err != nil {
 		d.close()
 		return nil, "", err
 	}
@@ -520,7 +534,9 @@ func (s *Service) statName(op string, raw []byte) (*named, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &named{p: p, rel: joinRel(rel, base), st: st}, nil
+	rel = joinRel(rel, base)
+	s.note(rel, st)
+	return &named{p: p, rel: rel, st: st}, nil
 }
 
 // openSearch resolves the path argument of a search through the Root,
@@ -579,6 +595,7 @@ func (s *Service) openSearch(op string, raw []byte, kind access) (*searchTarget,
 		}
 		if s.policy.Denies() {
 			t.deny = s.policy
+			t.linkDenied = func(rgPath []byte) bool { return s.linkDenied(int(t.dir.Fd()), string(rgPath)) }
 		}
 	}
 	return t, nil

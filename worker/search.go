@@ -83,6 +83,9 @@ type searchTarget struct {
 	// deny, when set, drops every result whose real path it denies, and
 	// passes rg the deny rules as exclusions.
 	deny *sandbox.Rules
+	// linkDenied, with deny, also drops a result that is another name
+	// of a remembered denied file (links.go).
+	linkDenied func(rgPath []byte) bool
 	// debug, when set, receives each line rg writes to stderr that
 	// starts with "DEBUG|" (rg --debug); the others are rg's errors.
 	debug func(line []byte)
@@ -129,7 +132,7 @@ func (t *searchTarget) display(rgPath []byte) ([]byte, bool) {
 		return nil, false
 	}
 	if t.deny != nil {
-		if _, denied := t.deny.Denied(joinRel(t.rel, string(rel))); denied {
+		if _, denied := t.deny.Denied(joinRel(t.rel, string(rel))); denied || t.linkDenied(rel) {
 			return nil, false
 		}
 	}

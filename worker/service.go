@@ -32,6 +32,8 @@ type Service struct {
 	// last system call, and exclusively by a move of a directory, which
 	// changes the real path of everything beneath it.
 	renames sync.RWMutex
+	// links remembers protected and denied files with other names.
+	links links
 	// beforeCommit, when set, runs between a write's checks and its
 	// rename. Tests use it to change the file behind the worker's back.
 	beforeCommit func(path string)

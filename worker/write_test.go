@@ -221,7 +221,7 @@ func TestSweep(t *testing.T) {
 	// And a copy of its own in flight.
 	wput(t, filepath.Join(dir, tempPrefix+"copying", "f"), "being copied")
 	os.Chtimes(filepath.Join(dir, tempPrefix+"copying"), future, future)
-	n, err := s.Sweep(started)
+	n, err := s.Sweep(started, true)
 	if err != nil || n != 3 {
 		t.Fatalf("Sweep() = %d, %v; want 3, nil", n, err)
 	}

@@ -556,3 +556,32 @@ func TestPolicyContentChangeDropsPrivileges(t *testing.T) {
 		t.Errorf("mode after fs_replace %04o, want 2745 (setuid dropped, setgid kept without group execute)", st.Mode&0o7777)
 	}
 }
+
+// TestPolicyHardLinks: another name of a protected or denied file, once
+// the policy has seen the file, is judged like it.
+func TestPolicyHardLinks(t *testing.T) {
+	root := policyTree(t)
+	putFile(t, filepath.Join(root, "secrets", "token"), "TOKEN-DENIED\n", 0o600)
+	putFile(t, filepath.Join(root, "pub", "readme"), "PUBLIC-TEXT\n", 0o644)
+	for old, twin := range map[string]string{".git/config": "notes/cfg", "secrets/token": "pub/leak"} {
+		if err := os.Link(filepath.Join(root, old), filepath.Join(root, twin)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := start(t, root, "--deny", "/secrets")
+	cfg := sha(readFile(t, filepath.Join(root, ".git", "config")))
+	// Seen by a listing and by a stat.
+	s.wantOK("fs_list", map[string]any{"path": ".git"})
+	s.wantOK("fs_stat", map[string]any{"path": "secrets/token"})
+	s.wantPolicy("fs_write", map[string]any{"path": "notes/cfg", "content": "x", "if_sha256": cfg}, "hard link of \".git/config\"")
+	s.wantPolicy("fs_delete", map[string]any{"path": "notes/cfg"}, "--protect .git/config")
+	s.wantPolicy("fs_read", map[string]any{"path": "pub/leak"}, "hard link of \"secrets/token\"")
+	g := s.wantOK("fs_grep", map[string]any{"pattern": "DENIED|PUBLIC", "path": ""})
+	if strings.Contains(g.text, "DENIED") || !strings.Contains(g.text, "PUBLIC-TEXT") {
+		t.Fatalf("fs_grep over a hard link of a denied file: %s", g.text)
+	}
+	g = s.wantOK("fs_grep", map[string]any{"pattern": "DENIED|PUBLIC", "path": "pub"})
+	if strings.Contains(g.text, "DENIED") {
+		t.Fatalf("fs_grep in the hard link's directory: %s", g.text)
+	}
+}
