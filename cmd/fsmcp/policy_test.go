@@ -423,8 +423,13 @@ func TestPolicySelftestFailure(t *testing.T) {
 func TestPolicyTempPrefixComponents(t *testing.T) {
 	root := t.TempDir()
 	putFile(t, filepath.Join(root, "f"), "f\n", 0o644)
-	// One left by the host (or an older fsmcp).
+	// One the host made (newer than the server's start, so the start-up
+	// sweep of crash leftovers leaves it).
 	if err := os.Mkdir(filepath.Join(root, ".fsmcp-tmp-old"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Hour)
+	if err := os.Chtimes(filepath.Join(root, ".fsmcp-tmp-old"), later, later); err != nil {
 		t.Fatal(err)
 	}
 	s := start(t, root)
