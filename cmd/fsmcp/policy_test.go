@@ -103,6 +103,13 @@ func mutations(t *testing.T, root, p string) []map[string]any {
 		{"tool": "fs_move", "from": p, "to": "moved-away"},
 		{"tool": "fs_move", "from": "src/main.go", "to": p},
 		{"tool": "fs_move", "from": "src", "to": p},
+		{"tool": "fs_write", "path": p, "content": "touch PLANTED\n", "if_sha256": cur, "append": true},
+		{"tool": "fs_splice", "path": p, "offset": 0, "insert": "touch PLANTED\n", "if_sha256": cur},
+		{"tool": "fs_copy", "from": "src/main.go", "to": p},
+		{"tool": "fs_copy", "from": "src", "to": p, "recursive": true},
+	}
+	if exists {
+		ms = append(ms, map[string]any{"tool": "fs_copy", "from": p, "to": "copied-away", "recursive": true})
 	}
 	if !exists {
 		ms = append(ms, map[string]any{"tool": "fs_mkdir", "path": p}, map[string]any{"tool": "fs_mkdir", "path": p + "/d"})
@@ -318,6 +325,16 @@ func TestPolicyDeny(t *testing.T) {
 	s.wantPolicy("fs_write", map[string]any{"path": "id.key", "content": "x", "if_sha256": nil}, "--deny *.key")
 	s.wantPolicy("fs_replace", map[string]any{"path": "id.key", "if_sha256": sha([]byte("KEY-DENIED\n")),
 		"edits": []map[string]any{{"old": "KEY", "new": "K"}}}, "--deny *.key")
+	// Tools added since that read or hash content.
+	s.wantPolicy("fs_digest", map[string]any{"path": "id.key"}, "--deny *.key")
+	s.wantPolicy("fs_digest", map[string]any{"path": "secrets"}, "--deny /secrets")
+	s.wantPolicy("fs_copy", map[string]any{"from": "sec/token", "to": "copied"}, "--deny /secrets")
+	s.wantPolicy("fs_copy", map[string]any{"from": "secrets", "to": "copied", "recursive": true}, "--deny /secrets")
+	s.wantPolicy("fs_delete", map[string]any{"path": "secrets/token", "if_sha256": tokSHA}, "--deny /secrets")
+	s.wantPolicy("fs_splice", map[string]any{"path": "id.key", "offset": 0, "insert": "x", "if_sha256": sha([]byte("KEY-DENIED\n"))}, "--deny *.key")
+	if tr := s.wantOK("fs_tree", map[string]any{"path": ""}); !strings.Contains(tr.text, "token") || strings.Contains(tr.text, "DENIED") {
+		t.Fatalf("fs_tree of a root with denied files: %s", tr.text)
+	}
 	// Moving denied content to where it would not be denied.
 	s.wantPolicy("fs_move", map[string]any{"from": "id.key", "to": "id.txt"}, "--deny *.key")
 	s.wantPolicy("fs_move", map[string]any{"from": "secrets", "to": "public"}, "--deny /secrets")
