@@ -49,9 +49,15 @@ type Config struct {
 	Protect          []string
 	Deny             []string
 	NoDefaultProtect bool
-	ToolHelp         bool
-	Version          bool
-	Help             bool
+	// The worker's budgets (worker.Limits); zero means its default.
+	MaxFileBytes int64
+	WorkerMemory int64
+	MaxRG        int
+	MaxHeavy     int
+	QueueTimeout time.Duration
+	ToolHelp     bool
+	Version      bool
+	Help         bool
 	// set holds the flags given on the command line.
 	set map[string]bool
 	// Exec holds the flags that turn commands on.
@@ -124,6 +130,11 @@ func parseFlags(args []string, stderr io.Writer) (*Config, *flag.FlagSet, error)
 	fs.BoolVar(&c.ToolHelp, "tool-help", false, "print the tools and parameters the other flags would serve, and exit")
 	fs.IntVar(&c.MaxCalls, "max-calls", defaultMaxCalls, "tool calls running at once on the server; more wait up to 10 s for a slot, then are answered unavailable")
 	fs.IntVar(&c.MaxSessionCalls, "max-session-calls", defaultMaxSessionCalls, "tool calls running at once in one session (stdio, or one HTTP session)")
+	fs.Int64Var(&c.MaxFileBytes, "max-file-bytes", 0, "largest file an edit may hold or produce (default: a quarter of --worker-memory, at most 128 MiB; at most half of it)")
+	fs.Int64Var(&c.WorkerMemory, "worker-memory", 0, "the worker's soft memory limit and budget in bytes (default: half the memory available at start, 64 MiB to 1 GiB)")
+	fs.IntVar(&c.MaxRG, "max-rg", 0, "rg processes running at once (default: 2 per core)")
+	fs.IntVar(&c.MaxHeavy, "max-heavy", 0, "writes, edits, deletes, mkdirs and hashes running at once (default: 4 per core)")
+	fs.DurationVar(&c.QueueTimeout, "queue-timeout", 0, "how long a call waits for a busy worker before unavailable (default 10s)")
 	fs.BoolVar(&c.Version, "version", false, "print the version and exit")
 	execFlags(fs, &c.Exec)
 	fs.Usage = func() {}
@@ -211,6 +222,9 @@ func (c *Config) check() error {
 	}
 	if err := c.checkBroadRoot(); err != nil {
 		return err
+	}
+	if c.MaxFileBytes < 0 || c.WorkerMemory < 0 || c.MaxRG < 0 || c.MaxHeavy < 0 || c.QueueTimeout < 0 {
+		return errors.New("--max-file-bytes, --worker-memory, --max-rg, --max-heavy and --queue-timeout must not be negative")
 	}
 	switch c.Transport {
 	case "stdio":

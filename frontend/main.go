@@ -92,6 +92,11 @@ func serve(ctx context.Context, cfg *Config, hooks Hooks, stdin io.ReadCloser, s
 		MaxRead:         cfg.MaxResponseBytes,
 		MaxMedia:        cfg.MaxMediaBytes,
 		Policy:          cfg.Policy(),
+		MaxFileBytes:    cfg.MaxFileBytes,
+		MemoryBytes:     cfg.WorkerMemory,
+		MaxRG:           cfg.MaxRG,
+		MaxHeavy:        cfg.MaxHeavy,
+		QueueTimeout:    cfg.QueueTimeout,
 	}, stderr)
 	if err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"strconv"
 	"syscall"
+	"time"
 )
 
 // WorkerSubcommand is the hidden first argument that makes the fsmcp binary
@@ -40,6 +41,13 @@ type WorkerConfig struct {
 	// Policy is the operator's protected and denied paths, defaults
 	// included.
 	Policy Policy
+	// MaxFileBytes, MemoryBytes, MaxRG, MaxHeavy and QueueTimeout are the
+	// worker's budgets (worker.Limits); zero means the worker's default.
+	MaxFileBytes int64
+	MemoryBytes  int64
+	MaxRG        int
+	MaxHeavy     int
+	QueueTimeout time.Duration
 }
 
 func (c WorkerConfig) argv() []string {
@@ -52,6 +60,11 @@ func (c WorkerConfig) argv() []string {
 		"--allow-no-landlock=" + strconv.FormatBool(c.AllowNoLandlock),
 		"--max-read=" + strconv.FormatInt(c.MaxRead, 10),
 		"--max-media=" + strconv.FormatInt(c.MaxMedia, 10),
+		"--max-file-bytes=" + strconv.FormatInt(c.MaxFileBytes, 10),
+		"--memory-bytes=" + strconv.FormatInt(c.MemoryBytes, 10),
+		"--max-rg=" + strconv.Itoa(c.MaxRG),
+		"--max-heavy=" + strconv.Itoa(c.MaxHeavy),
+		"--queue-timeout=" + c.QueueTimeout.String(),
 	}
 	for _, g := range c.Policy.Protect {
 		args = append(args, "--protect="+g)
@@ -83,6 +96,11 @@ func ParseWorkerConfig(args []string) (WorkerConfig, error) {
 		c.Policy.Deny = append(c.Policy.Deny, v)
 		return nil
 	})
+	fs.Int64Var(&c.MaxFileBytes, "max-file-bytes", 0, "")
+	fs.Int64Var(&c.MemoryBytes, "memory-bytes", 0, "")
+	fs.IntVar(&c.MaxRG, "max-rg", 0, "")
+	fs.IntVar(&c.MaxHeavy, "max-heavy", 0, "")
+	fs.DurationVar(&c.QueueTimeout, "queue-timeout", 0, "")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}

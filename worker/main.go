@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -82,6 +83,11 @@ func run(args []string, hooks Hooks) error {
 	if err != nil {
 		return fmt.Errorf("name the worker's executable: %w", err)
 	}
+	// The memory budget's default depends on what the machine and the
+	// cgroup give, which the confined worker can no longer read.
+	if cfg.MemoryBytes == 0 {
+		cfg.MemoryBytes = DefaultMemoryFor(sandbox.AvailableMemory())
+	}
 	st, err := sandbox.ConfineWorker(fdPath, cfg.ReadOnly, rgFiles)
 	switch {
 	case errors.Is(err, sandbox.ErrNoLandlock) && cfg.AllowNoLandlock:
@@ -125,6 +131,8 @@ func run(args []string, hooks Hooks) error {
 		MaxRead:     cfg.MaxRead,
 		MaxMedia:    cfg.MaxMedia,
 		Policy:      cfg.Policy,
+		Limits: Limits{MaxFileBytes: cfg.MaxFileBytes, MemoryBytes: cfg.MemoryBytes,
+			MaxRG: cfg.MaxRG, MaxHeavy: cfg.MaxHeavy, QueueTimeout: cfg.QueueTimeout},
 	})
 	if err != nil {
 		return err
@@ -142,6 +150,10 @@ func run(args []string, hooks Hooks) error {
 	if err != nil {
 		return err
 	}
+	// The soft memory limit is the budget's capacity: the collector works
+	// harder only as the worker nears what it admitted, which reservations
+	// keep below the limit.
+	debug.SetMemoryLimit(svc.limits.MemoryBytes)
 	// A patch a crash interrupted is undone before the first RPC, so no
 	// call ever sees it half applied; the sweep then removes what is left.
 	if cfg.ReadOnly {

@@ -42,6 +42,8 @@ type Service struct {
 	beforeDescend func(name string)
 	hashes        *hashCache
 	lines         *lineIndex
+	budgets       budgets
+	limits        Limits
 }
 
 var _ fsmcpv1.WorkerServiceServer = (*Service)(nil)
@@ -61,6 +63,8 @@ type Options struct {
 	MaxMedia int64
 	// Policy is the operator's protected and denied paths.
 	Policy sandbox.Policy
+	// Limits are the worker's budgets; zero fields take defaults.
+	Limits Limits
 }
 
 // New returns a Service over root.
@@ -74,6 +78,9 @@ func New(root *os.Root, opts Options) (*Service, error) {
 	}
 	if opts.MaxMedia <= 0 {
 		opts.MaxMedia = 5 << 20
+	}
+	if err := opts.Limits.Check(); err != nil {
+		return nil, err
 	}
 	if opts.Confinement == nil {
 		opts.Confinement = &fsmcpv1.Confinement{Seccomp: "none"}
@@ -99,6 +106,8 @@ func New(root *os.Root, opts Options) (*Service, error) {
 		maxMedia:    opts.MaxMedia,
 		hashes:      newHashCache(),
 		lines:       newLineIndex(),
+		budgets:     newBudgets(opts.Limits),
+		limits:      opts.Limits,
 	}, nil
 }
 

@@ -16,10 +16,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// maxEditBytes bounds the file fs_replace reads into memory, and so what it
-// may write back.
-const maxEditBytes = MaxMessageBytes
-
 // newFileMode is the mode of a file fs_write creates. It is set with fchmod,
 // so the worker's umask never changes it.
 const newFileMode = 0o644
@@ -39,6 +35,16 @@ func (s *Service) Write(ctx context.Context, req *fsmcpv1.WriteRequest) (*fsmcpv
 	if req.GetAppend() {
 		op = "append"
 	}
+	// The content is in memory already; an append's result is copied
+	// file to file and never is.
+	if err := s.CheckFileSize(op, p, int64(len(req.GetContent()))); err != nil {
+		return nil, err
+	}
+	done, err := s.Heavy(ctx, op, p)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	// accessRewrite: the precondition hashes the current file.
 	d, base, unlockRenames, err := s.openMutationPath(op, p, accessRewrite)
 	if err != nil {
@@ -93,6 +99,11 @@ func (s *Service) Replace(ctx context.Context, req *fsmcpv1.ReplaceRequest) (*fs
 	if err := checkPrecondition(p, req.GetIfSha256(), req.GetIfSha256() == ""); err != nil {
 		return nil, err
 	}
+	done, err := s.Heavy(ctx, "replace", p)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	d, base, unlockRenames, err := s.openMutationPath("replace", p, accessRewrite)
 	if err != nil {
 		return nil, err
@@ -115,10 +126,11 @@ func (s *Service) Replace(ctx context.Context, req *fsmcpv1.ReplaceRequest) (*fs
 	if err := cur.check(p, req.GetIfSha256()); err != nil {
 		return nil, err
 	}
-	data, n, err := applyEdits(p, cur.data, req.GetEdits())
+	data, n, release, err := s.applyEdits(ctx, p, cur.data, req.GetEdits())
 	if err != nil {
 		return nil, err
 	}
+	defer release()
 	res, err := s.commitOrPreview(ctx, d, base, p, cur, &body{data: data}, req.GetDryRun())
 	if err != nil {
 		return nil, err
@@ -128,24 +140,116 @@ func (s *Service) Replace(ctx context.Context, req *fsmcpv1.ReplaceRequest) (*fs
 }
 
 // applyEdits applies edits in order to a copy of data. Each edit must match
-// exactly once, or at least once when it says all.
-func applyEdits(p string, data []byte, edits []*fsmcpv1.Edit) ([]byte, int64, error) {
+// exactly once, or at least once when it says all. The size of each result
+// is computed from the match count before it is allocated: over
+// --max-file-bytes is too_large, and its bytes are reserved from the
+// memory budget first. It checks ctx as it scans and copies, so an
+// abandoned call stops within milliseconds. The release frees the
+// reservation of the returned bytes.
+func (s *Service) applyEdits(ctx context.Context, p string, data []byte, edits []*fsmcpv1.Edit) ([]byte, int64, func(), error) {
 	var total int64
+	release := func() {}
+	fail := func(err error) ([]byte, int64, func(), error) {
+		release()
+		return nil, 0, nil, err
+	}
 	for i, e := range edits {
-		n := bytes.Count(data, e.GetOld())
+		old, repl := e.GetOld(), e.GetNew()
+		n, err := countMatches(ctx, data, old)
 		switch {
+		case err != nil:
+			return fail(fsError("replace", p, err))
 		case n == 0:
-			return nil, 0, noMatch(p, data, e.GetOld(), "replace: edit %d: old does not occur in the file", i)
+			return fail(noMatch(p, data, old, "replace: edit %d: old does not occur in the file", i))
 		case n > 1 && !e.GetAll():
 			err := newError(fsmcpv1.ErrorCode_ERROR_CODE_AMBIGUOUS_MATCH, p,
 				"replace: edit %d: old occurs %d times; make it unique or set all", i, n)
-			err.Count = int64(n)
-			return nil, 0, err
+			err.Count = n
+			return fail(err)
 		}
-		data = bytes.ReplaceAll(data, e.GetOld(), e.GetNew())
-		total += int64(n)
+		// n ≤ len(data) and each length ≤ MaxMessageBytes: no overflow.
+		size := int64(len(data)) + n*(int64(len(repl))-int64(len(old)))
+		if err := s.CheckFileSize(fmt.Sprintf("replace: edit %d", i), p, size); err != nil {
+			return fail(err)
+		}
+		got, err := s.Reserve(ctx, "replace", p, size)
+		if err != nil {
+			return fail(err)
+		}
+		out, err := replaceAll(ctx, data, old, repl, size)
+		release()
+		release = got
+		if err != nil {
+			return fail(fsError("replace", p, err))
+		}
+		data = out
+		total += n
 	}
-	return data, total, nil
+	return data, total, release, nil
+}
+
+// ctxEvery and ctxEveryMatch are how many bytes, or matches, a loop over
+// content handles between checks of its context: each well under a
+// millisecond of work.
+const (
+	ctxEvery      = 1 << 20
+	ctxEveryMatch = 1 << 10
+)
+
+// countMatches counts the non-overlapping occurrences of old in data, as
+// bytes.Count does, checking ctx every ctxEvery bytes or ctxEveryMatch
+// matches.
+func countMatches(ctx context.Context, data, old []byte) (int64, error) {
+	var n int64
+	for len(data) > 0 {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		// A chunk overlaps the next by len(old)-1, so no match is split;
+		// a match is counted in the chunk where it starts.
+		end := min(len(data), ctxEvery+len(old)-1)
+		chunk := data[:end]
+		pos := 0
+		for {
+			i := bytes.Index(chunk[pos:], old)
+			if i < 0 || pos+i >= ctxEvery {
+				break
+			}
+			n++
+			pos += i + len(old)
+			if n%ctxEveryMatch == 0 {
+				if err := ctx.Err(); err != nil {
+					return 0, err
+				}
+			}
+		}
+		// Continue after the last match, or at the chunk's end.
+		data = data[max(pos, min(ctxEvery, len(data))):]
+	}
+	return n, nil
+}
+
+// replaceAll is bytes.ReplaceAll into a buffer of the size the caller
+// computed, checking ctx every ctxEvery bytes or ctxEveryMatch matches.
+func replaceAll(ctx context.Context, data, old, repl []byte, size int64) ([]byte, error) {
+	out := make([]byte, 0, size)
+	scanned, matched := 0, 0
+	for {
+		if scanned >= ctxEvery || matched >= ctxEveryMatch {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			scanned, matched = 0, 0
+		}
+		matched++
+		i := bytes.Index(data, old)
+		if i < 0 {
+			return append(out, data...), nil
+		}
+		out = append(append(out, data[:i]...), repl...)
+		data = data[i+len(old):]
+		scanned += i + len(old)
+	}
 }
 
 func checkPrecondition(p, ifSHA string, mustNotExist bool) error {
@@ -181,12 +285,37 @@ type current struct {
 	st   *unix.Stat_t
 	sha  string
 	data []byte
+	// release returns data's reservation of the memory budget.
+	release func()
 }
 
 func (c *current) close() {
 	if c.f != nil {
 		c.f.Close()
 	}
+	if c.release != nil {
+		c.release()
+		c.release = nil
+	}
+}
+
+// readFullCtx is io.ReadFull checking ctx every ctxEvery bytes.
+func readFullCtx(ctx context.Context, f *os.File, buf []byte) (int, error) {
+	n := 0
+	for n < len(buf) {
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
+		m, err := io.ReadFull(f, buf[n:min(len(buf), n+ctxEvery)])
+		if err == io.EOF && n > 0 {
+			err = io.ErrUnexpectedEOF
+		}
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // check compares the file with the precondition: ifSHA empty means the file
@@ -241,14 +370,18 @@ func (s *Service) current(ctx context.Context, op string, d *parent, base, p str
 		return nil, fsError(op, p, err)
 	}
 	if all {
-		if before.Size > maxEditBytes {
+		if err := s.CheckFileSize(op, p, before.Size); err != nil {
 			c.close()
-			return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_TOO_LARGE, p, "%s: the file is larger than %d bytes", op, maxEditBytes)
+			return nil, err
+		}
+		if c.release, err = s.Reserve(ctx, op, p, before.Size); err != nil {
+			c.close()
+			return nil, err
 		}
 		// Read exactly the size fstat gave; a file that grew meanwhile is
 		// caught by the stat comparison below.
 		c.data = make([]byte, before.Size)
-		if _, err = io.ReadFull(c.f, c.data); errors.Is(err, io.ErrUnexpectedEOF) {
+		if _, err = readFullCtx(ctx, c.f, c.data); errors.Is(err, io.ErrUnexpectedEOF) {
 			c.close()
 			return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, p, "%s: the file changed while it was read", op)
 		}
@@ -319,7 +452,7 @@ func (s *Service) commitOrPreview(ctx context.Context, d *parent, base, p string
 // The directory is fsynced after the rename. On any failure the temp file
 // is removed and the target is as it was. fs_patch commits several files
 // with the same two steps, stage and place (see commitAll).
-func (s *Service) commit(ctx context.Context, d *parent, base, p string, cur *current, b *body) (*commitResult, error) {
+func (s *Service) commit(ctx context.Context, d *parent, base, p string, cur *current, b *body) (_ *commitResult, rerr error) {
 	st, err := s.stage(ctx, d, p, cur, b)
 	if err != nil {
 		return nil, err
@@ -327,7 +460,7 @@ func (s *Service) commit(ctx context.Context, d *parent, base, p string, cur *cu
 	placed := false
 	defer func() {
 		if !placed {
-			st.discard()
+			rerr = st.discardReport(p, rerr)
 		}
 	}()
 	sum, err := b.sha256(ctx, cur)
@@ -348,15 +481,14 @@ func (s *Service) commit(ctx context.Context, d *parent, base, p string, cur *cu
 		}
 		return nil, err
 	}
-	placed = true
+	placed, st.placed = true, true
 	if err := unix.Fsync(d.fd); err != nil {
-		st.discard() // the old file, if any, is under the temp name
-		return nil, fsError("fsync directory", p, err)
+		// the old file, if any, is under the temp name
+		return nil, st.discardReport(p, fsError("fsync directory", p, err))
 	}
 	// The temp name holds the old file now (or nothing, for a new file);
 	// its other links keep the old content.
-	st.discard()
-	return res, nil
+	return res, st.discardReport(p, nil)
 }
 
 // staged is a complete new file under a temp name in d, not yet in place.
@@ -369,18 +501,84 @@ type staged struct {
 	// kept: a failed place left both files in the directory (our file in
 	// place, the other under tmp), which must not be removed.
 	kept bool
+	// placed: the new file is at its name, and tmp holds the old one.
+	placed bool
 }
 
 // discard closes the staged file and removes whatever its temp name holds:
-// the new file before place, the displaced old file after it.
+// the new file before place, the displaced old file after it. It reports
+// nothing; discardReport does.
 func (st *staged) discard() {
 	st.f.Close()
 	unix.Unlinkat(st.d.fd, st.tmp, 0)
 }
 
+// discardReport is discard for a single-file commit. err is the call's
+// outcome so far, which discardReport returns, amended if the temp name
+// could not be removed (EPERM: the directory became append-only or
+// immutable): a temp file of new content is then truncated and the reply
+// names it; an old file (which may have other links) is kept whole and
+// the worker's log, and a failing reply, say where. Nothing is left
+// unreported.
+func (st *staged) discardReport(p string, err error) error {
+	defer st.f.Close()
+	uerr := unix.Unlinkat(st.d.fd, st.tmp, 0)
+	if uerr == nil || errors.Is(uerr, unix.ENOENT) {
+		return err
+	}
+	var e *Error
+	if err != nil && !errors.As(err, &e) {
+		e = fsError("write", p, err)
+	}
+	if st.placed {
+		fmt.Fprintf(os.Stderr, "fsmcp worker: write: the old file, renamed to %s, could not be removed: %s\n", st.tmp, errnoText(uerr))
+		if err == nil {
+			return nil
+		}
+		out := *e
+		out.Message = fmt.Sprintf("%s; the new content is in place and the old file is left as %s (%s)", e.Message, st.tmp, errnoText(uerr))
+		return &out
+	}
+	what := "emptied"
+	if terr := st.f.Truncate(0); terr != nil {
+		what = "could not be emptied either"
+	}
+	if err == nil {
+		// Not reached: a temp file of new content is discarded only on
+		// failure. Say so rather than drop the report.
+		bug(fmt.Errorf("discard of a temp file that was not placed, without an error"))
+		e = newError(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, p, "write: the temp file was not placed")
+	}
+	out := *e
+	out.Message = fmt.Sprintf("%s; the temp file %s could not be removed (%s) and was %s", e.Message, st.tmp, errnoText(uerr), what)
+	return &out
+}
+
+// errnoText is the errno text of err, which holds no path.
+func errnoText(err error) string {
+	var errno unix.Errno
+	if errors.As(err, &errno) {
+		return errno.Error()
+	}
+	return "error"
+}
+
+// Inode flags of a directory whose entries cannot be renamed or removed.
+const (
+	fsImmutableFL = 0x00000010 // FS_IMMUTABLE_FL
+	fsAppendFL    = 0x00000020 // FS_APPEND_FL
+)
+
 // stage writes b to a new temp file in d with cur's metadata and inode
 // flags (or newFileMode), and fsyncs it.
-func (s *Service) stage(ctx context.Context, d *parent, p string, cur *current, b *body) (*staged, error) {
+func (s *Service) stage(ctx context.Context, d *parent, p string, cur *current, b *body) (_ *staged, rerr error) {
+	// No entry of an append-only or immutable directory can be renamed or
+	// removed: a temp file made there could neither take the target's
+	// place nor go away.
+	if flags, err := unix.IoctlGetUint32(d.fd, unix.FS_IOC_GETFLAGS); err == nil && flags&(fsAppendFL|fsImmutableFL) != 0 {
+		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_PERMISSION_DENIED, p,
+			"write: the directory is append-only or immutable (chattr +a, +i); nothing was written")
+	}
 	tmp, f, err := createTemp(d.fd)
 	if err != nil {
 		return nil, fsError("create temp file", p, err)
@@ -389,7 +587,7 @@ func (s *Service) stage(ctx context.Context, d *parent, p string, cur *current, 
 	ok := false
 	defer func() {
 		if !ok {
-			st.discard()
+			rerr = st.discardReport(p, rerr)
 		}
 	}()
 	if cur.exists {
@@ -436,6 +634,18 @@ func (s *Service) place(ctx context.Context, st *staged, base, p string, cur *cu
 			return false, fsError("rename", p, err)
 		}
 		return false, nil
+	}
+	// The file as hashed must still be the file: an in-place writer
+	// changes its ctime (and usually mtime and size) even when it restores
+	// the mtime, as cp -p and rsync -t do. ctime is compared here, before
+	// the rename, because the rename itself changes the displaced inode's
+	// ctime; after it, inode, size and mtime are compared again.
+	if now, err := fstat(cur.f); err != nil {
+		return false, fsError("fstat", p, err)
+	} else if now.Ctim != cur.st.Ctim || now.Mtim != cur.st.Mtim || now.Size != cur.st.Size {
+		e := newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, p, "the file changed during the write; nothing was written")
+		e.CurrentSHA256 = s.hashName(ctx, d, base)
+		return false, e
 	}
 	if err := unix.Renameat2(d.fd, tmp, d.fd, base, unix.RENAME_EXCHANGE); err != nil {
 		if errors.Is(err, unix.EINVAL) {
