@@ -51,15 +51,15 @@ const (
 const minMemoryBytes = 64 << 20
 
 // DefaultMemoryFor is the worker's memory budget when none is given: half
-// of avail, the memory available to fsmcp when it starts (the smaller of
-// its cgroup's limit and MemAvailable; 0 if unknown), between 64 MiB and
-// DefaultMemoryBytes. The other half is the front-end's, rg's and the page
-// cache's.
+// of avail (memoryShare), the memory available to fsmcp when it starts
+// (the smaller of its cgroup's limit and MemAvailable; 0 if unknown),
+// between 64 MiB and DefaultMemoryBytes. The other half is the
+// front-end's, rg's and the page cache's.
 func DefaultMemoryFor(avail int64) int64 {
 	if avail <= 0 {
 		return DefaultMemoryBytes
 	}
-	return min(max(avail/2, minMemoryBytes), DefaultMemoryBytes)
+	return min(max(avail/memoryShare, minMemoryBytes), DefaultMemoryBytes)
 }
 
 // DefaultMaxRG is the default bound of rg processes: two per core, at

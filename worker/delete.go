@@ -84,7 +84,13 @@ func (s *Service) Delete(ctx context.Context, req *fsmcpv1.DeleteRequest) (*fsmc
 	if !req.GetRecursive() {
 		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_NOT_EMPTY, p, "delete: the directory is not empty (recursive is not set)")
 	}
-	// Nothing is removed if anything beneath is protected.
+	done, err := s.Heavy(ctx, "delete", p)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	// Nothing is removed if anything beneath is protected, or if the tree
+	// is deeper than the walk can go.
 	if !judged {
 		if err := s.judgeTree(ctx, "delete", p, d, base, ""); err != nil {
 			return nil, err
@@ -92,7 +98,15 @@ func (s *Service) Delete(ctx context.Context, req *fsmcpv1.DeleteRequest) (*fsmc
 	}
 	w := &walker{ctx: ctx, path: p, beforeOpen: s.beforeDescend}
 	if err := w.removeAll(d.fd, base, 0); err != nil {
-		return nil, fsError("delete", p, err)
+		e := fsError("delete", p, err)
+		if w.removed > 0 {
+			// The tree changed under the walk (it grew deeper, or an entry
+			// could not be removed): say how much is gone.
+			out := *e
+			out.Message = fmt.Sprintf("%s (%d entries were removed before this)", e.Message, w.removed)
+			return nil, &out
+		}
+		return nil, e
 	}
 	return &fsmcpv1.DeleteResponse{Removed: w.removed}, nil
 }

@@ -147,6 +147,10 @@ func classify(err error) (fsmcpv1.ErrorCode, string) {
 		code = fsmcpv1.ErrorCode_ERROR_CODE_TOO_LARGE
 	case syscall.EXDEV, syscall.EOPNOTSUPP, syscall.EBUSY:
 		code = fsmcpv1.ErrorCode_ERROR_CODE_UNSUPPORTED
+	case syscall.EMFILE, syscall.ENFILE, syscall.EAGAIN, syscall.ENOMEM, syscall.ENOBUFS:
+		// Transient exhaustion of descriptors, processes, threads or
+		// kernel memory: the call may succeed when retried.
+		code = fsmcpv1.ErrorCode_ERROR_CODE_UNAVAILABLE
 	}
 	return code, errno.Error()
 }

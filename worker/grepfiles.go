@@ -13,10 +13,10 @@ import (
 )
 
 // grepByFile runs a search whose output is per file (fs_grep output
-// "files" or "count"): rg --count, one "path NUL count" line per file with
+// "files" or "count"; opts are args without the target): rg --count, one "path NUL count" line per file with
 // a match, paged by path like fs_glob. The totals count every file, not
 // only the page's.
-func (s *Service) grepByFile(req *fsmcpv1.GrepRequest, t *searchTarget, args []string,
+func (s *Service) grepByFile(req *fsmcpv1.GrepRequest, t *searchTarget, opts, args []string,
 	stream grpc.ServerStreamingServer[fsmcpv1.GrepResponse]) error {
 	const op = "grep"
 	page := newKeyedPage(req.GetAfterPath(), req.GetHasAfter(), pageBudget(req.GetMaxBytes()),
@@ -67,7 +67,11 @@ func (s *Service) grepByFile(req *fsmcpv1.GrepRequest, t *searchTarget, args []s
 	var errs int64
 	switch {
 	case run.exit == 0 || run.exit == 1:
-	case run.exit == 2 && !run.isArgumentError():
+	case run.exit == 2:
+		// The client's arguments, or files rg could not read (checkArgs).
+		if err := s.checkArgs(stream.Context(), op, t, opts); err != nil {
+			return err
+		}
 		errs = run.stderrLines
 	default:
 		return run.failure(op)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"strings"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
@@ -16,58 +17,165 @@ import (
 const newDirMode = 0o755
 
 // Mkdir implements fsmcpv1.WorkerServiceServer. It creates the directory
-// and any missing parents through the Root; an existing directory is
-// success, anything else already at the path is already_exists.
+// and any missing parents; an existing directory is success, anything else
+// already at the path is already_exists.
+//
+// It walks the path once, as the client spelled it, one component at a
+// time, each relative to the descriptor of the one before (so a path of
+// depth n costs n steps, not n²): a plain name is made with mkdirat and
+// opened O_NOFOLLOW; ".." returns to the descriptor it came from; a
+// component that is a symlink is resolved, with the whole prefix, by the
+// Root, exactly as every other tool resolves it, and so is a ".." after
+// one ("x/../b" is "b"; through a symlink "x/.." need not be the directory
+// that holds x). Only what this call creates gets newDirMode; each
+// component it creates is judged as a mutation of its real path (no temp
+// name, nothing protected) before it is made. A path deeper than
+// maxWalkDepth is too_large before anything is made: no recursive delete
+// could remove what it would create.
 func (s *Service) Mkdir(ctx context.Context, req *fsmcpv1.MkdirRequest) (*fsmcpv1.MkdirResponse, error) {
 	p, err := clientPath(req.GetPath())
 	if err != nil {
 		return nil, err
 	}
-	unlock := s.lockRenames(false)
-	defer unlock()
-	// Create one component at a time, as the client spelled the path:
-	// each prefix is resolved by the Root exactly as the final path will
-	// be ("x/../b" is "b"), so only what this call really creates gets
-	// newDirMode, and a directory reached through ".." keeps its mode.
-	// Each component it creates is judged as a mutation of its real path
-	// (no temp name, nothing protected) before it is made in its
-	// parent's descriptor.
+	if strings.HasPrefix(p, "/") {
+		// Still absolute after clientPath's one "/": as the Root refuses it.
+		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_OUTSIDE_ROOT, p, "mkdir: path leaves the root")
+	}
 	comps := strings.Split(p, "/")
+	depth, last := 0, -1
+	for i, c := range comps {
+		if c != "" && c != "." {
+			depth, last = depth+1, i
+		}
+	}
+	if depth > maxWalkDepth {
+		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_TOO_LARGE, p, "mkdir: the path has %d components, over the limit of %d; nothing was created", depth, maxWalkDepth)
+	}
+	// Every directory this call would create is judged before any is made.
 	if err := s.judgeMkdir(p, comps); err != nil {
 		return nil, err
 	}
+	done, err := s.Heavy(ctx, "mkdir", p)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	unlock := s.lockRenames(false)
+	defer unlock()
+	top, err := s.root.OpenFile(".", os.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return nil, fsError("mkdir", p, err)
+	}
+	w := &mkdirWalk{stack: []*os.File{top}, anchored: true}
+	defer w.close()
 	made := map[[2]uint64]bool{} // (dev, inode) of each directory this call created
 	for i, c := range comps {
-		if c == "" || c == "." || c == ".." {
+		if err := ctx.Err(); err != nil {
+			return nil, fsError("mkdir", p, err)
+		}
+		q := strings.Join(comps[:i+1], "/")
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			if err := w.up(s, p, q); err != nil {
+				return nil, fsError("mkdir", p, err)
+			}
 			continue
 		}
-		// The parent as spelled, never cleaned: through a symlink, "x/.."
-		// need not be the directory that holds x.
-		dir := strings.Join(comps[:i], "/")
-		if dir == "" {
-			dir = "."
-		}
-		d, err := s.openDir("mkdir", p, dir)
+		f, st, err := s.mkdirOne(p, q, w.top(), c, i == last)
 		if err != nil {
 			return nil, err
 		}
-		created, err := s.mkdirOne(p, d, c, i == len(comps)-1 || strings.Trim(strings.Join(comps[i+1:], ""), "/.") == "")
-		if err == nil && created != nil {
-			made[[2]uint64{uint64(created.Dev), created.Ino}] = true
+		if st != nil {
+			made[[2]uint64{uint64(st.Dev), st.Ino}] = true
 		}
-		d.close()
-		if err != nil {
-			return nil, err
+		if f == nil {
+			// A symlink: the Root resolves the prefix as spelled.
+			if f, err = s.root.OpenFile(q, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NONBLOCK, 0); err != nil {
+				return nil, s.inTheWay(p, q, i == last, err)
+			}
+			w.reset(f)
+			continue
 		}
+		w.push(f)
 	}
 	// Created: the directory the whole path names is one this call made
 	// (with "..", that need not be the last one it made).
 	created := false
-	if fi, err := s.root.Stat(p); err == nil {
-		st := toStat(fi)
+	var st unix.Stat_t
+	if unix.Fstat(int(w.top().Fd()), &st) == nil {
 		created = made[[2]uint64{uint64(st.Dev), st.Ino}]
 	}
 	return &fsmcpv1.MkdirResponse{Created: created}, nil
+}
+
+// mkdirOne makes the directory name in dir unless one is there, and opens
+// it (O_NOFOLLOW); it returns the lstat of the one it made (nil if it
+// existed). A symlink in the way is returned as a nil file, for the Root
+// to follow; anything else in the way is refused. q is the path as
+// spelled up to name; last says name is the path's final directory.
+func (s *Service) mkdirOne(p, q string, dir *os.File, name string, last bool) (*os.File, *unix.Stat_t, error) {
+	dfd := int(dir.Fd())
+	var made *unix.Stat_t
+	st, err := fstatat(dfd, name)
+	switch {
+	case err == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK:
+		return nil, nil, nil
+	case err == nil && st.Mode&unix.S_IFMT != unix.S_IFDIR:
+		return nil, nil, s.inTheWay(p, q, last, unix.ENOTDIR)
+	case err != nil && !errors.Is(err, unix.ENOENT):
+		return nil, nil, fsError("mkdir", p, err)
+	case err != nil:
+		rel, err := s.realPath("mkdir", p, dfd)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := s.judge("mkdir", p, joinRel(rel, name), accessMutate); err != nil {
+			return nil, nil, err
+		}
+		err = unix.Mkdirat(dfd, name, newDirMode)
+		if err != nil && !errors.Is(err, unix.EEXIST) {
+			return nil, nil, fsError("mkdir", p, err)
+		}
+		if err == nil {
+			made = &unix.Stat_t{}
+		}
+	}
+	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	switch {
+	case errors.Is(err, unix.ELOOP):
+		return nil, nil, nil // made or swapped into a symlink meanwhile
+	case err != nil:
+		return nil, nil, s.inTheWay(p, q, last, err)
+	}
+	f := os.NewFile(uintptr(fd), name)
+	if made != nil {
+		// Give it newDirMode whatever the umask took.
+		if err := unix.Fstat(fd, made); err != nil {
+			made = nil
+		} else if err := unix.Fchmod(fd, newDirMode); err != nil {
+			f.Close()
+			return nil, nil, fsError("chmod", p, err)
+		}
+	}
+	return f, made, nil
+}
+
+// inTheWay answers a component q of p that is not a directory: outside
+// the root, or something else in the way (already_exists for the final
+// one, not_a_directory before it).
+func (s *Service) inTheWay(p, q string, last bool, err error) error {
+	switch {
+	case isEscape(err):
+		return fsError("mkdir", p, err)
+	case errors.Is(err, unix.ENOTDIR), errors.Is(err, unix.ENOENT), errors.Is(err, fs.ErrNotExist):
+		if last {
+			return newError(fsmcpv1.ErrorCode_ERROR_CODE_ALREADY_EXISTS, p, "mkdir: something other than a directory exists at the path")
+		}
+		return newError(fsmcpv1.ErrorCode_ERROR_CODE_NOT_A_DIRECTORY, p, "mkdir: a component of the path is not a directory")
+	}
+	return fsError("mkdir", p, err)
 }
 
 // judgeMkdir judges, before any is made, every directory that Mkdir of
@@ -114,60 +222,47 @@ func (s *Service) judgeMkdir(p string, comps []string) error {
 	return nil
 }
 
-// mkdirOne makes the directory name in d unless one is there, and returns
-// the lstat of the one it made (nil if it existed). last says name is
-// the path's final directory, for the error when something else is in
-// the way.
-func (s *Service) mkdirOne(p string, d *parent, name string, last bool) (*unix.Stat_t, error) {
-	st, err := fstatat(d.fd, name)
-	if err == nil {
-		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
-			return nil, nil
-		}
-		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
-			// Follow a symlink as the Root would: to a directory inside
-			// the root is a directory; outside it, outside_root.
-			fi, serr := s.root.Stat(d.dir + "/" + name)
-			if serr != nil && !errors.Is(serr, fs.ErrNotExist) {
-				return nil, fsError("mkdir", p, serr)
-			}
-			if serr == nil && fi.IsDir() {
-				return nil, nil
-			}
-		}
-		if last {
-			return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_ALREADY_EXISTS, p, "mkdir: something other than a directory exists at the path")
-		}
-		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_NOT_A_DIRECTORY, p, "mkdir: a component of the path is not a directory")
+// mkdirWalk is the chain of directory descriptors a Mkdir has walked.
+// While anchored, stack[0] is the root and each entry is a plain child of
+// the one below it.
+type mkdirWalk struct {
+	stack    []*os.File
+	anchored bool
+}
+
+func (w *mkdirWalk) top() *os.File   { return w.stack[len(w.stack)-1] }
+func (w *mkdirWalk) push(f *os.File) { w.stack = append(w.stack, f) }
+
+func (w *mkdirWalk) close() {
+	for _, f := range w.stack {
+		f.Close()
 	}
-	if !errors.Is(err, unix.ENOENT) {
-		return nil, fsError("mkdir", p, err)
+}
+
+// reset makes f, reached through the Root, the only descriptor: the
+// lineage of the ones before it no longer tells what ".." is.
+func (w *mkdirWalk) reset(f *os.File) {
+	w.close()
+	w.stack, w.anchored = []*os.File{f}, false
+}
+
+// up handles the ".." ending prefix q of p: back to the descriptor below;
+// above the root is outside_root; after a symlink the Root resolves q.
+func (w *mkdirWalk) up(s *Service, p, q string) error {
+	switch {
+	case len(w.stack) > 1:
+		w.top().Close()
+		w.stack = w.stack[:len(w.stack)-1]
+		return nil
+	case w.anchored:
+		return newError(fsmcpv1.ErrorCode_ERROR_CODE_OUTSIDE_ROOT, p, "mkdir: path leaves the root")
 	}
-	if err := s.judge("mkdir", p, joinRel(d.rel, name), accessMutate); err != nil {
-		return nil, err
-	}
-	if err := unix.Mkdirat(d.fd, name, newDirMode); err != nil {
-		if errors.Is(err, unix.EEXIST) {
-			// Made meanwhile by someone else: judge it as found.
-			return s.mkdirOne(p, d, name, last)
-		}
-		return nil, fsError("mkdir", p, err)
-	}
-	// Give it newDirMode whatever the umask took. O_NOFOLLOW: if a
-	// symlink took its place, leave whatever it points to alone.
-	fd, err := unix.Openat(d.fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	f, err := s.root.OpenFile(q, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, nil
+		return err
 	}
-	defer unix.Close(fd)
-	if err := unix.Fchmod(fd, newDirMode); err != nil {
-		return nil, fsError("chmod", p, err)
-	}
-	var made unix.Stat_t
-	if err := unix.Fstat(fd, &made); err != nil {
-		return nil, nil
-	}
-	return &made, nil
+	w.reset(f)
+	return nil
 }
 
 // Move implements fsmcpv1.WorkerServiceServer. It renames with

@@ -374,7 +374,9 @@ func (s *Service) judgeCarry(op, p, from, to string) error {
 // delete would remove (to == ""), or what a move would carry beneath the
 // real path to.
 func (s *Service) judgeTree(ctx context.Context, op, p string, d *parent, base, to string) error {
-	if s.policy.Empty() {
+	// A delete (to == "") walks even with no policy: the walk is also what
+	// finds a tree too deep to remove, before anything is removed.
+	if to != "" && s.policy.Empty() {
 		return nil
 	}
 	fd, err := unix.Openat(d.fd, base, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
@@ -387,7 +389,7 @@ func (s *Service) judgeTree(ctx context.Context, op, p string, d *parent, base, 
 
 func (s *Service) judgeDir(ctx context.Context, op, p string, fd int, from, to string, depth int) error {
 	if depth > maxWalkDepth {
-		return newError(fsmcpv1.ErrorCode_ERROR_CODE_TOO_LARGE, p, "%s: the tree is deeper than %d levels", op, maxWalkDepth)
+		return newError(fsmcpv1.ErrorCode_ERROR_CODE_TOO_LARGE, p, "%s: the tree is deeper than %d levels; nothing was changed", op, maxWalkDepth)
 	}
 	dup, err := unix.Dup(fd)
 	if err != nil {

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/status"
 )
 
 // newLimitedService is newWriteService with the given budgets.
@@ -29,6 +32,39 @@ func newLimitedService(t *testing.T, l Limits) (*Service, string) {
 		t.Fatal(err)
 	}
 	return s, dir
+}
+
+// searchService is a Service with a real rg over a fresh directory.
+type searchService struct {
+	*Service
+	testDir string
+}
+
+func newSearchService(t *testing.T, l Limits) searchService {
+	t.Helper()
+	rg, err := exec.LookPath("rg")
+	if err != nil {
+		t.Skip("rg not installed (scripts/test.sh installs ripgrep)")
+	}
+	dir := filepath.Join(t.TempDir(), "root")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	devNull, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { devNull.Close() })
+	s, err := New(root, Options{RG: rg, DevNull: devNull, Limits: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return searchService{s, dir}
 }
 
 // Finding 3: a local writer changes bytes in place and restores the mtime
@@ -223,4 +259,195 @@ func TestRobustWriteReportsTempItCannotRemove(t *testing.T) {
 	if len(temps) == 1 {
 		os.Remove(filepath.Join(sub, temps[0]))
 	}
+}
+
+// deepPath is "d/d/…/d" with n components.
+func deepPath(n int) string { return strings.TrimSuffix(strings.Repeat("d/", n), "/") }
+
+// Finding 2: fs_mkdir of d/d/…/d walks each component once relative to
+// the one before, and a path deeper than any recursive delete could
+// remove is too_large with nothing made.
+func TestRobustMkdirDeepPath(t *testing.T) {
+	s, dir := newWriteService(t)
+	resp, err := s.Mkdir(context.Background(), &fsmcpv1.MkdirRequest{Path: []byte(deepPath(maxWalkDepth))})
+	if err != nil || !resp.GetCreated() {
+		t.Fatalf("Mkdir(depth %d) = %v, %v", maxWalkDepth, resp, err)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, deepPath(maxWalkDepth))); err != nil || !fi.IsDir() || fi.Mode().Perm() != newDirMode {
+		t.Fatalf("the deepest directory: %v, %v", fi, err)
+	}
+	_, err = s.Mkdir(context.Background(), &fsmcpv1.MkdirRequest{Path: []byte("e/" + deepPath(maxWalkDepth))})
+	wantWriteCode(t, "Mkdir(depth max+1)", err, fsmcpv1.ErrorCode_ERROR_CODE_TOO_LARGE)
+	if _, err := os.Lstat(filepath.Join(dir, "e")); !os.IsNotExist(err) {
+		t.Errorf("e exists after a refused mkdir: %v", err)
+	}
+	// The whole tree can be deleted again.
+	del, err := s.Delete(context.Background(), &fsmcpv1.DeleteRequest{Path: []byte("d"), Recursive: true})
+	if err != nil || del.GetRemoved() != maxWalkDepth {
+		t.Fatalf("Delete(d) = %v, %v; want %d removed", del, err, maxWalkDepth)
+	}
+}
+
+// The walk agrees with the Root on "..", on symlinks inside the root
+// (followed, and ".." after one is the target's parent) and on leaving it.
+func TestRobustMkdirDotDotAndSymlinks(t *testing.T) {
+	s, dir := newWriteService(t)
+	wput(t, filepath.Join(dir, "a", "b", "keep"), "")
+	if err := os.Symlink("a/b", filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		path, made string
+	}{
+		{"x/../y", "y"},
+		{"link/c", "a/b/c"},
+		{"link/../z", "a/z"},
+		{"a/./b/../w/", "a/w"},
+	} {
+		resp, err := s.Mkdir(context.Background(), &fsmcpv1.MkdirRequest{Path: []byte(c.path)})
+		if err != nil || !resp.GetCreated() {
+			t.Errorf("Mkdir(%q) = %v, %v", c.path, resp, err)
+		}
+		if fi, err := os.Lstat(filepath.Join(dir, c.made)); err != nil || !fi.IsDir() {
+			t.Errorf("Mkdir(%q): %s is %v, %v", c.path, c.made, fi, err)
+		}
+	}
+	_, err := s.Mkdir(context.Background(), &fsmcpv1.MkdirRequest{Path: []byte("x/../../out")})
+	wantWriteCode(t, "Mkdir(x/../../out)", err, fsmcpv1.ErrorCode_ERROR_CODE_OUTSIDE_ROOT)
+	if _, err := os.Lstat(filepath.Join(filepath.Dir(dir), "out")); !os.IsNotExist(err) {
+		t.Errorf("out exists beside the root: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = s.Mkdir(ctx, &fsmcpv1.MkdirRequest{Path: []byte("q/r")})
+	wantWriteCode(t, "Mkdir(cancelled)", err, fsmcpv1.ErrorCode_ERROR_CODE_CANCELLED)
+}
+
+// Finding 4: a recursive delete of a tree deeper than the walk's limit is
+// refused before anything is removed.
+func TestRobustDeleteTooDeepRemovesNothing(t *testing.T) {
+	s, dir := newWriteService(t)
+	// Built with relative mkdirat steps: the tree is deeper than a host
+	// path can name.
+	deep := maxWalkDepth + 2
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < deep; i++ {
+		if err := unix.Mkdirat(fd, "d", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 || i == deep/2 {
+			wfd, _ := unix.Openat(fd, "f", unix.O_CREAT|unix.O_WRONLY, 0o644)
+			unix.Close(wfd)
+		}
+		next, err := unix.Openat(fd, "d", unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		unix.Close(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fd = next
+	}
+	unix.Close(fd)
+	_, err = s.Delete(context.Background(), &fsmcpv1.DeleteRequest{Path: []byte("d"), Recursive: true})
+	e := wantWriteCode(t, "Delete(too deep)", err, fsmcpv1.ErrorCode_ERROR_CODE_TOO_LARGE)
+	if !strings.Contains(e.Message, "nothing was changed") {
+		t.Errorf("message %q", e.Message)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "f")); err != nil {
+		t.Errorf("f was removed: %v", err)
+	}
+	// Take it down from the middle, leaving depth within the limit.
+	mid := deepPath(deep / 2)
+	if err := os.RemoveAll(filepath.Join(dir, mid)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Delete(context.Background(), &fsmcpv1.DeleteRequest{Path: []byte("d"), Recursive: true}); err != nil {
+		t.Fatalf("Delete(d) within the limit: %v", err)
+	}
+}
+
+// BenchmarkRobustMkdirDepth creates d/d/…/d at two depths: linear work
+// gives a ratio near 2 between them.
+func BenchmarkRobustMkdirDepth(b *testing.B) {
+	for _, n := range []int{400, 800} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			dir := b.TempDir()
+			root, err := os.OpenRoot(dir)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer root.Close()
+			s, err := New(root, Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for i := 0; i < b.N; i++ {
+				p := fmt.Sprintf("%d/%s", i, deepPath(n))
+				if _, err := s.Mkdir(context.Background(), &fsmcpv1.MkdirRequest{Path: []byte(p)}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// Finding 9: out of descriptors is transient and retryable: unavailable
+// with the reason, never internal, both for a file the worker opens and
+// for the pipes of an rg it starts.
+func TestRobustOutOfDescriptorsIsUnavailable(t *testing.T) {
+	s := newSearchService(t, Limits{})
+	wput(t, filepath.Join(s.testDir, "f"), "inside\n")
+	c := serveInProcess(t, s.Service)
+	// Connect first: the limit below leaves no descriptor to spare.
+	if _, err := c.Stat(context.Background(), &fsmcpv1.StatRequest{Path: []byte(".")}); err != nil {
+		t.Fatal(err)
+	}
+	var old unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	// The lowest free descriptor number: with the limit there, no new
+	// descriptor can be had.
+	free, err := unix.Dup(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(free)
+	lim := old
+	lim.Cur = uint64(free)
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	_, statErr := c.Stat(context.Background(), &fsmcpv1.StatRequest{Path: []byte("f")})
+	stream, err := c.Grep(context.Background(), &fsmcpv1.GrepRequest{Pattern: "inside"})
+	var grepErr error
+	if err == nil {
+		for {
+			if _, grepErr = stream.Recv(); grepErr != nil {
+				break
+			}
+		}
+	}
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	for op, err := range map[string]error{"Stat(f)": statErr, "Grep(inside)": grepErr} {
+		e := errorOf(err)
+		if e == nil || e.Code != fsmcpv1.ErrorCode_ERROR_CODE_UNAVAILABLE || !strings.Contains(e.Message, "too many open files") {
+			t.Errorf("%s with no descriptor free = %v, want unavailable: too many open files", op, err)
+		}
+	}
+}
+
+// errorOf is the fsmcp.v1.Error detail of a gRPC error, or nil.
+func errorOf(err error) *fsmcpv1.Error {
+	st, _ := status.FromError(err)
+	for _, d := range st.Details() {
+		if e, ok := d.(*fsmcpv1.Error); ok {
+			return e
+		}
+	}
+	return nil
 }

@@ -165,8 +165,10 @@ func hasTempComponent(p []byte) bool {
 // and opens no archive: each is also rg's default, stated so that no
 // default can change under us.
 func commonArgs(hidden, noIgnore bool) []string {
+	// --no-ignore-messages: a malformed ignore file is rg's to skip
+	// quietly; its warning would otherwise count as an unreadable file.
 	args := []string{"--no-config", "--no-ignore-parent", "--no-ignore-global",
-		"--no-follow", "--no-pre", "--no-search-zip", "--color=never"}
+		"--no-follow", "--no-pre", "--no-search-zip", "--color=never", "--no-ignore-messages"}
 	if noIgnore {
 		// No .gitignore, .ignore or .rgignore file is honoured (and
 		// every --no-ignore-* above is implied).
@@ -245,6 +247,11 @@ func (s *Service) runRG(ctx context.Context, op string, t *searchTarget, args []
 		ctx, cancel = context.WithTimeout(ctx, maxSearchTime)
 		defer cancel()
 	}
+	done, err := s.RG(ctx, op)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	// Everything that starts, signals and reaps rg happens on this one
 	// OS thread. Landlock below ABI 8 gives each thread of the worker a
 	// domain of its own, and a scoped domain may signal only inside
@@ -282,6 +289,11 @@ func (s *Service) runRG(ctx context.Context, op string, t *searchTarget, args []
 		return nil, fsError(op, "", err)
 	}
 	if err := cmd.Start(); err != nil {
+		// Out of descriptors, processes or memory is unavailable (retry),
+		// with the errno's reason; anything else is a bug.
+		if code, reason := classify(err); code == fsmcpv1.ErrorCode_ERROR_CODE_UNAVAILABLE {
+			return nil, newError(code, "", "%s: cannot start rg: %s", op, reason)
+		}
 		fmt.Fprintf(os.Stderr, "fsmcp worker: start rg: %v\n", err)
 		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "", "%s: cannot start rg", op)
 	}
@@ -354,29 +366,42 @@ func (s *Service) runRG(ctx context.Context, op string, t *searchTarget, args []
 	return run, nil
 }
 
-// argumentErrors are what rg says, on stderr, about a pattern or glob it
-// cannot use. They repeat the client's own pattern and nothing else.
-var argumentErrors = []string{"regex parse error", "error parsing glob", "size limit", "regex", "unrecognized file type"}
-
-// failure classifies rg's exit status 2 with no usable result.
+// failure answers an rg exit status that left no usable result and that
+// the client's arguments did not cause (checkArgs): a bug or a fault of
+// the machine, logged with rg's stderr, which may name host paths.
 func (r *rgRun) failure(op string) error {
-	msg := strings.TrimSpace(string(r.stderr))
-	for _, a := range argumentErrors {
-		if strings.Contains(msg, a) {
-			return newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "", "%s: %s", op, msg)
-		}
-	}
-	fmt.Fprintf(os.Stderr, "fsmcp worker: %s: rg exited with status %d: %s\n", op, r.exit, msg)
+	fmt.Fprintf(os.Stderr, "fsmcp worker: %s: rg exited with status %d: %s\n", op, r.exit, strings.TrimSpace(string(r.stderr)))
 	return newError(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "", "%s: rg failed", op)
 }
 
-// isArgumentError reports whether rg's stderr says a glob or pattern was
-// refused, which makes a run with exit status 2 a failure even if it
-// printed something.
-func (r *rgRun) isArgumentError() bool {
-	msg := string(r.stderr)
-	return strings.Contains(msg, "error parsing glob") || strings.Contains(msg, "regex parse error") ||
-		strings.Contains(msg, "unrecognized file type")
+// checkArgs tells whether rg's exit status 2 came from the client's
+// arguments. It runs rg again with the same options on an empty stdin
+// (/dev/null) instead of the tree: no directory is walked, so no ignore
+// file is read and nothing is unreadable, and exit status 2 can only mean
+// that a pattern, glob or type was refused. That is invalid_argument,
+// with rg's reason, which then repeats only the client's own arguments.
+// rg's words are never matched: a .ignore file with a bad glob, a file
+// named "regex", a message in another version's wording all stay what
+// they are.
+func (s *Service) checkArgs(ctx context.Context, op string, t *searchTarget, opts []string) error {
+	args := append(slices.Clip(opts), tempGlob, "--", "-")
+	discard := func(r io.Reader) error { _, err := io.Copy(io.Discard, r); return err }
+	// The same directory and file, without the caller's --debug reader:
+	// the probe's debug lines are not the search's, and are dropped, so
+	// that the reason is rg's error alone.
+	probe := *t
+	probe.debug = nil
+	if slices.Contains(opts, "--debug") {
+		probe.debug = func([]byte) {}
+	}
+	run, err := s.runRG(ctx, op, &probe, args, discard, func() error { return nil })
+	if err != nil {
+		return err
+	}
+	if run.exit == 2 {
+		return newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "", "%s: %s", op, strings.TrimSpace(string(run.stderr)))
+	}
+	return nil
 }
 
 // pageBudget is the estimated reply size a page stops at.
@@ -406,17 +431,17 @@ func (s *Service) Glob(req *fsmcpv1.GlobRequest, stream grpc.ServerStreamingServ
 	if req.GetMaxDepth() < 0 {
 		return newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "", "%s: max_depth must not be negative", op)
 	}
-	args := append(commonArgs(req.GetHidden(), req.GetNoIgnore()), "--files", "--null", "--glob="+req.GetPattern())
+	opts := append(commonArgs(req.GetHidden(), req.GetNoIgnore()), "--files", "--null", "--glob="+req.GetPattern())
 	if n := req.GetMaxDepth(); n > 0 {
-		args = append(args, fmt.Sprintf("--max-depth=%d", n))
+		opts = append(opts, fmt.Sprintf("--max-depth=%d", n))
 	}
 	for _, g := range req.GetExcludes() {
 		if err := checkArg(op, "exclude", g); err != nil {
 			return err
 		}
 	}
-	args = excludeArgs(args, req.GetExcludes())
-	args = t.pathArgs(args)
+	opts = excludeArgs(opts, req.GetExcludes())
+	args := t.pathArgs(slices.Clip(opts))
 
 	byMtime := req.GetSort() == fsmcpv1.ListingSort_LISTING_SORT_MTIME
 	page := newPathPage(req.GetAfter(), req.GetHasAfter(), pageBudget(req.GetMaxBytes()))
@@ -464,8 +489,10 @@ func (s *Service) Glob(req *fsmcpv1.GlobRequest, stream grpc.ServerStreamingServ
 	switch run.exit {
 	case 0, 1:
 	case 2:
-		if run.isArgumentError() {
-			return run.failure(op)
+		// Exit status 2 is "some error": the glob itself, or paths rg
+		// could not read while it listed the others.
+		if err := s.checkArgs(stream.Context(), op, t, opts); err != nil {
+			return err
 		}
 		errs = run.stderrLines
 	default:
@@ -626,9 +653,10 @@ func (s *Service) Grep(req *fsmcpv1.GrepRequest, stream grpc.ServerStreamingServ
 	for _, g := range req.GetGlobs() {
 		args = append(args, "--glob="+g)
 	}
-	args = t.pathArgs(args)
+	opts := args
+	args = t.pathArgs(slices.Clip(opts))
 	if byFile {
-		return s.grepByFile(req, t, args, stream)
+		return s.grepByFile(req, t, opts, args, stream)
 	}
 
 	budget := pageBudget(req.GetMaxBytes())
@@ -693,7 +721,15 @@ func (s *Service) Grep(req *fsmcpv1.GrepRequest, stream grpc.ServerStreamingServ
 	var errs int64
 	switch {
 	case run.exit == 0 || run.exit == 1:
-	case run.exit == 2 && sawSummary && !run.isArgumentError():
+	case run.exit == 2:
+		if err := s.checkArgs(stream.Context(), op, t, opts); err != nil {
+			return err
+		}
+		if !sawSummary {
+			// rg stopped before its summary, for no reason of the
+			// client's.
+			return run.failure(op)
+		}
 		// Some files could not be read; the others were searched.
 		errs = run.stderrLines
 	default:

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -72,8 +73,8 @@ func (s *Service) Tree(req *fsmcpv1.TreeRequest, stream grpc.ServerStreamingServ
 		// One level deeper than listed: what rg finds there tells
 		// whether a directory at the limit has more to show.
 		fmt.Sprintf("--max-depth=%d", depth+1))
-	args = excludeArgs(args, req.GetExcludes())
-	args = t.pathArgs(args)
+	opts := excludeArgs(args, req.GetExcludes())
+	args = t.pathArgs(slices.Clip(opts))
 
 	files := map[string]bool{}
 	var listed atomic.Int64
@@ -108,8 +109,9 @@ func (s *Service) Tree(req *fsmcpv1.TreeRequest, stream grpc.ServerStreamingServ
 	switch run.exit {
 	case 0, 1:
 	case 2:
-		if run.isArgumentError() {
-			return run.failure(op)
+		// The client's excludes, or paths rg could not read (checkArgs).
+		if err := s.checkArgs(stream.Context(), op, t, opts); err != nil {
+			return err
 		}
 		errs = run.stderrLines
 	default:

@@ -1,0 +1,279 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+func robustSum(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// startAsNobody runs fsmcp on root as uid 65534 when the test runs as
+// root (so that permission bits stop the server), from a copy of the test
+// binary nobody can execute. It returns the server and the root.
+func startAsNobody(t *testing.T, build func(root string)) (*server, string) {
+	t.Helper()
+	base := t.TempDir()
+	exe := os.Args[0]
+	var cred *syscall.Credential
+	if os.Getuid() == 0 {
+		for d := base; d != filepath.Dir(d) && d != os.TempDir(); d = filepath.Dir(d) {
+			if err := os.Chmod(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		exe = filepath.Join(base, "fsmcp.test")
+		b, err := os.ReadFile(os.Args[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(exe, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		cred = &syscall.Credential{Uid: 65534, Gid: 65534}
+	}
+	root := filepath.Join(base, "root")
+	if err := os.Mkdir(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	build(root)
+	cmd := exec.Command(exe, "--root", root)
+	cmd.Env = append(os.Environ(), "FSMCP_TEST_FRONTEND=1", "GORACE=atexit_sleep_ms=0")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	client := mcp.NewClient(&mcp.Implementation{Name: "fsmcp-test", Version: "1"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	session, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v\n%s", err, stderr.String())
+	}
+	t.Cleanup(func() { session.Close() })
+	return &server{t: t, cmd: cmd, session: session, stderr: stderr}, root
+}
+
+// Finding 4: rg's exit status 2 means "some error", which may be an
+// unreadable file or the client's pattern. It is classified by running rg
+// on no tree at all, never by words in its stderr: a .ignore file holding
+// the malformed glob "x[" (rg warns about it on stderr) beside an
+// unreadable file must not turn a search into invalid_argument, while a
+// malformed pattern or glob of the client's still is.
+func TestRobustSearchMalformedIgnoreFile(t *testing.T) {
+	s, root := startAsNobody(t, func(root string) {
+		for name, content := range map[string]string{".ignore": "x[\nskipped.txt\n", "open.txt": "needle\n",
+			"locked.txt": "needle\n", "skipped.txt": "needle\n", "regex parse error.txt": "needle\n"} {
+			if err := os.WriteFile(filepath.Join(root, name), []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.Chmod(filepath.Join(root, "locked.txt"), 0); err != nil {
+			t.Fatal(err)
+		}
+	})
+	r := s.wantOK("fs_grep", map[string]any{"pattern": "needle"})
+	var paths []string
+	for _, l := range grepPage(t, r) {
+		paths = append(paths, l.Path)
+	}
+	if strings.Join(paths, ",") != "open.txt,regex parse error.txt" || r.num("unreadable") != 1 {
+		t.Errorf("fs_grep(needle) = %s, want open.txt and regex parse error.txt, 1 unreadable", r.text)
+	}
+	// A positive glob re-includes ignored files (rg's own semantics).
+	files, last := globAll(t, s, map[string]any{"pattern": "*.txt"}, 1<<20)
+	if strings.Join(files, ",") != "locked.txt,open.txt,regex parse error.txt,skipped.txt" {
+		t.Errorf("fs_glob(*.txt) = %q (%s)", files, last.text)
+	}
+	bad := s.wantErr("fs_grep", map[string]any{"pattern": "a("}, "invalid_argument")
+	if !strings.Contains(bad.text, "a(") {
+		t.Errorf("fs_grep(a() = %s, want rg's reason", bad.text)
+	}
+	s.wantErr("fs_grep", map[string]any{"pattern": "needle", "glob": []string{"a["}}, "invalid_argument")
+	s.wantErr("fs_glob", map[string]any{"pattern": "a["}, "invalid_argument")
+	noHostPath(t, r.text+last.text+bad.text, root)
+}
+
+// memoryCgroup makes a child memory cgroup of this process's own, limited
+// to limit bytes, and returns its directory; it skips, saying why, where
+// none can be made (not root, no writable cgroup hierarchy).
+func memoryCgroup(t *testing.T, limit int64) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Skipf("no cgroups: %v", err)
+	}
+	var dir, file string
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		switch {
+		case strings.Contains(","+parts[1]+",", ",memory,"):
+			dir, file = filepath.Join("/sys/fs/cgroup/memory", parts[2]), "memory.limit_in_bytes"
+		case parts[0] == "0" && parts[1] == "" && dir == "":
+			dir, file = filepath.Join("/sys/fs/cgroup", parts[2]), "memory.max"
+		}
+	}
+	if dir == "" {
+		t.Skip("no memory cgroup controller")
+	}
+	cg := filepath.Join(dir, fmt.Sprintf("fsmcp-test-%d-%d", os.Getpid(), time.Now().UnixNano()))
+	if err := os.Mkdir(cg, 0o755); err != nil {
+		t.Skipf("cannot make a memory cgroup (needs root and a writable hierarchy): %v", err)
+	}
+	t.Cleanup(func() {
+		for range 50 {
+			if os.Remove(cg) == nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+	if err := os.WriteFile(filepath.Join(cg, file), []byte(strconv.FormatInt(limit, 10)), 0o644); err != nil {
+		t.Skipf("cannot limit the cgroup's memory: %v", err)
+	}
+	// cgroup v1 lets a group swap past its limit unless memsw is set too.
+	os.WriteFile(filepath.Join(cg, "memory.memsw.limit_in_bytes"), []byte(strconv.FormatInt(limit, 10)), 0o644)
+	if v2, err := os.ReadFile(filepath.Join(cg, "memory.swap.max")); err == nil && len(v2) > 0 {
+		os.WriteFile(filepath.Join(cg, "memory.swap.max"), []byte("0"), 0o644)
+	}
+	return cg
+}
+
+// startInCgroup starts fsmcp inside the cgroup cg (it enters it before
+// exec, so the worker and rg are born inside).
+func startInCgroup(t *testing.T, cg, root string, flags ...string) *server {
+	t.Helper()
+	s := spawn(t, root, flags...)
+	args := s.cmd.Args
+	s.cmd.Path = "/bin/sh"
+	s.cmd.Args = append([]string{"sh", "-c", `echo $$ > "$FSMCP_TEST_CGROUP/cgroup.procs" && exec "$@"`, "sh"}, args...)
+	s.cmd.Env = append(s.cmd.Env, "FSMCP_TEST_CGROUP="+cg)
+	client := mcp.NewClient(&mcp.Implementation{Name: "fsmcp-test", Version: "1"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	stdout, err := s.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.run(); err != nil {
+		t.Fatal(err)
+	}
+	session, err := client.Connect(ctx, &mcp.IOTransport{Reader: stdout, Writer: s.stdin}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v\nstderr:\n%s", err, s.stderr.String())
+	}
+	s.session = session
+	t.Cleanup(func() { session.Close() })
+	return s
+}
+
+var maxFileLimit = regexp.MustCompile(`over the limit of (\d+) \(--max-file-bytes\)`)
+
+// Finding 1 under a memory limit that makes it quick: fsmcp runs in a
+// cgroup of 384 MiB, and its defaults follow from it. The edit that made
+// the worker die of "out of memory" is too_large before allocation; the
+// largest edit the bound allows is accepted and one byte more refused;
+// edits that together would need several times the worker's budget run
+// at once and all succeed or answer unavailable; and the next call is
+// served by the same worker.
+func TestRobustReplaceUnderMemoryLimit(t *testing.T) {
+	cg := memoryCgroup(t, 384<<20)
+	root := t.TempDir()
+	s := startInCgroup(t, cg, root)
+	pid := s.workerPid()
+	s.wantOK("fs_write", map[string]any{"path": "f", "content": "a", "if_sha256": nil})
+	big := strings.Repeat("b", 1_000_000)
+	r := s.wantErr("fs_replace", map[string]any{"path": "f", "if_sha256": robustSum([]byte("a")), "edits": []map[string]any{
+		{"old": "a", "new": big}, {"old": "b", "new": strings.Repeat("c", 1_000_000), "all": true}}}, "too_large")
+	m := maxFileLimit.FindStringSubmatch(r.text)
+	if m == nil {
+		t.Fatalf("too_large without the bound: %s", r.text)
+	}
+	maxFile, _ := strconv.Atoi(m[1])
+	t.Logf("--max-file-bytes under a 384 MiB cgroup: %d", maxFile)
+	if got := string(readFile(t, filepath.Join(root, "f"))); got != "a" {
+		t.Fatalf("f = %.20q after a refused replace", got)
+	}
+
+	// The largest edit allowed: a file of about maxFile/2 doubled by one
+	// edit with all. The files are grown in the worker by doubling, so no
+	// request is large.
+	const block = "0123456789abcdef"
+	blocks := maxFile / 2 / len(block)
+	blocks -= blocks % 16
+	half := strings.Repeat(block, blocks)
+	const tail = "-tail-of-16-byte"
+	over := half + tail
+	if 2*len(half) > maxFile || 2*len(half)+len(tail) <= maxFile {
+		t.Fatalf("the sizes %d and %d do not straddle %d", 2*len(half), 2*len(half)+len(tail), maxFile)
+	}
+	grow := func(name, tail string) {
+		content := strings.Repeat(block, blocks/16)
+		s.wantOK("fs_write", map[string]any{"path": name, "content": content + tail, "if_sha256": nil})
+		for range 4 {
+			s.wantOK("fs_replace", map[string]any{"path": name, "if_sha256": robustSum([]byte(content + tail)),
+				"edits": []map[string]any{{"old": block, "new": block + block, "all": true}}})
+			content += content
+		}
+	}
+	grow("edge", "")
+	grow("over", tail)
+	if got := readFile(t, filepath.Join(root, "over")); len(got) != len(over) {
+		t.Fatalf("over has %d bytes, want %d", len(got), len(over))
+	}
+	ok := s.wantOK("fs_replace", map[string]any{"path": "edge", "if_sha256": robustSum([]byte(half)),
+		"edits": []map[string]any{{"old": block, "new": block + block, "all": true}}})
+	if ok.num("size") != int64(2*len(half)) {
+		t.Errorf("edge: size %d, want %d", ok.num("size"), 2*len(half))
+	}
+	s.wantErr("fs_replace", map[string]any{"path": "over", "if_sha256": robustSum([]byte(over)),
+		"edits": []map[string]any{{"old": block, "new": block + block, "all": true}}}, "too_large")
+	t.Logf("largest edit accepted: %d bytes; refused: %d bytes", 2*len(half), 2*len(half)+len(tail))
+
+	// Eight edits of the largest size at once need far more than the
+	// worker's budget: they queue for it.
+	var wg sync.WaitGroup
+	codes := make([]string, 8)
+	for i := range codes {
+		name := fmt.Sprintf("p%d", i)
+		if err := os.WriteFile(filepath.Join(root, name), []byte(half), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := s.call("fs_replace", map[string]any{"path": name, "if_sha256": robustSum([]byte(half)),
+				"edits": []map[string]any{{"old": block, "new": block + block, "all": true}}})
+			codes[i] = r.code()
+		}()
+	}
+	wg.Wait()
+	for i, c := range codes {
+		if c != "" && c != "unavailable" {
+			t.Errorf("parallel edit %d: %s, want ok or unavailable", i, c)
+		}
+	}
+	t.Logf("parallel largest edits: %q", codes)
+	s.wantOK("fs_stat", map[string]any{"path": "f"})
+	if now := s.workerPid(); now != pid {
+		t.Fatalf("the worker was replaced (%d, now %d)", pid, now)
+	}
+}
