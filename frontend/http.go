@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/coreos/go-systemd/v22/activation"
+	"github.com/fsmcp/fsmcp/sandbox"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/sys/unix"
 )
@@ -77,6 +78,19 @@ type httpEndpoint struct {
 // token.
 func prepare(cfg *Config, stderr io.Writer) (*endpoint, error) {
 	activated := activation.Files(true)
+	// Anything else the launcher left open is closed before the front-end
+	// opens its own: Landlock governs opening, not open descriptors, and
+	// the worker would inherit one not marked close-on-exec. systemd's
+	// sockets are 3 onwards (SD_LISTEN_FDS_START).
+	keep := make([]int, len(activated))
+	for i := range keep {
+		keep[i] = 3 + i
+	}
+	if n, err := sandbox.CloseInherited(3, keep...); err != nil {
+		return nil, err
+	} else if n > 0 {
+		fmt.Fprintf(stderr, "fsmcp: closed %d inherited descriptors\n", n)
+	}
 	audit, err := openAudit(cfg.AuditLog, stderr)
 	if err != nil {
 		return nil, err

@@ -45,8 +45,17 @@ func run(args []string, hooks Hooks) error {
 	if err != nil {
 		return err
 	}
-	// Start-up order: socket, root, rg, Landlock, seccomp, serve. Both
-	// confinements come before the first RPC is read.
+	// Start-up order: inherited descriptors, socket, root, rg, Landlock,
+	// seccomp, serve. Both confinements come before the first RPC is read.
+	// The worker expects only stdin, stdout, stderr and its socket; any
+	// other descriptor it inherited (the front-end closes what it was
+	// given, so this is the second line) is closed before anything is
+	// opened, so neither it nor rg can use one Landlock would not allow.
+	if n, err := sandbox.CloseInherited(3, cfg.SockFD); err != nil {
+		return err
+	} else if n > 0 {
+		fmt.Fprintf(os.Stderr, "fsmcp worker: closed %d inherited descriptors\n", n)
+	}
 	conn, err := SocketConn(cfg.SockFD)
 	if err != nil {
 		return err

@@ -451,3 +451,66 @@ func errorOf(err error) *fsmcpv1.Error {
 	}
 	return nil
 }
+
+// Heavy calls past --max-heavy wait their turn, at most --queue-timeout,
+// then answer unavailable; a call whose own deadline comes first answers
+// timeout; once a slot is free the same call succeeds.
+func TestRobustHeavyCallsQueueBounded(t *testing.T) {
+	s, dir := newLimitedService(t, Limits{MaxHeavy: 1, QueueTimeout: 100 * time.Millisecond})
+	wput(t, filepath.Join(dir, "f"), "v1")
+	release, err := s.Heavy(context.Background(), "test", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(ctx context.Context) error {
+		_, err := s.Write(ctx, &fsmcpv1.WriteRequest{Path: []byte("f"), Content: []byte("v2"), IfSha256: wsum([]byte("v1"))})
+		return err
+	}
+	began := time.Now()
+	e := wantWriteCode(t, "Write while the slot is held", write(context.Background()), fsmcpv1.ErrorCode_ERROR_CODE_UNAVAILABLE)
+	if waited := time.Since(began); waited < 100*time.Millisecond {
+		t.Errorf("refused after %v, before the queue timeout", waited)
+	}
+	if !strings.Contains(e.Message, "busy") {
+		t.Errorf("message %q does not say the worker is busy", e.Message)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	wantWriteCode(t, "Write with a shorter deadline", write(ctx), fsmcpv1.ErrorCode_ERROR_CODE_TIMEOUT)
+	_, err = s.Mkdir(context.Background(), &fsmcpv1.MkdirRequest{Path: []byte("d")})
+	wantWriteCode(t, "Mkdir while the slot is held", err, fsmcpv1.ErrorCode_ERROR_CODE_UNAVAILABLE)
+	if got := wcontent(t, filepath.Join(dir, "f")); got != "v1" {
+		t.Errorf("f = %q after refused writes", got)
+	}
+	release()
+	if err := write(context.Background()); err != nil {
+		t.Fatalf("Write with the slot free: %v", err)
+	}
+}
+
+// The memory budget admits what fits and queues the rest: a reservation
+// larger than the whole budget is too_large at once, one that does not fit
+// now waits and then is unavailable.
+func TestRobustMemoryBudget(t *testing.T) {
+	s, _ := newLimitedService(t, Limits{MemoryBytes: 64 << 20, QueueTimeout: 50 * time.Millisecond})
+	capacity := int64(64<<20) - memoryReserve
+	_, err := s.Reserve(context.Background(), "test", "", capacity+1)
+	wantWriteCode(t, "Reserve(capacity+1)", err, fsmcpv1.ErrorCode_ERROR_CODE_TOO_LARGE)
+	release, err := s.Reserve(context.Background(), "test", "", capacity-10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Reserve(context.Background(), "test", "", 11)
+	wantWriteCode(t, "Reserve(11) of 10 free", err, fsmcpv1.ErrorCode_ERROR_CODE_UNAVAILABLE)
+	more, err := s.Reserve(context.Background(), "test", "", 10)
+	if err != nil {
+		t.Fatalf("Reserve(10) of 10 free: %v", err)
+	}
+	more()
+	release()
+	if r, err := s.Reserve(context.Background(), "test", "", capacity); err != nil {
+		t.Fatalf("Reserve(capacity) when free: %v", err)
+	} else {
+		r()
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -275,5 +276,163 @@ func TestRobustReplaceUnderMemoryLimit(t *testing.T) {
 	s.wantOK("fs_stat", map[string]any{"path": "f"})
 	if now := s.workerPid(); now != pid {
 		t.Fatalf("the worker was replaced (%d, now %d)", pid, now)
+	}
+}
+
+var (
+	robustSearches = flag.Int("robust.searches", 60, "parallel searches of TestRobustSearchesBounded (the report uses 300)")
+	robustMaxRG    = flag.Int("robust.max-rg", 3, "--max-rg of TestRobustSearchesBounded; 0 for fsmcp's default")
+)
+
+// processTree counts the rg processes among the worker's children and the
+// tasks (threads) of the front-end, the worker and every rg.
+func processTree(front, worker int) (rgs, tasks int) {
+	threads := func(pid int) int {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "Threads:"); ok {
+				n, _ := strconv.Atoi(strings.TrimSpace(v))
+				return n
+			}
+		}
+		return 0
+	}
+	tasks = threads(front) + threads(worker)
+	for _, c := range childPids(worker) {
+		if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", c)); strings.TrimSpace(string(comm)) == "rg" {
+			rgs++
+			tasks += threads(c)
+		}
+	}
+	return rgs, tasks
+}
+
+// Finding 5: parallel searches from one client start at most --max-rg rg
+// processes; the others wait their turn (bounded by --queue-timeout) and
+// every call is answered ok or unavailable. The peak of rg processes and
+// of tasks (what systemd's TasksMax counts) is logged.
+func TestRobustSearchesBounded(t *testing.T) {
+	root := t.TempDir()
+	line := strings.Repeat("the quick brown fox jumps over the lazy dog\n", 6000)
+	for i := range 64 {
+		p := filepath.Join(root, fmt.Sprintf("d%d/f%d.txt", i%8, i))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, p, []byte(line), 0o644)
+	}
+	var flags []string
+	if *robustMaxRG > 0 {
+		flags = append(flags, "--max-rg", strconv.Itoa(*robustMaxRG))
+	}
+	s := start(t, root, flags...)
+	front, worker := s.cmd.Process.Pid, s.workerPid()
+	stop := make(chan struct{})
+	var peakRG, peakTasks int
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			rgs, tasks := processTree(front, worker)
+			peakRG, peakTasks = max(peakRG, rgs), max(peakTasks, tasks)
+			select {
+			case <-stop:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+		}
+	}()
+	codes := make([]string, *robustSearches)
+	var wg sync.WaitGroup
+	began := time.Now()
+	for i := range codes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			codes[i] = s.call("fs_grep", map[string]any{"path": "", "pattern": "no such text anywhere"}).code()
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(began)
+	close(stop)
+	<-sampled
+	count := map[string]int{}
+	for _, c := range codes {
+		count[c]++
+	}
+	t.Logf("%d parallel greps (--max-rg %d) in %v: peak %d rg processes, peak %d tasks; replies %v",
+		len(codes), *robustMaxRG, elapsed, peakRG, peakTasks, count)
+	if *robustMaxRG > 0 && peakRG > *robustMaxRG {
+		t.Errorf("peak %d rg processes, want at most %d", peakRG, *robustMaxRG)
+	}
+	for c, n := range count {
+		if c != "" && c != "unavailable" {
+			t.Errorf("%d greps answered %s, want ok or unavailable", n, c)
+		}
+	}
+	if peakRG == 0 {
+		t.Error("no rg process was ever seen: the sampling saw nothing")
+	}
+}
+
+// fdTargets lists what pid's descriptors name.
+func fdTargets(pid int) []string {
+	ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	var out []string
+	for _, e := range ents {
+		if t, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, e.Name())); err == nil {
+			out = append(out, e.Name()+" -> "+t)
+		}
+	}
+	return out
+}
+
+// Finding 10: a read-write descriptor on an outside file, inherited from
+// the launcher (as fds 3, 4 and 5, none close-on-exec), is closed by the
+// front-end before it starts the worker, and so reaches neither the
+// worker nor rg; Landlock would not govern it.
+func TestRobustInheritedDescriptorsClosed(t *testing.T) {
+	root := t.TempDir()
+	writeFile(t, filepath.Join(root, "a.txt"), []byte("needle\n"), 0o644)
+	outside := filepath.Join(t.TempDir(), "outside-secret")
+	f, err := os.OpenFile(outside, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	s := spawn(t, root)
+	s.cmd.ExtraFiles = []*os.File{f, f, f}
+	client := mcp.NewClient(&mcp.Implementation{Name: "fsmcp-test", Version: "1"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	stdout, err := s.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.run(); err != nil {
+		t.Fatal(err)
+	}
+	session, err := client.Connect(ctx, &mcp.IOTransport{Reader: stdout, Writer: s.stdin}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v\nstderr:\n%s", err, s.stderr.String())
+	}
+	s.session = session
+	t.Cleanup(func() { session.Close() })
+	s.wantOK("fs_grep", map[string]any{"path": "", "pattern": "needle"})
+	front, worker := s.cmd.Process.Pid, s.workerPid()
+	for name, pid := range map[string]int{"front-end": front, "worker": worker} {
+		for _, l := range fdTargets(pid) {
+			if strings.Contains(l, outside) {
+				t.Errorf("the %s holds the inherited descriptor %s", name, l)
+			}
+		}
+	}
+	// The test's own launcher may leave more open than these three.
+	m := regexp.MustCompile(`fsmcp: closed (\d+) inherited descriptors`).FindStringSubmatch(s.stderr.String())
+	if m == nil {
+		m = []string{"", "0"}
+	}
+	if n, _ := strconv.Atoi(m[1]); n < 3 {
+		t.Errorf("the front-end did not report the descriptors it closed:\n%s", s.stderr.String())
 	}
 }

@@ -44,6 +44,9 @@ type options struct {
 	// raw: only the raw-client rows against the official server.
 	raw bool
 	rawOptions
+	// soak: run the mixed-load soak for this long instead (scripts/soak),
+	// sampling every soakEvery.
+	soak, soakEvery time.Duration
 }
 
 // row is one line of the report.
@@ -73,7 +76,16 @@ func main() {
 	flag.StringVar(&o.before, "before", "", "with --raw: also build and measure this git revision, in the same rounds")
 	flag.StringVar(&o.node, "node", os.Getenv("FSMCP_BENCH_NODE"), "with --raw: a directory whose node_modules hold @modelcontextprotocol/server-filesystem and @modelcontextprotocol/sdk")
 	flag.BoolVar(&o.memory, "memory", false, "with --raw: only the memory rows (4,000 reads in flight, stdout unread)")
+	flag.DurationVar(&o.soak, "soak", 0, "run the mixed-load soak for this long and report RSS and descriptors over time")
+	flag.DurationVar(&o.soakEvery, "soak-every", 30*time.Second, "how often the soak samples")
 	flag.Parse()
+	if o.soak > 0 {
+		if err := soak(o); err != nil {
+			fmt.Fprintf(os.Stderr, "soak: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 	o.samples, o.spin = 300, 1500*time.Millisecond
 	if o.smoke {
 		o.samples, o.spin = 5, 100*time.Millisecond
@@ -271,10 +283,13 @@ func (p *pssSampler) peak() float64 {
 	return <-p.done
 }
 
-func vmHWM(pid int) float64 {
+func vmHWM(pid int) float64 { return statusMiB(pid, "VmHWM:") }
+
+// statusMiB is the field key of /proc/pid/status, in MiB.
+func statusMiB(pid int, key string) float64 {
 	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if rest, ok := strings.CutPrefix(line, key); ok {
 			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
 			return kb / 1024
 		}
