@@ -223,7 +223,7 @@ func TestContactValidationMessages(t *testing.T) {
 		{"fs_write", `{"path":"a","content":"x","if_sha256":null,"encoding":"latin1"}`, `encoding must be "utf8" or "base64", not "latin1"`},
 		{"fs_write", `{"path":"a","content":"x"}`, `if_sha256 is required: the file's sha256 now, or null to create it`},
 		{"fs_write", `{"path":"a","content":"x","if_sha256":"abc"}`, `if_sha256 must be 64 lowercase hex digits (a sha256 from fs_stat) or null`},
-		{"fs_stat", `{"path":"a","follow":true}`, `this tool has no argument "follow"; it takes path, path_base64`},
+		{"fs_stat", `{"path":"a","follow":true}`, `this tool has no argument "follow"; it takes hash, path, path_base64`},
 		{"fs_stat", `{"path":3}`, `path must be a string, not 3`},
 		{"fs_stat", `{"path":"a","path_base64":"YQ=="}`, `give path or path_base64, not both`},
 		{"fs_stat", `{"path_base64":"!!"}`, `path_base64 must be standard base64`},

@@ -3,6 +3,7 @@ package frontend
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
 	"slices"
 	"sort"
 	"unicode/utf8"
@@ -14,6 +15,7 @@ import (
 type statIn struct {
 	Path       *string `json:"path,omitempty" jsonschema:"\"\" is the root; required unless path_base64"`
 	PathBase64 *string `json:"path_base64,omitempty" jsonschema:"path as base64, for non-UTF-8 names"`
+	Hash       *bool   `json:"hash,omitempty"`
 }
 
 type listIn struct {
@@ -55,13 +57,29 @@ func entryFields(o *obj, e *fsmcpv1.Entry) *obj {
 		str("mode", formatMode(e.GetMode()))
 }
 
-func (s *server) stat(ctx context.Context, in *statIn, _ *mcp.CallToolRequest) (*obj, error) {
+func (s *server) stat(ctx context.Context, in *statIn, req *mcp.CallToolRequest) (*obj, error) {
 	p, err := requiredPath("path", in.Path, in.PathBase64)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := s.wc.Stat(ctx, &fsmcpv1.StatRequest{Path: p})
-	if err != nil {
+	sreq := &fsmcpv1.StatRequest{Path: p, NoHash: in.Hash != nil && !*in.Hash}
+	var resp *fsmcpv1.StatResponse
+	if req != nil && req.Params != nil && req.Params.GetProgressToken() != nil && !sreq.NoHash {
+		// The client can follow progress: a hash running past about
+		// 250 ms reports the bytes read so far.
+		stream, err := s.wc.StatStream(ctx, &fsmcpv1.StatStreamRequest{Stat: sreq})
+		if err != nil {
+			return nil, err
+		}
+		notify := progressFunc(ctx, req)
+		m, err := finalMessage(stream, func(pr *fsmcpv1.Progress) {
+			notify(float64(pr.GetBytesHashed()), fmt.Sprintf("%d of %d bytes hashed", pr.GetBytesHashed(), pr.GetBytesTotal()))
+		})
+		if err != nil {
+			return nil, err
+		}
+		resp = m.GetStat()
+	} else if resp, err = s.wc.Stat(ctx, sreq); err != nil {
 		return nil, err
 	}
 	doc := newObj().bool("ok", true).name("path", displayPath(p))

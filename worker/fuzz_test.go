@@ -119,6 +119,7 @@ func fuzzPath(t *testing.T, c fsmcpv1.WorkerServiceClient, p []byte, base string
 		replies, errs = append(replies, ms...), append(errs, err)
 	}
 	one(c.Stat(ctx, &fsmcpv1.StatRequest{Path: p}))
+	many(workertest.Drain(c.StatStream(ctx, &fsmcpv1.StatStreamRequest{Stat: &fsmcpv1.StatRequest{Path: p}})))
 	one(c.List(ctx, &fsmcpv1.ListRequest{Path: p, MaxBytes: 1 << 16}))
 	one(c.Read(ctx, &fsmcpv1.ReadRequest{Path: p, Length: 1 << 16}))
 	many(workertest.Drain(c.Glob(ctx, &fsmcpv1.GlobRequest{Pattern: "*", Path: p, Hidden: true, NoIgnore: true, MaxBytes: 1 << 16})))

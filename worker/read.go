@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"golang.org/x/sys/unix"
@@ -77,6 +78,13 @@ func sameInode(a, b *unix.Stat_t) bool { return a.Dev == b.Dev && a.Ino == b.Ino
 // Stat implements fsmcpv1.WorkerServiceServer. A denied file is
 // described without its sha256.
 func (s *Service) Stat(ctx context.Context, req *fsmcpv1.StatRequest) (*fsmcpv1.StatResponse, error) {
+	return s.stat(ctx, req)
+}
+
+// stat is Stat and StatStream: lstat of the path, and the sha256 of a
+// regular file unless no_hash (which reads no content at all, so the type
+// and size of a file too large to hash in time can always be had).
+func (s *Service) stat(ctx context.Context, req *fsmcpv1.StatRequest) (*fsmcpv1.StatResponse, error) {
 	n, err := s.statName("lstat", req.GetPath())
 	if err != nil {
 		return nil, err
@@ -85,7 +93,7 @@ func (s *Service) Stat(ctx context.Context, req *fsmcpv1.StatRequest) (*fsmcpv1.
 	resp := &fsmcpv1.StatResponse{Entry: entryFromStat(path.Base(p), st)}
 	switch resp.Entry.Type {
 	case fsmcpv1.FileType_FILE_TYPE_FILE:
-		if _, denied := s.policy.Denied(n.rel); denied {
+		if _, denied := s.policy.Denied(n.rel); denied || req.GetNoHash() {
 			break
 		}
 		sum, err := s.hash(ctx, p, st)
@@ -187,6 +195,12 @@ func (s *Service) hashOpen(ctx context.Context, f *os.File, st *unix.Stat_t) (st
 	if sum, ok := s.hashes.get(keyOf(st)); ok {
 		return sum, nil
 	}
+	// Reading a whole file is heavy work.
+	done, err := s.Heavy(ctx, "hash", "")
+	if err != nil {
+		return "", err
+	}
+	defer done()
 	sum, err := hashFile(ctx, f)
 	if err != nil {
 		return "", err
@@ -198,17 +212,32 @@ func (s *Service) hashOpen(ctx context.Context, f *os.File, st *unix.Stat_t) (st
 	return sum, nil
 }
 
+// hashFile streams f through sha256, checking ctx every buffer (256 KiB),
+// and reports its progress to the hashProgress ctx carries, if any.
 func hashFile(ctx context.Context, f *os.File) (string, error) {
 	h := sha256.New()
 	bp := hashBufs.Get().(*[]byte)
 	defer hashBufs.Put(bp)
 	buf := *bp
+	report, _ := ctx.Value(hashProgressKey{}).(func(hashed, total int64))
+	var hashed, total int64
+	if report != nil {
+		if st, err := fstat(f); err == nil {
+			total = st.Size
+		}
+	}
+	next := time.Now().Add(progressEvery)
 	for {
 		if err := ctx.Err(); err != nil {
 			return "", err
 		}
 		n, err := f.Read(buf)
 		h.Write(buf[:n])
+		hashed += int64(n)
+		if report != nil && time.Now().After(next) {
+			report(hashed, total)
+			next = time.Now().Add(progressEvery)
+		}
 		if err == io.EOF {
 			return hex.EncodeToString(h.Sum(nil)), nil
 		}

@@ -436,3 +436,65 @@ func TestRobustInheritedDescriptorsClosed(t *testing.T) {
 		t.Errorf("the front-end did not report the descriptors it closed:\n%s", s.stderr.String())
 	}
 }
+
+// Finding 4: fs_stat always hashed, so a 200 GiB file always timed out
+// and its type and size could not be had. hash: false reads no content
+// and answers at once; with a progress token a hash reports the bytes
+// read every ~250 ms until the call's deadline stops it.
+func TestRobustStatHugeFile(t *testing.T) {
+	root := t.TempDir()
+	huge := filepath.Join(root, "huge")
+	f, err := os.Create(huge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const size = 200 << 30
+	if err := f.Truncate(size); err != nil {
+		t.Skipf("no sparse 200 GiB file here: %v", err)
+	}
+	f.Close()
+	var mu sync.Mutex
+	var notes []*mcp.ProgressNotificationParams
+	client := mcp.NewClient(&mcp.Implementation{Name: "fsmcp-test", Version: "1"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			mu.Lock()
+			notes = append(notes, req.Params)
+			mu.Unlock()
+		},
+	})
+	cmd := fsmcpCommand(root, "--call-timeout", "1500ms")
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	session, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v\n%s", err, stderr.String())
+	}
+	defer session.Close()
+	s := &server{t: t, cmd: cmd, session: session, stderr: stderr}
+
+	r := s.wantOK("fs_stat", map[string]any{"path": "huge", "hash": false})
+	if r.num("size") != size || r.str("type") != "file" || r.str("sha256") != "" {
+		t.Errorf("fs_stat(huge, hash: false) = %s", r.text)
+	}
+	params := &mcp.CallToolParams{Name: "fs_stat", Arguments: map[string]any{"path": "huge"}}
+	params.SetProgressToken("hash-1")
+	res, err := session.CallTool(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := checkReply(t, "fs_stat", res); r.code() != "timeout" {
+		t.Errorf("fs_stat(huge) = %s, want timeout", r.text)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(notes) == 0 {
+		t.Fatal("a 1.5 s hash sent no progress notification")
+	}
+	last := notes[len(notes)-1]
+	if last.ProgressToken != "hash-1" || last.Progress <= 0 || !strings.Contains(last.Message, fmt.Sprintf("of %d bytes hashed", int64(size))) {
+		t.Errorf("last progress %+v", last)
+	}
+	t.Logf("%d progress notifications; last: %s", len(notes), last.Message)
+}

@@ -162,6 +162,9 @@ func calls(p []byte) []call {
 		{"Stat", false, func(ctx context.Context, c fsmcpv1.WorkerServiceClient) ([]proto.Message, error) {
 			return one(c.Stat(ctx, &fsmcpv1.StatRequest{Path: p}))
 		}},
+		{"StatStream", false, func(ctx context.Context, c fsmcpv1.WorkerServiceClient) ([]proto.Message, error) {
+			return Drain(c.StatStream(ctx, &fsmcpv1.StatStreamRequest{Stat: &fsmcpv1.StatRequest{Path: p}}))
+		}},
 		{"Read", true, func(ctx context.Context, c fsmcpv1.WorkerServiceClient) ([]proto.Message, error) {
 			return one(c.Read(ctx, &fsmcpv1.ReadRequest{Path: p, Length: 1 << 16}))
 		}},

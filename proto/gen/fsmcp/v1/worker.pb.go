@@ -943,8 +943,10 @@ func (x *Entry) GetNlink() uint64 {
 }
 
 type StatRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Path          []byte                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Path  []byte                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// Answer without reading content: no sha256.
+	NoHash        bool `protobuf:"varint,2,opt,name=no_hash,json=noHash,proto3" json:"no_hash,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -986,6 +988,119 @@ func (x *StatRequest) GetPath() []byte {
 	return nil
 }
 
+func (x *StatRequest) GetNoHash() bool {
+	if x != nil {
+		return x.NoHash
+	}
+	return false
+}
+
+type StatStreamRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Stat          *StatRequest           `protobuf:"bytes,1,opt,name=stat,proto3" json:"stat,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatStreamRequest) Reset() {
+	*x = StatStreamRequest{}
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatStreamRequest) ProtoMessage() {}
+
+func (x *StatStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatStreamRequest.ProtoReflect.Descriptor instead.
+func (*StatStreamRequest) Descriptor() ([]byte, []int) {
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *StatStreamRequest) GetStat() *StatRequest {
+	if x != nil {
+		return x.Stat
+	}
+	return nil
+}
+
+type StatStreamResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Set on progress messages.
+	Progress *Progress `protobuf:"bytes,1,opt,name=progress,proto3" json:"progress,omitempty"`
+	// Set on the last message, with done.
+	Stat          *StatResponse `protobuf:"bytes,2,opt,name=stat,proto3" json:"stat,omitempty"`
+	Done          bool          `protobuf:"varint,3,opt,name=done,proto3" json:"done,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatStreamResponse) Reset() {
+	*x = StatStreamResponse{}
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatStreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatStreamResponse) ProtoMessage() {}
+
+func (x *StatStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatStreamResponse.ProtoReflect.Descriptor instead.
+func (*StatStreamResponse) Descriptor() ([]byte, []int) {
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *StatStreamResponse) GetProgress() *Progress {
+	if x != nil {
+		return x.Progress
+	}
+	return nil
+}
+
+func (x *StatStreamResponse) GetStat() *StatResponse {
+	if x != nil {
+		return x.Stat
+	}
+	return nil
+}
+
+func (x *StatStreamResponse) GetDone() bool {
+	if x != nil {
+		return x.Done
+	}
+	return false
+}
+
 type StatResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Entry *Entry                 `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
@@ -1004,7 +1119,7 @@ type StatResponse struct {
 
 func (x *StatResponse) Reset() {
 	*x = StatResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[9]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1016,7 +1131,7 @@ func (x *StatResponse) String() string {
 func (*StatResponse) ProtoMessage() {}
 
 func (x *StatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[9]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1029,7 +1144,7 @@ func (x *StatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatResponse.ProtoReflect.Descriptor instead.
 func (*StatResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{9}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *StatResponse) GetEntry() *Entry {
@@ -1088,7 +1203,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[10]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1100,7 +1215,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[10]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1113,7 +1228,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{10}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListRequest) GetPath() []byte {
@@ -1155,7 +1270,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[11]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1167,7 +1282,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[11]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1180,7 +1295,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{11}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListResponse) GetEntries() []*Entry {
@@ -1216,7 +1331,7 @@ type ReadRequest struct {
 
 func (x *ReadRequest) Reset() {
 	*x = ReadRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[12]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1228,7 +1343,7 @@ func (x *ReadRequest) String() string {
 func (*ReadRequest) ProtoMessage() {}
 
 func (x *ReadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[12]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1241,7 +1356,7 @@ func (x *ReadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadRequest.ProtoReflect.Descriptor instead.
 func (*ReadRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{12}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ReadRequest) GetPath() []byte {
@@ -1318,7 +1433,7 @@ type ReadResponse struct {
 
 func (x *ReadResponse) Reset() {
 	*x = ReadResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[13]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1330,7 +1445,7 @@ func (x *ReadResponse) String() string {
 func (*ReadResponse) ProtoMessage() {}
 
 func (x *ReadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[13]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1343,7 +1458,7 @@ func (x *ReadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResponse.ProtoReflect.Descriptor instead.
 func (*ReadResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{13}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ReadResponse) GetData() []byte {
@@ -1406,13 +1521,16 @@ type Progress struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	FilesSearched int64                  `protobuf:"varint,1,opt,name=files_searched,json=filesSearched,proto3" json:"files_searched,omitempty"`
 	Matches       int64                  `protobuf:"varint,2,opt,name=matches,proto3" json:"matches,omitempty"`
+	// Hashing: bytes read so far, of bytes_total.
+	BytesHashed   int64 `protobuf:"varint,3,opt,name=bytes_hashed,json=bytesHashed,proto3" json:"bytes_hashed,omitempty"`
+	BytesTotal    int64 `protobuf:"varint,4,opt,name=bytes_total,json=bytesTotal,proto3" json:"bytes_total,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[14]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1424,7 +1542,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[14]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1437,7 +1555,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{14}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Progress) GetFilesSearched() int64 {
@@ -1450,6 +1568,20 @@ func (x *Progress) GetFilesSearched() int64 {
 func (x *Progress) GetMatches() int64 {
 	if x != nil {
 		return x.Matches
+	}
+	return 0
+}
+
+func (x *Progress) GetBytesHashed() int64 {
+	if x != nil {
+		return x.BytesHashed
+	}
+	return 0
+}
+
+func (x *Progress) GetBytesTotal() int64 {
+	if x != nil {
+		return x.BytesTotal
 	}
 	return 0
 }
@@ -1478,7 +1610,7 @@ type GlobRequest struct {
 
 func (x *GlobRequest) Reset() {
 	*x = GlobRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[15]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1490,7 +1622,7 @@ func (x *GlobRequest) String() string {
 func (*GlobRequest) ProtoMessage() {}
 
 func (x *GlobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[15]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1503,7 +1635,7 @@ func (x *GlobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GlobRequest.ProtoReflect.Descriptor instead.
 func (*GlobRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{15}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GlobRequest) GetPattern() string {
@@ -1602,7 +1734,7 @@ type GlobResponse struct {
 
 func (x *GlobResponse) Reset() {
 	*x = GlobResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[16]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1614,7 +1746,7 @@ func (x *GlobResponse) String() string {
 func (*GlobResponse) ProtoMessage() {}
 
 func (x *GlobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[16]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1627,7 +1759,7 @@ func (x *GlobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GlobResponse.ProtoReflect.Descriptor instead.
 func (*GlobResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{16}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GlobResponse) GetProgress() *Progress {
@@ -1709,7 +1841,7 @@ type GrepRequest struct {
 
 func (x *GrepRequest) Reset() {
 	*x = GrepRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[17]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1721,7 +1853,7 @@ func (x *GrepRequest) String() string {
 func (*GrepRequest) ProtoMessage() {}
 
 func (x *GrepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[17]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1734,7 +1866,7 @@ func (x *GrepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepRequest.ProtoReflect.Descriptor instead.
 func (*GrepRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{17}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GrepRequest) GetPattern() string {
@@ -1875,7 +2007,7 @@ type FileCount struct {
 
 func (x *FileCount) Reset() {
 	*x = FileCount{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[18]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1887,7 +2019,7 @@ func (x *FileCount) String() string {
 func (*FileCount) ProtoMessage() {}
 
 func (x *FileCount) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[18]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1900,7 +2032,7 @@ func (x *FileCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileCount.ProtoReflect.Descriptor instead.
 func (*FileCount) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{18}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *FileCount) GetPath() []byte {
@@ -1927,7 +2059,7 @@ type Submatch struct {
 
 func (x *Submatch) Reset() {
 	*x = Submatch{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[19]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1939,7 +2071,7 @@ func (x *Submatch) String() string {
 func (*Submatch) ProtoMessage() {}
 
 func (x *Submatch) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[19]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1952,7 +2084,7 @@ func (x *Submatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Submatch.ProtoReflect.Descriptor instead.
 func (*Submatch) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{19}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Submatch) GetStart() int64 {
@@ -1990,7 +2122,7 @@ type GrepLine struct {
 
 func (x *GrepLine) Reset() {
 	*x = GrepLine{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[20]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2002,7 +2134,7 @@ func (x *GrepLine) String() string {
 func (*GrepLine) ProtoMessage() {}
 
 func (x *GrepLine) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[20]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2015,7 +2147,7 @@ func (x *GrepLine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepLine.ProtoReflect.Descriptor instead.
 func (*GrepLine) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{20}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GrepLine) GetPath() []byte {
@@ -2092,7 +2224,7 @@ type GrepResponse struct {
 
 func (x *GrepResponse) Reset() {
 	*x = GrepResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[21]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2104,7 +2236,7 @@ func (x *GrepResponse) String() string {
 func (*GrepResponse) ProtoMessage() {}
 
 func (x *GrepResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[21]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2117,7 +2249,7 @@ func (x *GrepResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepResponse.ProtoReflect.Descriptor instead.
 func (*GrepResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{21}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GrepResponse) GetProgress() *Progress {
@@ -2194,7 +2326,7 @@ type WriteRequest struct {
 
 func (x *WriteRequest) Reset() {
 	*x = WriteRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[22]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2206,7 +2338,7 @@ func (x *WriteRequest) String() string {
 func (*WriteRequest) ProtoMessage() {}
 
 func (x *WriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[22]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2219,7 +2351,7 @@ func (x *WriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteRequest.ProtoReflect.Descriptor instead.
 func (*WriteRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{22}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *WriteRequest) GetPath() []byte {
@@ -2279,7 +2411,7 @@ type WriteResponse struct {
 
 func (x *WriteResponse) Reset() {
 	*x = WriteResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[23]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2291,7 +2423,7 @@ func (x *WriteResponse) String() string {
 func (*WriteResponse) ProtoMessage() {}
 
 func (x *WriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[23]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2304,7 +2436,7 @@ func (x *WriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteResponse.ProtoReflect.Descriptor instead.
 func (*WriteResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{23}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *WriteResponse) GetSha256() string {
@@ -2353,7 +2485,7 @@ type Edit struct {
 
 func (x *Edit) Reset() {
 	*x = Edit{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[24]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2365,7 +2497,7 @@ func (x *Edit) String() string {
 func (*Edit) ProtoMessage() {}
 
 func (x *Edit) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[24]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2378,7 +2510,7 @@ func (x *Edit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Edit.ProtoReflect.Descriptor instead.
 func (*Edit) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{24}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Edit) GetOld() []byte {
@@ -2414,7 +2546,7 @@ type ReplaceRequest struct {
 
 func (x *ReplaceRequest) Reset() {
 	*x = ReplaceRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[25]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2426,7 +2558,7 @@ func (x *ReplaceRequest) String() string {
 func (*ReplaceRequest) ProtoMessage() {}
 
 func (x *ReplaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[25]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2439,7 +2571,7 @@ func (x *ReplaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplaceRequest.ProtoReflect.Descriptor instead.
 func (*ReplaceRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{25}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ReplaceRequest) GetPath() []byte {
@@ -2484,7 +2616,7 @@ type ReplaceResponse struct {
 
 func (x *ReplaceResponse) Reset() {
 	*x = ReplaceResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[26]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2496,7 +2628,7 @@ func (x *ReplaceResponse) String() string {
 func (*ReplaceResponse) ProtoMessage() {}
 
 func (x *ReplaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[26]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2509,7 +2641,7 @@ func (x *ReplaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplaceResponse.ProtoReflect.Descriptor instead.
 func (*ReplaceResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{26}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ReplaceResponse) GetSha256() string {
@@ -2556,7 +2688,7 @@ type MkdirRequest struct {
 
 func (x *MkdirRequest) Reset() {
 	*x = MkdirRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[27]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2568,7 +2700,7 @@ func (x *MkdirRequest) String() string {
 func (*MkdirRequest) ProtoMessage() {}
 
 func (x *MkdirRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[27]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2581,7 +2713,7 @@ func (x *MkdirRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MkdirRequest.ProtoReflect.Descriptor instead.
 func (*MkdirRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{27}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *MkdirRequest) GetPath() []byte {
@@ -2600,7 +2732,7 @@ type MkdirResponse struct {
 
 func (x *MkdirResponse) Reset() {
 	*x = MkdirResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[28]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2612,7 +2744,7 @@ func (x *MkdirResponse) String() string {
 func (*MkdirResponse) ProtoMessage() {}
 
 func (x *MkdirResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[28]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2625,7 +2757,7 @@ func (x *MkdirResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MkdirResponse.ProtoReflect.Descriptor instead.
 func (*MkdirResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{28}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *MkdirResponse) GetCreated() bool {
@@ -2649,7 +2781,7 @@ type MoveRequest struct {
 
 func (x *MoveRequest) Reset() {
 	*x = MoveRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[29]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2661,7 +2793,7 @@ func (x *MoveRequest) String() string {
 func (*MoveRequest) ProtoMessage() {}
 
 func (x *MoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[29]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2674,7 +2806,7 @@ func (x *MoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveRequest.ProtoReflect.Descriptor instead.
 func (*MoveRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{29}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *MoveRequest) GetFrom() []byte {
@@ -2713,7 +2845,7 @@ type MoveResponse struct {
 
 func (x *MoveResponse) Reset() {
 	*x = MoveResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[30]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2725,7 +2857,7 @@ func (x *MoveResponse) String() string {
 func (*MoveResponse) ProtoMessage() {}
 
 func (x *MoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[30]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2738,7 +2870,7 @@ func (x *MoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveResponse.ProtoReflect.Descriptor instead.
 func (*MoveResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{30}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{32}
 }
 
 type DeleteRequest struct {
@@ -2755,7 +2887,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[31]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2767,7 +2899,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[31]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2780,7 +2912,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{31}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DeleteRequest) GetPath() []byte {
@@ -2821,7 +2953,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[32]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2833,7 +2965,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[32]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2846,7 +2978,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{32}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DeleteResponse) GetRemoved() int64 {
@@ -2874,7 +3006,7 @@ type SpliceRequest struct {
 
 func (x *SpliceRequest) Reset() {
 	*x = SpliceRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[33]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2886,7 +3018,7 @@ func (x *SpliceRequest) String() string {
 func (*SpliceRequest) ProtoMessage() {}
 
 func (x *SpliceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[33]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2899,7 +3031,7 @@ func (x *SpliceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpliceRequest.ProtoReflect.Descriptor instead.
 func (*SpliceRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{33}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SpliceRequest) GetPath() []byte {
@@ -2965,7 +3097,7 @@ type SpliceResponse struct {
 
 func (x *SpliceResponse) Reset() {
 	*x = SpliceResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[34]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2977,7 +3109,7 @@ func (x *SpliceResponse) String() string {
 func (*SpliceResponse) ProtoMessage() {}
 
 func (x *SpliceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[34]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2990,7 +3122,7 @@ func (x *SpliceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpliceResponse.ProtoReflect.Descriptor instead.
 func (*SpliceResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{34}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SpliceResponse) GetSha256() string {
@@ -3037,7 +3169,7 @@ type DigestRequest struct {
 
 func (x *DigestRequest) Reset() {
 	*x = DigestRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[35]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3049,7 +3181,7 @@ func (x *DigestRequest) String() string {
 func (*DigestRequest) ProtoMessage() {}
 
 func (x *DigestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[35]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3062,7 +3194,7 @@ func (x *DigestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DigestRequest.ProtoReflect.Descriptor instead.
 func (*DigestRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{35}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DigestRequest) GetPath() []byte {
@@ -3089,7 +3221,7 @@ type DigestResponse struct {
 
 func (x *DigestResponse) Reset() {
 	*x = DigestResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[36]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3101,7 +3233,7 @@ func (x *DigestResponse) String() string {
 func (*DigestResponse) ProtoMessage() {}
 
 func (x *DigestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[36]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3114,7 +3246,7 @@ func (x *DigestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DigestResponse.ProtoReflect.Descriptor instead.
 func (*DigestResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{36}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DigestResponse) GetProgress() *Progress {
@@ -3177,7 +3309,7 @@ type CopyRequest struct {
 
 func (x *CopyRequest) Reset() {
 	*x = CopyRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[37]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3189,7 +3321,7 @@ func (x *CopyRequest) String() string {
 func (*CopyRequest) ProtoMessage() {}
 
 func (x *CopyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[37]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3202,7 +3334,7 @@ func (x *CopyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyRequest.ProtoReflect.Descriptor instead.
 func (*CopyRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{37}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *CopyRequest) GetFrom() []byte {
@@ -3237,7 +3369,7 @@ type CopyResponse struct {
 
 func (x *CopyResponse) Reset() {
 	*x = CopyResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[38]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3249,7 +3381,7 @@ func (x *CopyResponse) String() string {
 func (*CopyResponse) ProtoMessage() {}
 
 func (x *CopyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[38]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3262,7 +3394,7 @@ func (x *CopyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyResponse.ProtoReflect.Descriptor instead.
 func (*CopyResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{38}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *CopyResponse) GetFiles() int64 {
@@ -3305,7 +3437,7 @@ type TreeRequest struct {
 
 func (x *TreeRequest) Reset() {
 	*x = TreeRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[39]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3317,7 +3449,7 @@ func (x *TreeRequest) String() string {
 func (*TreeRequest) ProtoMessage() {}
 
 func (x *TreeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[39]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3330,7 +3462,7 @@ func (x *TreeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TreeRequest.ProtoReflect.Descriptor instead.
 func (*TreeRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{39}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *TreeRequest) GetPath() []byte {
@@ -3405,7 +3537,7 @@ type TreeEntry struct {
 
 func (x *TreeEntry) Reset() {
 	*x = TreeEntry{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[40]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3417,7 +3549,7 @@ func (x *TreeEntry) String() string {
 func (*TreeEntry) ProtoMessage() {}
 
 func (x *TreeEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[40]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3430,7 +3562,7 @@ func (x *TreeEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TreeEntry.ProtoReflect.Descriptor instead.
 func (*TreeEntry) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{40}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *TreeEntry) GetPath() []byte {
@@ -3477,7 +3609,7 @@ type TreeResponse struct {
 
 func (x *TreeResponse) Reset() {
 	*x = TreeResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[41]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3489,7 +3621,7 @@ func (x *TreeResponse) String() string {
 func (*TreeResponse) ProtoMessage() {}
 
 func (x *TreeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[41]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3502,7 +3634,7 @@ func (x *TreeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TreeResponse.ProtoReflect.Descriptor instead.
 func (*TreeResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{41}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *TreeResponse) GetProgress() *Progress {
@@ -3556,7 +3688,7 @@ type ViewRequest struct {
 
 func (x *ViewRequest) Reset() {
 	*x = ViewRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[42]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3568,7 +3700,7 @@ func (x *ViewRequest) String() string {
 func (*ViewRequest) ProtoMessage() {}
 
 func (x *ViewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[42]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3581,7 +3713,7 @@ func (x *ViewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ViewRequest.ProtoReflect.Descriptor instead.
 func (*ViewRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{42}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ViewRequest) GetPath() []byte {
@@ -3602,7 +3734,7 @@ type ViewResponse struct {
 
 func (x *ViewResponse) Reset() {
 	*x = ViewResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[43]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3614,7 +3746,7 @@ func (x *ViewResponse) String() string {
 func (*ViewResponse) ProtoMessage() {}
 
 func (x *ViewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[43]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3627,7 +3759,7 @@ func (x *ViewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ViewResponse.ProtoReflect.Descriptor instead.
 func (*ViewResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{43}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ViewResponse) GetData() []byte {
@@ -3657,7 +3789,7 @@ type PatchPrecondition struct {
 
 func (x *PatchPrecondition) Reset() {
 	*x = PatchPrecondition{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[44]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3669,7 +3801,7 @@ func (x *PatchPrecondition) String() string {
 func (*PatchPrecondition) ProtoMessage() {}
 
 func (x *PatchPrecondition) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[44]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3682,7 +3814,7 @@ func (x *PatchPrecondition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PatchPrecondition.ProtoReflect.Descriptor instead.
 func (*PatchPrecondition) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{44}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *PatchPrecondition) GetPath() []byte {
@@ -3717,7 +3849,7 @@ type PatchRequest struct {
 
 func (x *PatchRequest) Reset() {
 	*x = PatchRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[45]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3729,7 +3861,7 @@ func (x *PatchRequest) String() string {
 func (*PatchRequest) ProtoMessage() {}
 
 func (x *PatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[45]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3742,7 +3874,7 @@ func (x *PatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PatchRequest.ProtoReflect.Descriptor instead.
 func (*PatchRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{45}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *PatchRequest) GetPatch() []byte {
@@ -3784,7 +3916,7 @@ type PatchFile struct {
 
 func (x *PatchFile) Reset() {
 	*x = PatchFile{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[46]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3796,7 +3928,7 @@ func (x *PatchFile) String() string {
 func (*PatchFile) ProtoMessage() {}
 
 func (x *PatchFile) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[46]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3809,7 +3941,7 @@ func (x *PatchFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PatchFile.ProtoReflect.Descriptor instead.
 func (*PatchFile) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{46}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *PatchFile) GetPath() []byte {
@@ -3878,7 +4010,7 @@ type PatchResponse struct {
 
 func (x *PatchResponse) Reset() {
 	*x = PatchResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[47]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3890,7 +4022,7 @@ func (x *PatchResponse) String() string {
 func (*PatchResponse) ProtoMessage() {}
 
 func (x *PatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[47]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3903,7 +4035,7 @@ func (x *PatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PatchResponse.ProtoReflect.Descriptor instead.
 func (*PatchResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{47}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *PatchResponse) GetFiles() []*PatchFile {
@@ -3922,7 +4054,7 @@ type ReadManyRequest struct {
 
 func (x *ReadManyRequest) Reset() {
 	*x = ReadManyRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[48]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3934,7 +4066,7 @@ func (x *ReadManyRequest) String() string {
 func (*ReadManyRequest) ProtoMessage() {}
 
 func (x *ReadManyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[48]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3947,7 +4079,7 @@ func (x *ReadManyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadManyRequest.ProtoReflect.Descriptor instead.
 func (*ReadManyRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{48}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ReadManyRequest) GetReads() []*ReadRequest {
@@ -3968,7 +4100,7 @@ type ReadManyResult struct {
 
 func (x *ReadManyResult) Reset() {
 	*x = ReadManyResult{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[49]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3980,7 +4112,7 @@ func (x *ReadManyResult) String() string {
 func (*ReadManyResult) ProtoMessage() {}
 
 func (x *ReadManyResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[49]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3993,7 +4125,7 @@ func (x *ReadManyResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadManyResult.ProtoReflect.Descriptor instead.
 func (*ReadManyResult) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{49}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ReadManyResult) GetRead() *ReadResponse {
@@ -4020,7 +4152,7 @@ type ReadManyResponse struct {
 
 func (x *ReadManyResponse) Reset() {
 	*x = ReadManyResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[50]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4032,7 +4164,7 @@ func (x *ReadManyResponse) String() string {
 func (*ReadManyResponse) ProtoMessage() {}
 
 func (x *ReadManyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[50]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4045,7 +4177,7 @@ func (x *ReadManyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadManyResponse.ProtoReflect.Descriptor instead.
 func (*ReadManyResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{50}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ReadManyResponse) GetResults() []*ReadManyResult {
@@ -4103,9 +4235,16 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\x04size\x18\x03 \x01(\x03R\x04size\x12&\n" +
 	"\x0fmtime_unix_nano\x18\x04 \x01(\x03R\rmtimeUnixNano\x12\x12\n" +
 	"\x04mode\x18\x05 \x01(\rR\x04mode\x12\x14\n" +
-	"\x05nlink\x18\x06 \x01(\x04R\x05nlink\"!\n" +
+	"\x05nlink\x18\x06 \x01(\x04R\x05nlink\":\n" +
 	"\vStatRequest\x12\x12\n" +
-	"\x04path\x18\x01 \x01(\fR\x04path\"\xe4\x01\n" +
+	"\x04path\x18\x01 \x01(\fR\x04path\x12\x17\n" +
+	"\ano_hash\x18\x02 \x01(\bR\x06noHash\">\n" +
+	"\x11StatStreamRequest\x12)\n" +
+	"\x04stat\x18\x01 \x01(\v2\x15.fsmcp.v1.StatRequestR\x04stat\"\x84\x01\n" +
+	"\x12StatStreamResponse\x12.\n" +
+	"\bprogress\x18\x01 \x01(\v2\x12.fsmcp.v1.ProgressR\bprogress\x12*\n" +
+	"\x04stat\x18\x02 \x01(\v2\x16.fsmcp.v1.StatResponseR\x04stat\x12\x12\n" +
+	"\x04done\x18\x03 \x01(\bR\x04done\"\xe4\x01\n" +
 	"\fStatResponse\x12%\n" +
 	"\x05entry\x18\x01 \x01(\v2\x0f.fsmcp.v1.EntryR\x05entry\x12\x16\n" +
 	"\x06sha256\x18\x02 \x01(\tR\x06sha256\x12\x16\n" +
@@ -4140,10 +4279,13 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"first_line\x18\x06 \x01(\x03R\tfirstLine\x12\x1b\n" +
 	"\tline_ends\x18\a \x03(\x03R\blineEnds\x12\x1f\n" +
 	"\vline_length\x18\b \x01(\x03R\n" +
-	"lineLength\"K\n" +
+	"lineLength\"\x8f\x01\n" +
 	"\bProgress\x12%\n" +
 	"\x0efiles_searched\x18\x01 \x01(\x03R\rfilesSearched\x12\x18\n" +
-	"\amatches\x18\x02 \x01(\x03R\amatches\"\xd7\x02\n" +
+	"\amatches\x18\x02 \x01(\x03R\amatches\x12!\n" +
+	"\fbytes_hashed\x18\x03 \x01(\x03R\vbytesHashed\x12\x1f\n" +
+	"\vbytes_total\x18\x04 \x01(\x03R\n" +
+	"bytesTotal\"\xd7\x02\n" +
 	"\vGlobRequest\x12\x18\n" +
 	"\apattern\x18\x01 \x01(\tR\apattern\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\fR\x04path\x12\x16\n" +
@@ -4389,7 +4531,7 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\x17GREP_OUTPUT_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13GREP_OUTPUT_MATCHES\x10\x01\x12\x15\n" +
 	"\x11GREP_OUTPUT_FILES\x10\x02\x12\x15\n" +
-	"\x11GREP_OUTPUT_COUNT\x10\x032\xa8\b\n" +
+	"\x11GREP_OUTPUT_COUNT\x10\x032\xf3\b\n" +
 	"\rWorkerService\x128\n" +
 	"\x05Hello\x12\x16.fsmcp.v1.HelloRequest\x1a\x17.fsmcp.v1.HelloResponse\x125\n" +
 	"\x04Stat\x12\x15.fsmcp.v1.StatRequest\x1a\x16.fsmcp.v1.StatResponse\x125\n" +
@@ -4408,7 +4550,9 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\x04Tree\x12\x15.fsmcp.v1.TreeRequest\x1a\x16.fsmcp.v1.TreeResponse0\x01\x125\n" +
 	"\x04View\x12\x15.fsmcp.v1.ViewRequest\x1a\x16.fsmcp.v1.ViewResponse\x128\n" +
 	"\x05Patch\x12\x16.fsmcp.v1.PatchRequest\x1a\x17.fsmcp.v1.PatchResponse\x12A\n" +
-	"\bReadMany\x12\x19.fsmcp.v1.ReadManyRequest\x1a\x1a.fsmcp.v1.ReadManyResponseB3Z1github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1;fsmcpv1b\x06proto3"
+	"\bReadMany\x12\x19.fsmcp.v1.ReadManyRequest\x1a\x1a.fsmcp.v1.ReadManyResponse\x12I\n" +
+	"\n" +
+	"StatStream\x12\x1b.fsmcp.v1.StatStreamRequest\x1a\x1c.fsmcp.v1.StatStreamResponse0\x01B3Z1github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1;fsmcpv1b\x06proto3"
 
 var (
 	file_fsmcp_v1_worker_proto_rawDescOnce sync.Once
@@ -4423,64 +4567,66 @@ func file_fsmcp_v1_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_fsmcp_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_fsmcp_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
+var file_fsmcp_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
 var file_fsmcp_v1_worker_proto_goTypes = []any{
-	(ProtocolVersion)(0),      // 0: fsmcp.v1.ProtocolVersion
-	(ErrorCode)(0),            // 1: fsmcp.v1.ErrorCode
-	(FileType)(0),             // 2: fsmcp.v1.FileType
-	(ListingSort)(0),          // 3: fsmcp.v1.ListingSort
-	(GrepOutput)(0),           // 4: fsmcp.v1.GrepOutput
-	(*Error)(nil),             // 5: fsmcp.v1.Error
-	(*Nearest)(nil),           // 6: fsmcp.v1.Nearest
-	(*Confinement)(nil),       // 7: fsmcp.v1.Confinement
-	(*Policy)(nil),            // 8: fsmcp.v1.Policy
-	(*Probe)(nil),             // 9: fsmcp.v1.Probe
-	(*HelloRequest)(nil),      // 10: fsmcp.v1.HelloRequest
-	(*HelloResponse)(nil),     // 11: fsmcp.v1.HelloResponse
-	(*Entry)(nil),             // 12: fsmcp.v1.Entry
-	(*StatRequest)(nil),       // 13: fsmcp.v1.StatRequest
-	(*StatResponse)(nil),      // 14: fsmcp.v1.StatResponse
-	(*ListRequest)(nil),       // 15: fsmcp.v1.ListRequest
-	(*ListResponse)(nil),      // 16: fsmcp.v1.ListResponse
-	(*ReadRequest)(nil),       // 17: fsmcp.v1.ReadRequest
-	(*ReadResponse)(nil),      // 18: fsmcp.v1.ReadResponse
-	(*Progress)(nil),          // 19: fsmcp.v1.Progress
-	(*GlobRequest)(nil),       // 20: fsmcp.v1.GlobRequest
-	(*GlobResponse)(nil),      // 21: fsmcp.v1.GlobResponse
-	(*GrepRequest)(nil),       // 22: fsmcp.v1.GrepRequest
-	(*FileCount)(nil),         // 23: fsmcp.v1.FileCount
-	(*Submatch)(nil),          // 24: fsmcp.v1.Submatch
-	(*GrepLine)(nil),          // 25: fsmcp.v1.GrepLine
-	(*GrepResponse)(nil),      // 26: fsmcp.v1.GrepResponse
-	(*WriteRequest)(nil),      // 27: fsmcp.v1.WriteRequest
-	(*WriteResponse)(nil),     // 28: fsmcp.v1.WriteResponse
-	(*Edit)(nil),              // 29: fsmcp.v1.Edit
-	(*ReplaceRequest)(nil),    // 30: fsmcp.v1.ReplaceRequest
-	(*ReplaceResponse)(nil),   // 31: fsmcp.v1.ReplaceResponse
-	(*MkdirRequest)(nil),      // 32: fsmcp.v1.MkdirRequest
-	(*MkdirResponse)(nil),     // 33: fsmcp.v1.MkdirResponse
-	(*MoveRequest)(nil),       // 34: fsmcp.v1.MoveRequest
-	(*MoveResponse)(nil),      // 35: fsmcp.v1.MoveResponse
-	(*DeleteRequest)(nil),     // 36: fsmcp.v1.DeleteRequest
-	(*DeleteResponse)(nil),    // 37: fsmcp.v1.DeleteResponse
-	(*SpliceRequest)(nil),     // 38: fsmcp.v1.SpliceRequest
-	(*SpliceResponse)(nil),    // 39: fsmcp.v1.SpliceResponse
-	(*DigestRequest)(nil),     // 40: fsmcp.v1.DigestRequest
-	(*DigestResponse)(nil),    // 41: fsmcp.v1.DigestResponse
-	(*CopyRequest)(nil),       // 42: fsmcp.v1.CopyRequest
-	(*CopyResponse)(nil),      // 43: fsmcp.v1.CopyResponse
-	(*TreeRequest)(nil),       // 44: fsmcp.v1.TreeRequest
-	(*TreeEntry)(nil),         // 45: fsmcp.v1.TreeEntry
-	(*TreeResponse)(nil),      // 46: fsmcp.v1.TreeResponse
-	(*ViewRequest)(nil),       // 47: fsmcp.v1.ViewRequest
-	(*ViewResponse)(nil),      // 48: fsmcp.v1.ViewResponse
-	(*PatchPrecondition)(nil), // 49: fsmcp.v1.PatchPrecondition
-	(*PatchRequest)(nil),      // 50: fsmcp.v1.PatchRequest
-	(*PatchFile)(nil),         // 51: fsmcp.v1.PatchFile
-	(*PatchResponse)(nil),     // 52: fsmcp.v1.PatchResponse
-	(*ReadManyRequest)(nil),   // 53: fsmcp.v1.ReadManyRequest
-	(*ReadManyResult)(nil),    // 54: fsmcp.v1.ReadManyResult
-	(*ReadManyResponse)(nil),  // 55: fsmcp.v1.ReadManyResponse
+	(ProtocolVersion)(0),       // 0: fsmcp.v1.ProtocolVersion
+	(ErrorCode)(0),             // 1: fsmcp.v1.ErrorCode
+	(FileType)(0),              // 2: fsmcp.v1.FileType
+	(ListingSort)(0),           // 3: fsmcp.v1.ListingSort
+	(GrepOutput)(0),            // 4: fsmcp.v1.GrepOutput
+	(*Error)(nil),              // 5: fsmcp.v1.Error
+	(*Nearest)(nil),            // 6: fsmcp.v1.Nearest
+	(*Confinement)(nil),        // 7: fsmcp.v1.Confinement
+	(*Policy)(nil),             // 8: fsmcp.v1.Policy
+	(*Probe)(nil),              // 9: fsmcp.v1.Probe
+	(*HelloRequest)(nil),       // 10: fsmcp.v1.HelloRequest
+	(*HelloResponse)(nil),      // 11: fsmcp.v1.HelloResponse
+	(*Entry)(nil),              // 12: fsmcp.v1.Entry
+	(*StatRequest)(nil),        // 13: fsmcp.v1.StatRequest
+	(*StatStreamRequest)(nil),  // 14: fsmcp.v1.StatStreamRequest
+	(*StatStreamResponse)(nil), // 15: fsmcp.v1.StatStreamResponse
+	(*StatResponse)(nil),       // 16: fsmcp.v1.StatResponse
+	(*ListRequest)(nil),        // 17: fsmcp.v1.ListRequest
+	(*ListResponse)(nil),       // 18: fsmcp.v1.ListResponse
+	(*ReadRequest)(nil),        // 19: fsmcp.v1.ReadRequest
+	(*ReadResponse)(nil),       // 20: fsmcp.v1.ReadResponse
+	(*Progress)(nil),           // 21: fsmcp.v1.Progress
+	(*GlobRequest)(nil),        // 22: fsmcp.v1.GlobRequest
+	(*GlobResponse)(nil),       // 23: fsmcp.v1.GlobResponse
+	(*GrepRequest)(nil),        // 24: fsmcp.v1.GrepRequest
+	(*FileCount)(nil),          // 25: fsmcp.v1.FileCount
+	(*Submatch)(nil),           // 26: fsmcp.v1.Submatch
+	(*GrepLine)(nil),           // 27: fsmcp.v1.GrepLine
+	(*GrepResponse)(nil),       // 28: fsmcp.v1.GrepResponse
+	(*WriteRequest)(nil),       // 29: fsmcp.v1.WriteRequest
+	(*WriteResponse)(nil),      // 30: fsmcp.v1.WriteResponse
+	(*Edit)(nil),               // 31: fsmcp.v1.Edit
+	(*ReplaceRequest)(nil),     // 32: fsmcp.v1.ReplaceRequest
+	(*ReplaceResponse)(nil),    // 33: fsmcp.v1.ReplaceResponse
+	(*MkdirRequest)(nil),       // 34: fsmcp.v1.MkdirRequest
+	(*MkdirResponse)(nil),      // 35: fsmcp.v1.MkdirResponse
+	(*MoveRequest)(nil),        // 36: fsmcp.v1.MoveRequest
+	(*MoveResponse)(nil),       // 37: fsmcp.v1.MoveResponse
+	(*DeleteRequest)(nil),      // 38: fsmcp.v1.DeleteRequest
+	(*DeleteResponse)(nil),     // 39: fsmcp.v1.DeleteResponse
+	(*SpliceRequest)(nil),      // 40: fsmcp.v1.SpliceRequest
+	(*SpliceResponse)(nil),     // 41: fsmcp.v1.SpliceResponse
+	(*DigestRequest)(nil),      // 42: fsmcp.v1.DigestRequest
+	(*DigestResponse)(nil),     // 43: fsmcp.v1.DigestResponse
+	(*CopyRequest)(nil),        // 44: fsmcp.v1.CopyRequest
+	(*CopyResponse)(nil),       // 45: fsmcp.v1.CopyResponse
+	(*TreeRequest)(nil),        // 46: fsmcp.v1.TreeRequest
+	(*TreeEntry)(nil),          // 47: fsmcp.v1.TreeEntry
+	(*TreeResponse)(nil),       // 48: fsmcp.v1.TreeResponse
+	(*ViewRequest)(nil),        // 49: fsmcp.v1.ViewRequest
+	(*ViewResponse)(nil),       // 50: fsmcp.v1.ViewResponse
+	(*PatchPrecondition)(nil),  // 51: fsmcp.v1.PatchPrecondition
+	(*PatchRequest)(nil),       // 52: fsmcp.v1.PatchRequest
+	(*PatchFile)(nil),          // 53: fsmcp.v1.PatchFile
+	(*PatchResponse)(nil),      // 54: fsmcp.v1.PatchResponse
+	(*ReadManyRequest)(nil),    // 55: fsmcp.v1.ReadManyRequest
+	(*ReadManyResult)(nil),     // 56: fsmcp.v1.ReadManyResult
+	(*ReadManyResponse)(nil),   // 57: fsmcp.v1.ReadManyResponse
 }
 var file_fsmcp_v1_worker_proto_depIdxs = []int32{
 	1,  // 0: fsmcp.v1.Error.code:type_name -> fsmcp.v1.ErrorCode
@@ -4491,69 +4637,74 @@ var file_fsmcp_v1_worker_proto_depIdxs = []int32{
 	0,  // 5: fsmcp.v1.HelloResponse.version:type_name -> fsmcp.v1.ProtocolVersion
 	7,  // 6: fsmcp.v1.HelloResponse.confinement:type_name -> fsmcp.v1.Confinement
 	2,  // 7: fsmcp.v1.Entry.type:type_name -> fsmcp.v1.FileType
-	12, // 8: fsmcp.v1.StatResponse.entry:type_name -> fsmcp.v1.Entry
-	7,  // 9: fsmcp.v1.StatResponse.confinement:type_name -> fsmcp.v1.Confinement
-	12, // 10: fsmcp.v1.ListResponse.entries:type_name -> fsmcp.v1.Entry
-	3,  // 11: fsmcp.v1.GlobRequest.sort:type_name -> fsmcp.v1.ListingSort
-	19, // 12: fsmcp.v1.GlobResponse.progress:type_name -> fsmcp.v1.Progress
-	4,  // 13: fsmcp.v1.GrepRequest.output:type_name -> fsmcp.v1.GrepOutput
-	24, // 14: fsmcp.v1.GrepLine.submatches:type_name -> fsmcp.v1.Submatch
-	19, // 15: fsmcp.v1.GrepResponse.progress:type_name -> fsmcp.v1.Progress
-	25, // 16: fsmcp.v1.GrepResponse.lines:type_name -> fsmcp.v1.GrepLine
-	23, // 17: fsmcp.v1.GrepResponse.files:type_name -> fsmcp.v1.FileCount
-	29, // 18: fsmcp.v1.ReplaceRequest.edits:type_name -> fsmcp.v1.Edit
-	19, // 19: fsmcp.v1.DigestResponse.progress:type_name -> fsmcp.v1.Progress
-	2,  // 20: fsmcp.v1.DigestResponse.type:type_name -> fsmcp.v1.FileType
-	2,  // 21: fsmcp.v1.TreeEntry.type:type_name -> fsmcp.v1.FileType
-	19, // 22: fsmcp.v1.TreeResponse.progress:type_name -> fsmcp.v1.Progress
-	45, // 23: fsmcp.v1.TreeResponse.entries:type_name -> fsmcp.v1.TreeEntry
-	49, // 24: fsmcp.v1.PatchRequest.preconditions:type_name -> fsmcp.v1.PatchPrecondition
-	51, // 25: fsmcp.v1.PatchResponse.files:type_name -> fsmcp.v1.PatchFile
-	17, // 26: fsmcp.v1.ReadManyRequest.reads:type_name -> fsmcp.v1.ReadRequest
-	18, // 27: fsmcp.v1.ReadManyResult.read:type_name -> fsmcp.v1.ReadResponse
-	5,  // 28: fsmcp.v1.ReadManyResult.error:type_name -> fsmcp.v1.Error
-	54, // 29: fsmcp.v1.ReadManyResponse.results:type_name -> fsmcp.v1.ReadManyResult
-	10, // 30: fsmcp.v1.WorkerService.Hello:input_type -> fsmcp.v1.HelloRequest
-	13, // 31: fsmcp.v1.WorkerService.Stat:input_type -> fsmcp.v1.StatRequest
-	15, // 32: fsmcp.v1.WorkerService.List:input_type -> fsmcp.v1.ListRequest
-	17, // 33: fsmcp.v1.WorkerService.Read:input_type -> fsmcp.v1.ReadRequest
-	20, // 34: fsmcp.v1.WorkerService.Glob:input_type -> fsmcp.v1.GlobRequest
-	22, // 35: fsmcp.v1.WorkerService.Grep:input_type -> fsmcp.v1.GrepRequest
-	27, // 36: fsmcp.v1.WorkerService.Write:input_type -> fsmcp.v1.WriteRequest
-	30, // 37: fsmcp.v1.WorkerService.Replace:input_type -> fsmcp.v1.ReplaceRequest
-	32, // 38: fsmcp.v1.WorkerService.Mkdir:input_type -> fsmcp.v1.MkdirRequest
-	34, // 39: fsmcp.v1.WorkerService.Move:input_type -> fsmcp.v1.MoveRequest
-	36, // 40: fsmcp.v1.WorkerService.Delete:input_type -> fsmcp.v1.DeleteRequest
-	38, // 41: fsmcp.v1.WorkerService.Splice:input_type -> fsmcp.v1.SpliceRequest
-	40, // 42: fsmcp.v1.WorkerService.Digest:input_type -> fsmcp.v1.DigestRequest
-	42, // 43: fsmcp.v1.WorkerService.Copy:input_type -> fsmcp.v1.CopyRequest
-	44, // 44: fsmcp.v1.WorkerService.Tree:input_type -> fsmcp.v1.TreeRequest
-	47, // 45: fsmcp.v1.WorkerService.View:input_type -> fsmcp.v1.ViewRequest
-	50, // 46: fsmcp.v1.WorkerService.Patch:input_type -> fsmcp.v1.PatchRequest
-	53, // 47: fsmcp.v1.WorkerService.ReadMany:input_type -> fsmcp.v1.ReadManyRequest
-	11, // 48: fsmcp.v1.WorkerService.Hello:output_type -> fsmcp.v1.HelloResponse
-	14, // 49: fsmcp.v1.WorkerService.Stat:output_type -> fsmcp.v1.StatResponse
-	16, // 50: fsmcp.v1.WorkerService.List:output_type -> fsmcp.v1.ListResponse
-	18, // 51: fsmcp.v1.WorkerService.Read:output_type -> fsmcp.v1.ReadResponse
-	21, // 52: fsmcp.v1.WorkerService.Glob:output_type -> fsmcp.v1.GlobResponse
-	26, // 53: fsmcp.v1.WorkerService.Grep:output_type -> fsmcp.v1.GrepResponse
-	28, // 54: fsmcp.v1.WorkerService.Write:output_type -> fsmcp.v1.WriteResponse
-	31, // 55: fsmcp.v1.WorkerService.Replace:output_type -> fsmcp.v1.ReplaceResponse
-	33, // 56: fsmcp.v1.WorkerService.Mkdir:output_type -> fsmcp.v1.MkdirResponse
-	35, // 57: fsmcp.v1.WorkerService.Move:output_type -> fsmcp.v1.MoveResponse
-	37, // 58: fsmcp.v1.WorkerService.Delete:output_type -> fsmcp.v1.DeleteResponse
-	39, // 59: fsmcp.v1.WorkerService.Splice:output_type -> fsmcp.v1.SpliceResponse
-	41, // 60: fsmcp.v1.WorkerService.Digest:output_type -> fsmcp.v1.DigestResponse
-	43, // 61: fsmcp.v1.WorkerService.Copy:output_type -> fsmcp.v1.CopyResponse
-	46, // 62: fsmcp.v1.WorkerService.Tree:output_type -> fsmcp.v1.TreeResponse
-	48, // 63: fsmcp.v1.WorkerService.View:output_type -> fsmcp.v1.ViewResponse
-	52, // 64: fsmcp.v1.WorkerService.Patch:output_type -> fsmcp.v1.PatchResponse
-	55, // 65: fsmcp.v1.WorkerService.ReadMany:output_type -> fsmcp.v1.ReadManyResponse
-	48, // [48:66] is the sub-list for method output_type
-	30, // [30:48] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	13, // 8: fsmcp.v1.StatStreamRequest.stat:type_name -> fsmcp.v1.StatRequest
+	21, // 9: fsmcp.v1.StatStreamResponse.progress:type_name -> fsmcp.v1.Progress
+	16, // 10: fsmcp.v1.StatStreamResponse.stat:type_name -> fsmcp.v1.StatResponse
+	12, // 11: fsmcp.v1.StatResponse.entry:type_name -> fsmcp.v1.Entry
+	7,  // 12: fsmcp.v1.StatResponse.confinement:type_name -> fsmcp.v1.Confinement
+	12, // 13: fsmcp.v1.ListResponse.entries:type_name -> fsmcp.v1.Entry
+	3,  // 14: fsmcp.v1.GlobRequest.sort:type_name -> fsmcp.v1.ListingSort
+	21, // 15: fsmcp.v1.GlobResponse.progress:type_name -> fsmcp.v1.Progress
+	4,  // 16: fsmcp.v1.GrepRequest.output:type_name -> fsmcp.v1.GrepOutput
+	26, // 17: fsmcp.v1.GrepLine.submatches:type_name -> fsmcp.v1.Submatch
+	21, // 18: fsmcp.v1.GrepResponse.progress:type_name -> fsmcp.v1.Progress
+	27, // 19: fsmcp.v1.GrepResponse.lines:type_name -> fsmcp.v1.GrepLine
+	25, // 20: fsmcp.v1.GrepResponse.files:type_name -> fsmcp.v1.FileCount
+	31, // 21: fsmcp.v1.ReplaceRequest.edits:type_name -> fsmcp.v1.Edit
+	21, // 22: fsmcp.v1.DigestResponse.progress:type_name -> fsmcp.v1.Progress
+	2,  // 23: fsmcp.v1.DigestResponse.type:type_name -> fsmcp.v1.FileType
+	2,  // 24: fsmcp.v1.TreeEntry.type:type_name -> fsmcp.v1.FileType
+	21, // 25: fsmcp.v1.TreeResponse.progress:type_name -> fsmcp.v1.Progress
+	47, // 26: fsmcp.v1.TreeResponse.entries:type_name -> fsmcp.v1.TreeEntry
+	51, // 27: fsmcp.v1.PatchRequest.preconditions:type_name -> fsmcp.v1.PatchPrecondition
+	53, // 28: fsmcp.v1.PatchResponse.files:type_name -> fsmcp.v1.PatchFile
+	19, // 29: fsmcp.v1.ReadManyRequest.reads:type_name -> fsmcp.v1.ReadRequest
+	20, // 30: fsmcp.v1.ReadManyResult.read:type_name -> fsmcp.v1.ReadResponse
+	5,  // 31: fsmcp.v1.ReadManyResult.error:type_name -> fsmcp.v1.Error
+	56, // 32: fsmcp.v1.ReadManyResponse.results:type_name -> fsmcp.v1.ReadManyResult
+	10, // 33: fsmcp.v1.WorkerService.Hello:input_type -> fsmcp.v1.HelloRequest
+	13, // 34: fsmcp.v1.WorkerService.Stat:input_type -> fsmcp.v1.StatRequest
+	17, // 35: fsmcp.v1.WorkerService.List:input_type -> fsmcp.v1.ListRequest
+	19, // 36: fsmcp.v1.WorkerService.Read:input_type -> fsmcp.v1.ReadRequest
+	22, // 37: fsmcp.v1.WorkerService.Glob:input_type -> fsmcp.v1.GlobRequest
+	24, // 38: fsmcp.v1.WorkerService.Grep:input_type -> fsmcp.v1.GrepRequest
+	29, // 39: fsmcp.v1.WorkerService.Write:input_type -> fsmcp.v1.WriteRequest
+	32, // 40: fsmcp.v1.WorkerService.Replace:input_type -> fsmcp.v1.ReplaceRequest
+	34, // 41: fsmcp.v1.WorkerService.Mkdir:input_type -> fsmcp.v1.MkdirRequest
+	36, // 42: fsmcp.v1.WorkerService.Move:input_type -> fsmcp.v1.MoveRequest
+	38, // 43: fsmcp.v1.WorkerService.Delete:input_type -> fsmcp.v1.DeleteRequest
+	40, // 44: fsmcp.v1.WorkerService.Splice:input_type -> fsmcp.v1.SpliceRequest
+	42, // 45: fsmcp.v1.WorkerService.Digest:input_type -> fsmcp.v1.DigestRequest
+	44, // 46: fsmcp.v1.WorkerService.Copy:input_type -> fsmcp.v1.CopyRequest
+	46, // 47: fsmcp.v1.WorkerService.Tree:input_type -> fsmcp.v1.TreeRequest
+	49, // 48: fsmcp.v1.WorkerService.View:input_type -> fsmcp.v1.ViewRequest
+	52, // 49: fsmcp.v1.WorkerService.Patch:input_type -> fsmcp.v1.PatchRequest
+	55, // 50: fsmcp.v1.WorkerService.ReadMany:input_type -> fsmcp.v1.ReadManyRequest
+	14, // 51: fsmcp.v1.WorkerService.StatStream:input_type -> fsmcp.v1.StatStreamRequest
+	11, // 52: fsmcp.v1.WorkerService.Hello:output_type -> fsmcp.v1.HelloResponse
+	16, // 53: fsmcp.v1.WorkerService.Stat:output_type -> fsmcp.v1.StatResponse
+	18, // 54: fsmcp.v1.WorkerService.List:output_type -> fsmcp.v1.ListResponse
+	20, // 55: fsmcp.v1.WorkerService.Read:output_type -> fsmcp.v1.ReadResponse
+	23, // 56: fsmcp.v1.WorkerService.Glob:output_type -> fsmcp.v1.GlobResponse
+	28, // 57: fsmcp.v1.WorkerService.Grep:output_type -> fsmcp.v1.GrepResponse
+	30, // 58: fsmcp.v1.WorkerService.Write:output_type -> fsmcp.v1.WriteResponse
+	33, // 59: fsmcp.v1.WorkerService.Replace:output_type -> fsmcp.v1.ReplaceResponse
+	35, // 60: fsmcp.v1.WorkerService.Mkdir:output_type -> fsmcp.v1.MkdirResponse
+	37, // 61: fsmcp.v1.WorkerService.Move:output_type -> fsmcp.v1.MoveResponse
+	39, // 62: fsmcp.v1.WorkerService.Delete:output_type -> fsmcp.v1.DeleteResponse
+	41, // 63: fsmcp.v1.WorkerService.Splice:output_type -> fsmcp.v1.SpliceResponse
+	43, // 64: fsmcp.v1.WorkerService.Digest:output_type -> fsmcp.v1.DigestResponse
+	45, // 65: fsmcp.v1.WorkerService.Copy:output_type -> fsmcp.v1.CopyResponse
+	48, // 66: fsmcp.v1.WorkerService.Tree:output_type -> fsmcp.v1.TreeResponse
+	50, // 67: fsmcp.v1.WorkerService.View:output_type -> fsmcp.v1.ViewResponse
+	54, // 68: fsmcp.v1.WorkerService.Patch:output_type -> fsmcp.v1.PatchResponse
+	57, // 69: fsmcp.v1.WorkerService.ReadMany:output_type -> fsmcp.v1.ReadManyResponse
+	15, // 70: fsmcp.v1.WorkerService.StatStream:output_type -> fsmcp.v1.StatStreamResponse
+	52, // [52:71] is the sub-list for method output_type
+	33, // [33:52] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_fsmcp_v1_worker_proto_init() }
@@ -4567,7 +4718,7 @@ func file_fsmcp_v1_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fsmcp_v1_worker_proto_rawDesc), len(file_fsmcp_v1_worker_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   51,
+			NumMessages:   53,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -25,24 +25,25 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	WorkerService_Hello_FullMethodName    = "/fsmcp.v1.WorkerService/Hello"
-	WorkerService_Stat_FullMethodName     = "/fsmcp.v1.WorkerService/Stat"
-	WorkerService_List_FullMethodName     = "/fsmcp.v1.WorkerService/List"
-	WorkerService_Read_FullMethodName     = "/fsmcp.v1.WorkerService/Read"
-	WorkerService_Glob_FullMethodName     = "/fsmcp.v1.WorkerService/Glob"
-	WorkerService_Grep_FullMethodName     = "/fsmcp.v1.WorkerService/Grep"
-	WorkerService_Write_FullMethodName    = "/fsmcp.v1.WorkerService/Write"
-	WorkerService_Replace_FullMethodName  = "/fsmcp.v1.WorkerService/Replace"
-	WorkerService_Mkdir_FullMethodName    = "/fsmcp.v1.WorkerService/Mkdir"
-	WorkerService_Move_FullMethodName     = "/fsmcp.v1.WorkerService/Move"
-	WorkerService_Delete_FullMethodName   = "/fsmcp.v1.WorkerService/Delete"
-	WorkerService_Splice_FullMethodName   = "/fsmcp.v1.WorkerService/Splice"
-	WorkerService_Digest_FullMethodName   = "/fsmcp.v1.WorkerService/Digest"
-	WorkerService_Copy_FullMethodName     = "/fsmcp.v1.WorkerService/Copy"
-	WorkerService_Tree_FullMethodName     = "/fsmcp.v1.WorkerService/Tree"
-	WorkerService_View_FullMethodName     = "/fsmcp.v1.WorkerService/View"
-	WorkerService_Patch_FullMethodName    = "/fsmcp.v1.WorkerService/Patch"
-	WorkerService_ReadMany_FullMethodName = "/fsmcp.v1.WorkerService/ReadMany"
+	WorkerService_Hello_FullMethodName      = "/fsmcp.v1.WorkerService/Hello"
+	WorkerService_Stat_FullMethodName       = "/fsmcp.v1.WorkerService/Stat"
+	WorkerService_List_FullMethodName       = "/fsmcp.v1.WorkerService/List"
+	WorkerService_Read_FullMethodName       = "/fsmcp.v1.WorkerService/Read"
+	WorkerService_Glob_FullMethodName       = "/fsmcp.v1.WorkerService/Glob"
+	WorkerService_Grep_FullMethodName       = "/fsmcp.v1.WorkerService/Grep"
+	WorkerService_Write_FullMethodName      = "/fsmcp.v1.WorkerService/Write"
+	WorkerService_Replace_FullMethodName    = "/fsmcp.v1.WorkerService/Replace"
+	WorkerService_Mkdir_FullMethodName      = "/fsmcp.v1.WorkerService/Mkdir"
+	WorkerService_Move_FullMethodName       = "/fsmcp.v1.WorkerService/Move"
+	WorkerService_Delete_FullMethodName     = "/fsmcp.v1.WorkerService/Delete"
+	WorkerService_Splice_FullMethodName     = "/fsmcp.v1.WorkerService/Splice"
+	WorkerService_Digest_FullMethodName     = "/fsmcp.v1.WorkerService/Digest"
+	WorkerService_Copy_FullMethodName       = "/fsmcp.v1.WorkerService/Copy"
+	WorkerService_Tree_FullMethodName       = "/fsmcp.v1.WorkerService/Tree"
+	WorkerService_View_FullMethodName       = "/fsmcp.v1.WorkerService/View"
+	WorkerService_Patch_FullMethodName      = "/fsmcp.v1.WorkerService/Patch"
+	WorkerService_ReadMany_FullMethodName   = "/fsmcp.v1.WorkerService/ReadMany"
+	WorkerService_StatStream_FullMethodName = "/fsmcp.v1.WorkerService/StatStream"
 )
 
 // WorkerServiceClient is the client API for WorkerService service.
@@ -79,6 +80,10 @@ type WorkerServiceClient interface {
 	// ReadMany reads several files at once, each read as Read would, each
 	// failure its own.
 	ReadMany(ctx context.Context, in *ReadManyRequest, opts ...grpc.CallOption) (*ReadManyResponse, error)
+	// StatStream is Stat for a caller that wants progress: while a file is
+	// hashed past about 250 ms it streams progress messages, then one
+	// message marked done with the reply.
+	StatStream(ctx context.Context, in *StatStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StatStreamResponse], error)
 }
 
 type workerServiceClient struct {
@@ -305,6 +310,25 @@ func (c *workerServiceClient) ReadMany(ctx context.Context, in *ReadManyRequest,
 	return out, nil
 }
 
+func (c *workerServiceClient) StatStream(ctx context.Context, in *StatStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StatStreamResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &WorkerService_ServiceDesc.Streams[4], WorkerService_StatStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[StatStreamRequest, StatStreamResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type WorkerService_StatStreamClient = grpc.ServerStreamingClient[StatStreamResponse]
+
 // WorkerServiceServer is the server API for WorkerService service.
 // All implementations must embed UnimplementedWorkerServiceServer
 // for forward compatibility.
@@ -339,6 +363,10 @@ type WorkerServiceServer interface {
 	// ReadMany reads several files at once, each read as Read would, each
 	// failure its own.
 	ReadMany(context.Context, *ReadManyRequest) (*ReadManyResponse, error)
+	// StatStream is Stat for a caller that wants progress: while a file is
+	// hashed past about 250 ms it streams progress messages, then one
+	// message marked done with the reply.
+	StatStream(*StatStreamRequest, grpc.ServerStreamingServer[StatStreamResponse]) error
 	mustEmbedUnimplementedWorkerServiceServer()
 }
 
@@ -402,6 +430,9 @@ func (UnimplementedWorkerServiceServer) Patch(context.Context, *PatchRequest) (*
 }
 func (UnimplementedWorkerServiceServer) ReadMany(context.Context, *ReadManyRequest) (*ReadManyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReadMany not implemented")
+}
+func (UnimplementedWorkerServiceServer) StatStream(*StatStreamRequest, grpc.ServerStreamingServer[StatStreamResponse]) error {
+	return status.Error(codes.Unimplemented, "method StatStream not implemented")
 }
 func (UnimplementedWorkerServiceServer) mustEmbedUnimplementedWorkerServiceServer() {}
 func (UnimplementedWorkerServiceServer) testEmbeddedByValue()                       {}
@@ -720,6 +751,17 @@ func _WorkerService_ReadMany_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _WorkerService_StatStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(StatStreamRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(WorkerServiceServer).StatStream(m, &grpc.GenericServerStream[StatStreamRequest, StatStreamResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type WorkerService_StatStreamServer = grpc.ServerStreamingServer[StatStreamResponse]
+
 // WorkerService_ServiceDesc is the grpc.ServiceDesc for WorkerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -803,6 +845,11 @@ var WorkerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Tree",
 			Handler:       _WorkerService_Tree_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "StatStream",
+			Handler:       _WorkerService_StatStream_Handler,
 			ServerStreams: true,
 		},
 	},
