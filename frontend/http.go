@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -71,6 +72,9 @@ type httpEndpoint struct {
 	// how many are kept.
 	sessionIdle time.Duration
 	maxSessions int
+	// health asks the worker whether it can serve (its root still
+	// exists); nil until the worker runs.
+	health func(context.Context) error
 }
 
 // prepare opens the audit log and, for --transport http, takes the
@@ -395,8 +399,21 @@ func (h *httpEndpoint) handler(srv *mcp.Server) http.Handler {
 		MaxRequestBodyBytes: maxRequestBytes,
 	})
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET "+healthPath, func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET "+healthPath, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
+		if h.health != nil {
+			ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+			err := h.health(ctx)
+			cancel()
+			if err != nil {
+				// 503 with the worker's reason (the served directory
+				// was deleted), which names no host path.
+				reason, _ := json.Marshal(fromRPC(err).message)
+				w.WriteHeader(http.StatusServiceUnavailable)
+				io.WriteString(w, `{"status":"unavailable","reason":`+string(reason)+"}\n")
+				return
+			}
+		}
 		io.WriteString(w, `{"status":"ok"}`+"\n")
 	})
 	mux.Handle(mcpPath, h.gate(mcpHandler))

@@ -106,6 +106,9 @@ func serve(ctx context.Context, cfg *Config, hooks Hooks, stdin io.ReadCloser, s
 		return err
 	}
 	defer wc.close()
+	if ep.http != nil {
+		ep.http.health = func(ctx context.Context) error { _, err := wc.hello(ctx); return err }
+	}
 	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	confinement, err := wc.hello(hctx)
 	cancel()

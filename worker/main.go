@@ -220,20 +220,32 @@ const MaxStreams = 256
 // Serve serves svc on conn until the peer closes it. opts add interceptors
 // inside panic recovery.
 func Serve(conn net.Conn, svc *Service, extra grpc.UnaryServerInterceptor) error {
-	return ServeConn(conn, func(srv *grpc.Server) { fsmcpv1.RegisterWorkerServiceServer(srv, svc) }, extra)
+	// Every call of the worker service first checks that the root still
+	// exists (rootgone.go).
+	unary := []grpc.UnaryServerInterceptor{svc.rootUnary}
+	if extra != nil {
+		unary = append(unary, extra)
+	}
+	return serveConn(conn, func(srv *grpc.Server) { fsmcpv1.RegisterWorkerServiceServer(srv, svc) },
+		unary, []grpc.StreamServerInterceptor{svc.rootStream})
 }
 
 // ServeConn serves the services register adds on conn until the peer
 // closes it, with the worker's panic recovery, message bounds and
 // transport sizing. The command runner serves its own service with it.
 func ServeConn(conn net.Conn, register func(*grpc.Server), extra grpc.UnaryServerInterceptor) error {
-	unary := []grpc.UnaryServerInterceptor{recoverUnary}
+	var unary []grpc.UnaryServerInterceptor
 	if extra != nil {
 		unary = append(unary, extra)
 	}
+	return serveConn(conn, register, unary, nil)
+}
+
+// serveConn is ServeConn with interceptors inside panic recovery.
+func serveConn(conn net.Conn, register func(*grpc.Server), unary []grpc.UnaryServerInterceptor, stream []grpc.StreamServerInterceptor) error {
 	srv := grpc.NewServer(
-		grpc.ChainUnaryInterceptor(unary...),
-		grpc.ChainStreamInterceptor(recoverStream),
+		grpc.ChainUnaryInterceptor(append([]grpc.UnaryServerInterceptor{recoverUnary}, unary...)...),
+		grpc.ChainStreamInterceptor(append([]grpc.StreamServerInterceptor{recoverStream}, stream...)...),
 		grpc.MaxRecvMsgSize(MaxMessageBytes),
 		grpc.MaxSendMsgSize(MaxMessageBytes),
 		// The front-end runs at most --max-calls (≤ MaxStreams) calls at

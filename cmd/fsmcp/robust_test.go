@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -497,4 +499,57 @@ func TestRobustStatHugeFile(t *testing.T) {
 		t.Errorf("last progress %+v", last)
 	}
 	t.Logf("%d progress notifications; last: %s", len(notes), last.Message)
+}
+
+// Finding 9: a root deleted under the server was served with inconsistent
+// codes (fs_stat "" ok with nlink 0, grep internal, writes not_found).
+// Every call is now unavailable with one reason, and /health says so.
+func TestRobustRootDeleted(t *testing.T) {
+	base := t.TempDir()
+	root := filepath.Join(base, "root")
+	writeFile(t, filepath.Join(base, "keep"), nil, 0o644)
+	if err := os.MkdirAll(filepath.Join(root, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(root, "d", "f"), []byte("needle\n"), 0o644)
+	h := startHTTP(t, root)
+	s := h.connect("")
+	health := func() (int, string) {
+		resp, err := http.Get(h.base + "/health")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := health(); code != 200 {
+		t.Fatalf("/health = %d %s before the deletion", code, body)
+	}
+	s.wantOK("fs_stat", map[string]any{"path": "d/f"})
+	if err := os.RemoveAll(root); err != nil {
+		t.Fatal(err)
+	}
+	for name, args := range map[string]map[string]any{
+		"fs_stat":  {"path": ""},
+		"fs_list":  {"path": ""},
+		"fs_read":  {"path": "d/f"},
+		"fs_grep":  {"path": "", "pattern": "needle"},
+		"fs_glob":  {"path": "", "pattern": "*"},
+		"fs_write": {"path": "new", "content": "x", "if_sha256": nil},
+		"fs_mkdir": {"path": "d2"},
+	} {
+		r := s.wantErr(name, args, "unavailable")
+		if !strings.Contains(r.text, "deleted") {
+			t.Errorf("%s = %s, want the reason", name, r.text)
+		}
+		noHostPath(t, r.text, base)
+	}
+	code, body := health()
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, `"status":"unavailable"`) || !strings.Contains(body, "deleted") {
+		t.Errorf("/health = %d %s after the deletion, want 503 unavailable with the reason", code, body)
+	}
+	if _, err := os.Lstat(filepath.Join(base, "new")); !os.IsNotExist(err) {
+		t.Errorf("a write landed beside the deleted root: %v", err)
+	}
 }
