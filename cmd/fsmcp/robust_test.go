@@ -553,3 +553,57 @@ func TestRobustRootDeleted(t *testing.T) {
 		t.Errorf("a write landed beside the deleted root: %v", err)
 	}
 }
+
+// cpuTicks is the user and system CPU time of pid, in clock ticks.
+func cpuTicks(pid int) int64 {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	s := string(b)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	if len(fields) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(fields[11], 10, 64)
+	k, _ := strconv.ParseInt(fields[12], 10, 64)
+	return u + k
+}
+
+// Finding 2 end to end: 400 alternating all-edits of a 16 MiB file under
+// --call-timeout 1s answer timeout, and the worker stops burning CPU right
+// after; the time from the reply to the worker going idle (no CPU tick for
+// 100 ms) is logged. The bound asserted is generous, for loaded machines.
+func TestRobustDeadlineToIdle(t *testing.T) {
+	root := t.TempDir()
+	content := strings.Repeat("x", 16<<20)
+	writeFile(t, filepath.Join(root, "f"), []byte(content), 0o644)
+	s := start(t, root, "--call-timeout", "1s")
+	worker := s.workerPid()
+	var edits []map[string]any
+	for i := range 400 {
+		from, to := "x", "y"
+		if i%2 == 1 {
+			from, to = to, from
+		}
+		edits = append(edits, map[string]any{"old": from, "new": to, "all": true})
+	}
+	began := time.Now()
+	s.wantErr("fs_replace", map[string]any{"path": "f", "if_sha256": robustSum([]byte(content)), "edits": edits}, "timeout")
+	replied := time.Now()
+	last, lastTick := cpuTicks(worker), time.Now()
+	for time.Since(lastTick) < 100*time.Millisecond {
+		time.Sleep(5 * time.Millisecond)
+		if now := cpuTicks(worker); now != last {
+			last, lastTick = now, time.Now()
+		}
+		if time.Since(replied) > 30*time.Second {
+			t.Fatal("the worker kept burning CPU for 30 s after the timeout")
+		}
+	}
+	idle := lastTick.Sub(replied)
+	t.Logf("reply after %v; worker idle %v after the reply (CPU ticks are 10 ms)", replied.Sub(began), idle.Round(time.Millisecond))
+	if idle > 2*time.Second {
+		t.Errorf("the worker went idle %v after the timeout, want milliseconds", idle)
+	}
+	if got := readFile(t, filepath.Join(root, "f")); string(got) != content {
+		t.Error("the file changed after a timed-out replace")
+	}
+}
