@@ -90,7 +90,7 @@ func TestRobustSearchMalformedIgnoreFile(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	r := s.wantOK("fs_grep", map[string]any{"pattern": "needle"})
+	r := s.wantOK("fs_grep", map[string]any{"path": "", "pattern": "needle"})
 	var paths []string
 	for _, l := range grepPage(t, r) {
 		paths = append(paths, l.Path)
@@ -99,16 +99,16 @@ func TestRobustSearchMalformedIgnoreFile(t *testing.T) {
 		t.Errorf("fs_grep(needle) = %s, want open.txt and regex parse error.txt, 1 unreadable", r.text)
 	}
 	// A positive glob re-includes ignored files (rg's own semantics).
-	files, last := globAll(t, s, map[string]any{"pattern": "*.txt"}, 1<<20)
+	files, last := globAll(t, s, map[string]any{"path": "", "pattern": "*.txt"}, 1<<20)
 	if strings.Join(files, ",") != "locked.txt,open.txt,regex parse error.txt,skipped.txt" {
 		t.Errorf("fs_glob(*.txt) = %q (%s)", files, last.text)
 	}
-	bad := s.wantErr("fs_grep", map[string]any{"pattern": "a("}, "invalid_argument")
+	bad := s.wantErr("fs_grep", map[string]any{"path": "", "pattern": "a("}, "invalid_argument")
 	if !strings.Contains(bad.text, "a(") {
 		t.Errorf("fs_grep(a() = %s, want rg's reason", bad.text)
 	}
-	s.wantErr("fs_grep", map[string]any{"pattern": "needle", "glob": []string{"a["}}, "invalid_argument")
-	s.wantErr("fs_glob", map[string]any{"pattern": "a["}, "invalid_argument")
+	s.wantErr("fs_grep", map[string]any{"path": "", "pattern": "needle", "glob": []string{"a["}}, "invalid_argument")
+	s.wantErr("fs_glob", map[string]any{"path": "", "pattern": "a["}, "invalid_argument")
 	noHostPath(t, r.text+last.text+bad.text, root)
 }
 
