@@ -200,7 +200,10 @@ func (s *Service) Reserve(ctx context.Context, op, p string, n int64) (func(), e
 	return s.budgets.memory.Acquire(ctx, op, p, n)
 }
 
-// Heavy takes one heavy-call slot for op.
+// Heavy takes one heavy-call slot for op. A call takes at most one, at its
+// start: one that holds a slot must not take another (hashOpen takes one),
+// or calls holding every slot could wait on each other until their queue
+// timeout.
 func (s *Service) Heavy(ctx context.Context, op, p string) (func(), error) {
 	return s.budgets.heavy.Acquire(ctx, op, p, 1)
 }

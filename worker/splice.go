@@ -21,6 +21,11 @@ func (s *Service) Splice(ctx context.Context, req *fsmcpv1.SpliceRequest) (*fsmc
 	if req.GetOffset() < 0 || req.GetDelete() < 0 {
 		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, p, "splice: offset and delete must not be negative")
 	}
+	done, err := s.Heavy(ctx, "splice", p)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	// accessRewrite: the precondition hashes the current file.
 	d, base, unlockRenames, err := s.openMutationPath("splice", p, accessRewrite)
 	if err != nil {
