@@ -75,8 +75,10 @@ func (s *server) readMany(ctx context.Context, in *readManyIn, _ *mcp.CallToolRe
 		head := newObj()
 		var item *obj
 		whole := true
+		var refused *toolError
 		if e := res.GetError(); e != nil {
-			item = head.bool("ok", false).name("path", displayPath(r.GetPath())).object("error", errorDoc(toolErrorOf(e)))
+			refused = toolErrorOf(e)
+			item = head.bool("ok", false).name("path", displayPath(r.GetPath())).object("error", errorDoc(refused))
 		} else {
 			head.bool("ok", true).name("path", displayPath(r.GetPath()))
 			var n int
@@ -98,6 +100,10 @@ func (s *server) readMany(ctx context.Context, in *readManyIn, _ *mcp.CallToolRe
 		}
 		doc.b = append(doc.b, b...)
 		listed++
+		if refused != nil {
+			// A relay audits the call by its _meta, as for a lone fs_read.
+			doc.meta = violationMeta(doc.meta, refused)
+		}
 		if !whole {
 			cut = true
 			break

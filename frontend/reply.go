@@ -50,6 +50,10 @@ type obj struct {
 	// media, when set, is a content block the result carries after the
 	// document (fs_view's picture or sound).
 	media mcp.Content
+	// meta, when set, is the result's _meta: a success that carries a
+	// refusal inside it (one entry of fs_read_many) marks it as errorResult
+	// marks a failure.
+	meta mcp.Meta
 }
 
 func newObj() *obj { return &obj{b: append(make([]byte, 0, 256), '{')} }
@@ -180,6 +184,7 @@ func okResult(doc *obj) *mcp.CallToolResult {
 	if doc.media != nil {
 		res.Content = append(res.Content, doc.media)
 	}
+	res.Meta = doc.meta
 	return res
 }
 
@@ -189,13 +194,27 @@ func okResult(doc *obj) *mcp.CallToolResult {
 func errorResult(e *toolError) *mcp.CallToolResult {
 	doc := newObj().bool("ok", false).object("error", errorDoc(e))
 	res := &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: doc.text()}}}
+	res.Meta = violationMeta(res.Meta, e)
+	return res
+}
+
+// violationMeta adds to m what a relay's audit reads of refusal e:
+// scope_violation for outside_root, policy_violation for the policy.
+func violationMeta(m mcp.Meta, e *toolError) mcp.Meta {
+	var key string
 	switch {
 	case e.code == fsmcpv1.ErrorCode_ERROR_CODE_OUTSIDE_ROOT:
-		res.Meta = mcp.Meta{"scope_violation": true}
+		key = "scope_violation"
 	case e.policyViolation:
-		res.Meta = mcp.Meta{"policy_violation": true}
+		key = "policy_violation"
+	default:
+		return m
 	}
-	return res
+	if m == nil {
+		m = mcp.Meta{}
+	}
+	m[key] = true
+	return m
 }
 
 // errorDoc is the contract's error object: code, message and what else

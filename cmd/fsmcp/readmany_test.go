@@ -138,3 +138,34 @@ func TestReadManyMix(t *testing.T) {
 		s.wantErr("fs_read_many", bad, "invalid_argument")
 	}
 }
+
+// An entry refused as outside_root or by the policy marks the whole
+// fs_read_many result with the _meta a relay audits, as a lone fs_read's
+// refusal would; a call of ordinary entries carries none.
+func TestReadManyViolationMeta(t *testing.T) {
+	base := t.TempDir()
+	root := filepath.Join(base, "root")
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(base, "secret"), []byte("outside secret"), 0o644)
+	writeFile(t, filepath.Join(root, "a.txt"), []byte("alpha\n"), 0o644)
+	writeFile(t, filepath.Join(root, "id.key"), []byte("private\n"), 0o644)
+	s := start(t, root, "--deny", "*.key")
+
+	r := s.wantOK("fs_read_many", map[string]any{"paths": []any{"a.txt", "missing"}})
+	if len(r.meta) != 0 {
+		t.Fatalf("ordinary entries: _meta %v", r.meta)
+	}
+	r = s.wantOK("fs_read_many", map[string]any{"paths": []any{"a.txt", "../secret"}})
+	if r.meta["scope_violation"] != true || r.meta["policy_violation"] != nil {
+		t.Fatalf("escaping entry: _meta %v", r.meta)
+	}
+	r = s.wantOK("fs_read_many", map[string]any{"paths": []any{"id.key", "a.txt"}})
+	if r.meta["policy_violation"] != true || r.meta["scope_violation"] != nil {
+		t.Fatalf("denied entry: _meta %v", r.meta)
+	}
+	if strings.Contains(r.text, "private") {
+		t.Fatal("the denied file was read")
+	}
+}
