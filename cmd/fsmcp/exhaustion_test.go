@@ -137,13 +137,16 @@ func TestDeepNesting(t *testing.T) {
 	s.wantErr("fs_stat", map[string]any{"path": rel + strings.Repeat("../", 1001)}, "outside_root")
 }
 
-// 512 concurrent calls are all answered, correctly.
+// As many concurrent calls as one stdio session may leave unanswered (256)
+// are all answered, correctly. Calls beyond that bound are refused at once
+// with unavailable (frontend's TestWireBusyRefusal), so how many of 512
+// would pass depends on how fast the first ones are answered.
 func TestConcurrentCalls(t *testing.T) {
 	root, _ := tree(t)
 	s := start(t, root)
 	var wg sync.WaitGroup
-	errs := make(chan string, 512)
-	for i := range 512 {
+	errs := make(chan string, 256)
+	for i := range 256 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
