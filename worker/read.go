@@ -364,11 +364,13 @@ func (s *Service) Read(ctx context.Context, req *fsmcpv1.ReadRequest) (*fsmcpv1.
 }
 
 // openRead opens p for a read. A file replaced by a rename between its
-// open and its naming is opened again, a few times at most: the path
-// names a file still, only a newer one.
+// open and its naming is opened again, up to openReadTries times: the path
+// names a file still, only a newer one. (A writer renaming over the path
+// in a tight loop wins the window between open and readlink often when the
+// worker is descheduled in it; each try costs a few microseconds.)
 func (s *Service) openRead(p string) (*os.File, *unix.Stat_t, error) {
 	var err error
-	for range 3 {
+	for range openReadTries {
 		var f *os.File
 		var st *unix.Stat_t
 		if f, st, _, err = s.openContentPath("read", p); err == nil {
@@ -383,6 +385,9 @@ func (s *Service) openRead(p string) (*os.File, *unix.Stat_t, error) {
 	}
 	return nil, nil, err
 }
+
+// openReadTries bounds openRead's tries.
+const openReadTries = 64
 
 func checkRead(p string, req *fsmcpv1.ReadRequest) error {
 	invalid := func(msg string) error {
