@@ -431,10 +431,12 @@ func clipQuoted(p []byte) string {
 }
 
 // callNote is what a call adds to its audit line beyond the call itself:
-// the approval decision and the undo token its reply carries.
+// the approval decision, the undo token its reply carries, and the token
+// an fs_undo call spent.
 type callNote struct {
 	decision string
 	undo     string
+	undone   string
 }
 
 type callNoteKey struct{}

@@ -233,6 +233,9 @@ func auditLine(start time.Time, d time.Duration, tool string, req *mcp.CallToolR
 	if note != nil && note.undo != "" {
 		o.str("undo", note.undo)
 	}
+	if note != nil && note.undone != "" {
+		o.str("undone", note.undone)
+	}
 	return append(o.bytes(), '\n')
 }
 

@@ -56,8 +56,12 @@ type Config struct {
 	MaxHeavy     int
 	QueueTimeout time.Duration
 	ToolHelp     bool
-	Version      bool
-	Help         bool
+	// Quarantine is the directory that keeps what deletes and writes
+	// remove, bounded by QuarantineBytes.
+	Quarantine      string
+	QuarantineBytes int64
+	Version         bool
+	Help            bool
 	// set holds the flags given on the command line.
 	set map[string]bool
 	// Exec holds the flags that turn commands on.
@@ -127,6 +131,8 @@ func parseFlags(args []string, stderr io.Writer) (*Config, *flag.FlagSet, error)
 		c.Deny = append(c.Deny, v)
 		return nil
 	})
+	fs.StringVar(&c.Quarantine, "quarantine", "", "keep what deletes and writes remove in this directory (outside --root, same filesystem), for fs_undo")
+	fs.Int64Var(&c.QuarantineBytes, "quarantine-bytes", defaultQuarantineBytes, "bound of --quarantine; the oldest entries go first")
 	fs.BoolVar(&c.ToolHelp, "tool-help", false, "print the tools and parameters the other flags would serve, and exit")
 	fs.IntVar(&c.MaxCalls, "max-calls", defaultMaxCalls, "tool calls running at once on the server; more wait up to 10 s for a slot, then are answered unavailable")
 	fs.IntVar(&c.MaxSessionCalls, "max-session-calls", defaultMaxSessionCalls, "tool calls running at once in one session (stdio, or one HTTP session)")
@@ -204,6 +210,9 @@ func (c *Config) check() error {
 	}
 	if c.MaxResponseBytes > maxResponseBytesLimit {
 		return fmt.Errorf("--max-response-bytes must be at most %d", maxResponseBytesLimit)
+	}
+	if err := c.checkQuarantine(); err != nil {
+		return err
 	}
 	if c.MaxMediaBytes < 1 || c.MaxMediaBytes > maxMediaBytesLimit {
 		return fmt.Errorf("--max-media-bytes must be between 1 and %d", maxMediaBytesLimit)

@@ -97,6 +97,8 @@ func serve(ctx context.Context, cfg *Config, hooks Hooks, stdin io.ReadCloser, s
 		MaxRG:           cfg.MaxRG,
 		MaxHeavy:        cfg.MaxHeavy,
 		QueueTimeout:    cfg.QueueTimeout,
+		Quarantine:      cfg.Quarantine,
+		QuarantineBytes: cfg.QuarantineBytes,
 	}, stderr)
 	if err != nil {
 		return err

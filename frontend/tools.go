@@ -58,6 +58,8 @@ type tool struct {
 	// ownDeadline: the tool bounds its own call (a command's timeout_s
 	// may exceed --call-timeout), so the handler sets none.
 	ownDeadline bool
+	// enabled, when set, says whether a configuration serves the tool.
+	enabled func(*Config) bool
 }
 
 // defineTool builds a tool whose input is In, with a schema inferred from
@@ -269,7 +271,7 @@ func displayPath(p []byte) []byte {
 func (c *Config) registered(tools []*tool) []*tool {
 	var out []*tool
 	for _, t := range tools {
-		if c.ReadOnly && !t.readOnly {
+		if c.ReadOnly && !t.readOnly || t.enabled != nil && !t.enabled(c) {
 			continue
 		}
 		out = append(out, t)
@@ -398,6 +400,7 @@ func allTools() []*tool {
 	ts = append(ts, searchTools()...)
 	ts = append(ts, writeTools()...)
 	ts = append(ts, editTools()...)
+	ts = append(ts, undoTools()...)
 	return ts
 }
 

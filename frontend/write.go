@@ -140,7 +140,7 @@ func (s *server) write(ctx context.Context, in *writeIn, _ *mcp.CallToolRequest)
 	doc := newObj().bool("ok", true).name("path", displayPath(p)).
 		str("sha256", resp.GetSha256()).int("size", resp.GetSize()).
 		bool("created", resp.GetCreated()).bool("broke_hard_link", resp.GetBrokeHardLink())
-	return s.previewFields(doc, resp.GetDiff(), dry), nil
+	return withUndo(ctx, s.previewFields(doc, resp.GetDiff(), dry), resp.GetUndo()), nil
 }
 
 func (s *server) replace(ctx context.Context, in *replaceIn, _ *mcp.CallToolRequest) (*obj, error) {
@@ -176,7 +176,7 @@ func (s *server) replace(ctx context.Context, in *replaceIn, _ *mcp.CallToolRequ
 		int("replacements", resp.GetReplacements()).
 		str("sha256", resp.GetSha256()).int("size", resp.GetSize()).
 		bool("broke_hard_link", resp.GetBrokeHardLink())
-	return s.previewFields(doc, resp.GetDiff(), dry), nil
+	return withUndo(ctx, s.previewFields(doc, resp.GetDiff(), dry), resp.GetUndo()), nil
 }
 
 func (s *server) mkdir(ctx context.Context, in *mkdirIn, _ *mcp.CallToolRequest) (*obj, error) {
@@ -224,5 +224,5 @@ func (s *server) delete(ctx context.Context, in *deleteIn, _ *mcp.CallToolReques
 	if err != nil {
 		return nil, err
 	}
-	return newObj().bool("ok", true).name("path", displayPath(p)).int("removed", resp.GetRemoved()), nil
+	return withUndo(ctx, newObj().bool("ok", true).name("path", displayPath(p)).int("removed", resp.GetRemoved()), resp.GetUndo()), nil
 }

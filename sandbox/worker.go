@@ -48,6 +48,11 @@ type WorkerConfig struct {
 	MaxRG        int
 	MaxHeavy     int
 	QueueTimeout time.Duration
+	// Quarantine, when set, is the directory outside the root where
+	// deletes and writes put what they remove or replace, bounded by
+	// QuarantineBytes.
+	Quarantine      string
+	QuarantineBytes int64
 }
 
 func (c WorkerConfig) argv() []string {
@@ -65,6 +70,8 @@ func (c WorkerConfig) argv() []string {
 		"--max-rg=" + strconv.Itoa(c.MaxRG),
 		"--max-heavy=" + strconv.Itoa(c.MaxHeavy),
 		"--queue-timeout=" + c.QueueTimeout.String(),
+		"--quarantine=" + c.Quarantine,
+		"--quarantine-bytes=" + strconv.FormatInt(c.QuarantineBytes, 10),
 	}
 	for _, g := range c.Policy.Protect {
 		args = append(args, "--protect="+g)
@@ -101,6 +108,8 @@ func ParseWorkerConfig(args []string) (WorkerConfig, error) {
 	fs.IntVar(&c.MaxRG, "max-rg", 0, "")
 	fs.IntVar(&c.MaxHeavy, "max-heavy", 0, "")
 	fs.DurationVar(&c.QueueTimeout, "queue-timeout", 0, "")
+	fs.StringVar(&c.Quarantine, "quarantine", "", "")
+	fs.Int64Var(&c.QuarantineBytes, "quarantine-bytes", 0, "")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}

@@ -27,7 +27,16 @@ func TestConformanceInProcess(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { devNull.Close() })
-		s, err := New(root, Options{RG: rg, DevNull: devNull, MaxRead: 1 << 16})
+		qf, err := os.Open(workertest.QuarantineDir(dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { qf.Close() })
+		q, err := OpenQuarantine(qf, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := New(root, Options{RG: rg, DevNull: devNull, MaxRead: 1 << 16, Quarantine: q})
 		if err != nil {
 			t.Fatal(err)
 		}

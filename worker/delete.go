@@ -30,17 +30,17 @@ func (s *Service) Delete(ctx context.Context, req *fsmcpv1.DeleteRequest) (*fsmc
 		return nil, err
 	}
 	defer g.close()
-	// A guarded delete renames the entry aside before removing it, so it
-	// holds s.renames exclusively, as a move does: the entry may be a
-	// directory.
-	unlockRenames := s.lockRenames(g != nil)
+	// A guarded delete renames the entry aside before removing it, and a
+	// quarantine takes it out of the root: either holds s.renames
+	// exclusively, as a move does, since the entry may be a directory.
+	unlockRenames := s.lockRenames(g != nil || s.quarantine != nil)
 	defer unlockRenames()
 	d, base, err := s.openName("delete", p, accessMutate)
 	if err != nil {
 		return nil, err
 	}
 	defer d.close()
-	judged := false
+	name, judged := base, false
 	if g != nil {
 		unlock, err := s.locks.lock(ctx, lockKey{d.st.Dev, d.st.Ino, base})
 		if err != nil {
@@ -54,14 +54,24 @@ func (s *Service) Delete(ctx context.Context, req *fsmcpv1.DeleteRequest) (*fsmc
 			}
 			judged = true
 		}
-		if base, err = s.guardAside(ctx, g, d, base, p, req.GetRecursive()); err != nil {
+		if name, err = s.guardAside(ctx, g, d, base, p, req.GetRecursive()); err != nil {
 			return nil, err
 		}
 	}
-	st, err := fstatat(d.fd, base)
+	st, err := fstatat(d.fd, name)
 	if err != nil {
 		return nil, fsError("delete", p, err)
 	}
+	if s.quarantine != nil && quarantinable(st) {
+		return s.deleteToQuarantine(ctx, d, name, base, p, st, req.GetRecursive(), judged)
+	}
+	return s.unlinkName(ctx, d, name, p, st, req.GetRecursive(), judged)
+}
+
+// unlinkName removes base from d for good: a file at once, a directory
+// when empty or, with recursive, with everything beneath it.
+// judged says the tree beneath was judged already.
+func (s *Service) unlinkName(ctx context.Context, d *parent, base, p string, st *unix.Stat_t, recursive, judged bool) (*fsmcpv1.DeleteResponse, error) {
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		err := unix.Unlinkat(d.fd, base, 0)
 		if errors.Is(err, unix.EISDIR) {
@@ -74,14 +84,14 @@ func (s *Service) Delete(ctx context.Context, req *fsmcpv1.DeleteRequest) (*fsmc
 		}
 		return &fsmcpv1.DeleteResponse{Removed: 1}, nil
 	}
-	err = unix.Unlinkat(d.fd, base, unix.AT_REMOVEDIR)
+	err := unix.Unlinkat(d.fd, base, unix.AT_REMOVEDIR)
 	if err == nil {
 		return &fsmcpv1.DeleteResponse{Removed: 1}, nil
 	}
 	if !errors.Is(err, unix.ENOTEMPTY) && !errors.Is(err, unix.EEXIST) {
 		return nil, fsError("delete", p, err)
 	}
-	if !req.GetRecursive() {
+	if !recursive {
 		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_NOT_EMPTY, p, "delete: the directory is not empty (recursive is not set)")
 	}
 	done, err := s.Heavy(ctx, "delete", p)

@@ -64,7 +64,15 @@ func fuzzTree(f testing.TB) (base string, s *Service, canary map[string][]byte) 
 	f.Cleanup(func() { devNull.Close() })
 	rg, err := exec.LookPath("rg")
 	must(err)
-	s, err = New(r, Options{MaxRead: 1 << 16, RG: rg, DevNull: devNull})
+	// Deletes and writes go through the quarantine, beside the root and
+	// apart from the canary; Undo is fuzzed with the same bytes.
+	must(os.Mkdir(filepath.Join(base, "quarantine"), 0o755))
+	qf, err := os.Open(filepath.Join(base, "quarantine"))
+	must(err)
+	f.Cleanup(func() { qf.Close() })
+	q, err := OpenQuarantine(qf, 1<<20)
+	must(err)
+	s, err = New(r, Options{MaxRead: 1 << 16, RG: rg, DevNull: devNull, Quarantine: q})
 	must(err)
 	return base, s, canary
 }
@@ -151,6 +159,7 @@ func fuzzPath(t *testing.T, c fsmcpv1.WorkerServiceClient, p []byte, base string
 	one(c.Delete(ctx, &fsmcpv1.DeleteRequest{Path: p, IfSha256: canarySHA}))
 	one(c.Delete(ctx, &fsmcpv1.DeleteRequest{Path: p, Recursive: true, IfTreeSha256: canarySHA}))
 	one(c.Delete(ctx, &fsmcpv1.DeleteRequest{Path: p, Recursive: true}))
+	one(c.Undo(ctx, &fsmcpv1.UndoRequest{Token: string(p)}))
 	for _, r := range replies {
 		b, _ := proto.Marshal(r)
 		if bytes.Contains(b, []byte(canaryText)) || bytes.Contains(b, []byte(base)) {

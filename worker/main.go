@@ -97,7 +97,21 @@ func run(args []string, hooks Hooks) error {
 	if cfg.MemoryBytes == 0 {
 		cfg.MemoryBytes = DefaultMemoryFor(sandbox.AvailableMemory())
 	}
-	st, err := sandbox.ConfineWorker(fdPath, cfg.ReadOnly, rgFiles)
+	// The quarantine, like the root, is opened once and granted to
+	// Landlock through its descriptor.
+	var quarantine *Quarantine
+	var quarantinePaths []string
+	if cfg.Quarantine != "" {
+		qf, err := os.OpenFile(cfg.Quarantine, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+		if err != nil {
+			return fmt.Errorf("open quarantine: %w", err)
+		}
+		if quarantine, err = OpenQuarantine(qf, cfg.QuarantineBytes); err != nil {
+			return err
+		}
+		quarantinePaths = []string{fmt.Sprintf("/proc/self/fd/%d", quarantine.Fd())}
+	}
+	st, err := sandbox.ConfineWorker(fdPath, cfg.ReadOnly, rgFiles, quarantinePaths...)
 	switch {
 	case errors.Is(err, sandbox.ErrNoLandlock) && cfg.AllowNoLandlock:
 		fmt.Fprintln(os.Stderr, "fsmcp worker: WARNING: no Landlock: only os.Root stands between the client and the host")
@@ -142,6 +156,7 @@ func run(args []string, hooks Hooks) error {
 		Policy:      cfg.Policy,
 		Limits: Limits{MaxFileBytes: cfg.MaxFileBytes, MemoryBytes: cfg.MemoryBytes,
 			MaxRG: cfg.MaxRG, MaxHeavy: cfg.MaxHeavy, QueueTimeout: cfg.QueueTimeout},
+		Quarantine: quarantine,
 	})
 	if err != nil {
 		return err

@@ -44,6 +44,8 @@ type Service struct {
 	lines         *lineIndex
 	budgets       budgets
 	limits        Limits
+	// quarantine, when set, keeps what deletes remove and writes replace.
+	quarantine *Quarantine
 }
 
 var _ fsmcpv1.WorkerServiceServer = (*Service)(nil)
@@ -65,6 +67,9 @@ type Options struct {
 	Policy sandbox.Policy
 	// Limits are the worker's budgets; zero fields take defaults.
 	Limits Limits
+	// Quarantine, when set, keeps what deletes remove and writes replace,
+	// for Undo.
+	Quarantine *Quarantine
 }
 
 // New returns a Service over root.
@@ -108,6 +113,7 @@ func New(root *os.Root, opts Options) (*Service, error) {
 		lines:       newLineIndex(),
 		budgets:     newBudgets(opts.Limits),
 		limits:      opts.Limits,
+		quarantine:  opts.Quarantine,
 	}, nil
 }
 

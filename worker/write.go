@@ -75,7 +75,7 @@ func (s *Service) Write(ctx context.Context, req *fsmcpv1.WriteRequest) (*fsmcpv
 		return nil, err
 	}
 	return &fsmcpv1.WriteResponse{Sha256: res.sha256, Size: res.size,
-		Created: !cur.exists, BrokeHardLink: res.brokeHardLink, Diff: res.diff}, nil
+		Created: !cur.exists, BrokeHardLink: res.brokeHardLink, Diff: res.diff, Undo: res.undo}, nil
 }
 
 // Replace implements fsmcpv1.WorkerServiceServer. It applies the edits in
@@ -136,7 +136,7 @@ func (s *Service) Replace(ctx context.Context, req *fsmcpv1.ReplaceRequest) (*fs
 		return nil, err
 	}
 	return &fsmcpv1.ReplaceResponse{Sha256: res.sha256, Size: res.size, Replacements: n,
-		BrokeHardLink: res.brokeHardLink, Diff: res.diff}, nil
+		BrokeHardLink: res.brokeHardLink, Diff: res.diff, Undo: res.undo}, nil
 }
 
 // applyEdits applies edits in order to a copy of data. Each edit must match
@@ -418,6 +418,8 @@ type commitResult struct {
 	brokeHardLink bool
 	// diff is set by a dry run.
 	diff []byte
+	// undo restores the replaced file, when a quarantine kept it.
+	undo string
 }
 
 // commitOrPreview commits b in place of base, or with dryRun answers what
@@ -451,8 +453,13 @@ func (s *Service) commitOrPreview(ctx context.Context, d *parent, base, p string
 //
 // The directory is fsynced after the rename. On any failure the temp file
 // is removed and the target is as it was. fs_patch commits several files
-// with the same two steps, stage and place (see commitAll).
+// with the same two steps, stage and place (see commitAll). With a
+// quarantine, the replaced file is renamed into it instead of unlinked, or
+// the write is undone.
 func (s *Service) commit(ctx context.Context, d *parent, base, p string, cur *current, b *body) (_ *commitResult, rerr error) {
+	if cur.exists && !s.quarantine.sameFS(d.st.Dev) {
+		return nil, errOtherFS("write", p)
+	}
 	st, err := s.stage(ctx, d, p, cur, b)
 	if err != nil {
 		return nil, err
@@ -488,6 +495,16 @@ func (s *Service) commit(ctx context.Context, d *parent, base, p string, cur *cu
 	}
 	// The temp name holds the old file now (or nothing, for a new file);
 	// its other links keep the old content.
+	if s.quarantine != nil && cur.exists {
+		// On failure the exchange is reversed: the temp name holds the
+		// new file, which discardReport removes.
+		if res.undo, err = s.keepDisplaced(d, st.tmp, base, p, st.f, cur.sha, res.sha256); err != nil {
+			st.placed = false
+			return nil, st.discardReport(p, err)
+		}
+		st.f.Close()
+		return res, nil
+	}
 	return res, st.discardReport(p, nil)
 }
 

@@ -342,8 +342,13 @@ var toolHelpLine = regexp.MustCompile(`(?m)^(\S+) \[([^\]]*)\]$`)
 // client or a root; a bad --ask is a start-up error there too.
 func TestToolHelp(t *testing.T) {
 	root, _ := tree(t)
+	qdir := filepath.Join(filepath.Dir(root), "quarantine")
+	if err := os.Mkdir(qdir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for _, flags := range [][]string{
 		nil,
+		{"--quarantine", qdir, "--ask", "fs_undo"},
 		{"--read-only"},
 		{"--ask", "destructive"},
 		{"--tools-prefix", "p_", "--ask", "p_fs_write", "--ask", "exec"},
@@ -384,6 +389,9 @@ func TestToolHelp(t *testing.T) {
 			}
 			if strings.Contains(tags[toolName(flags, "fs_read")], "asks") {
 				t.Errorf("fs_read asks: %q", tags)
+			}
+			if _, ok := tags["fs_undo"]; ok != slices.Contains(flags, "--quarantine") {
+				t.Errorf("fs_undo listed=%v with flags %q", ok, flags)
 			}
 		})
 	}

@@ -753,6 +753,7 @@ type auditEntry struct {
 	ScopeViolation *bool             `json:"scope_violation"`
 	Decision       string            `json:"decision"`
 	Undo           string            `json:"undo"`
+	Undone         string            `json:"undone"`
 }
 
 // auditLines parses every audit line in text, failing on a line that

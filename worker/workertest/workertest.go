@@ -27,7 +27,9 @@ import (
 const Secret = "OUTSIDE-THE-ROOT"
 
 // Serve starts a worker over root and returns a client to it. The suite
-// calls it once per row, with a fresh tree.
+// calls it once per row, with a fresh tree. A worker served with a
+// quarantine keeps it in QuarantineDir(root), outside the root and apart
+// from the outside tree the suite watches.
 type Serve func(t *testing.T, root string) fsmcpv1.WorkerServiceClient
 
 // Layout is the tree of one row, in a small language: "d/" is a directory,
@@ -60,7 +62,7 @@ func RunAll(t *testing.T, serve Serve) {
 		t.Run(r.name, func(t *testing.T) {
 			base := t.TempDir()
 			root, out := filepath.Join(base, "root"), filepath.Join(base, "outside")
-			for _, d := range []string{root, filepath.Join(out, "sub")} {
+			for _, d := range []string{root, filepath.Join(out, "sub"), QuarantineDir(root)} {
 				if err := os.MkdirAll(d, 0o755); err != nil {
 					t.Fatal(err)
 				}
@@ -253,6 +255,10 @@ func calls(p []byte) []call {
 		{"Delete guarded", true, func(ctx context.Context, c fsmcpv1.WorkerServiceClient) ([]proto.Message, error) {
 			return one(c.Delete(ctx, &fsmcpv1.DeleteRequest{Path: append(p, "/sub"...), Recursive: true, IfTreeSha256: secretSHA}))
 		}},
+		// An undo token is opaque: one spelled as a path names nothing.
+		{"Undo", true, func(ctx context.Context, c fsmcpv1.WorkerServiceClient) ([]proto.Message, error) {
+			return one(c.Undo(ctx, &fsmcpv1.UndoRequest{Token: string(p)}))
+		}},
 		// Last, as they may remove or move the symlink itself.
 		{"Move", false, func(ctx context.Context, c fsmcpv1.WorkerServiceClient) ([]proto.Message, error) {
 			return one(c.Move(ctx, &fsmcpv1.MoveRequest{From: p, To: []byte("moved")}))
@@ -289,3 +295,7 @@ func Drain[T proto.Message](stream interface{ Recv() (T, error) }, err error) ([
 		msgs = append(msgs, m)
 	}
 }
+
+// QuarantineDir is where a Serve function keeps the worker's quarantine
+// for root; the suite creates it.
+func QuarantineDir(root string) string { return filepath.Join(filepath.Dir(root), "quarantine") }

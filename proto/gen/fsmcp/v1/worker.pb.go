@@ -2404,7 +2404,10 @@ type WriteResponse struct {
 	// The replaced file had other hard links, which now keep the old content.
 	BrokeHardLink bool `protobuf:"varint,4,opt,name=broke_hard_link,json=brokeHardLink,proto3" json:"broke_hard_link,omitempty"`
 	// For a dry run: the unified diff of the change.
-	Diff          []byte `protobuf:"bytes,5,opt,name=diff,proto3" json:"diff,omitempty"`
+	Diff []byte `protobuf:"bytes,5,opt,name=diff,proto3" json:"diff,omitempty"`
+	// Restores the replaced file with Undo; empty without a quarantine or
+	// when nothing was replaced.
+	Undo          string `protobuf:"bytes,6,opt,name=undo,proto3" json:"undo,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2472,6 +2475,13 @@ func (x *WriteResponse) GetDiff() []byte {
 		return x.Diff
 	}
 	return nil
+}
+
+func (x *WriteResponse) GetUndo() string {
+	if x != nil {
+		return x.Undo
+	}
+	return ""
 }
 
 type Edit struct {
@@ -2609,7 +2619,9 @@ type ReplaceResponse struct {
 	Replacements  int64                  `protobuf:"varint,3,opt,name=replacements,proto3" json:"replacements,omitempty"`
 	BrokeHardLink bool                   `protobuf:"varint,4,opt,name=broke_hard_link,json=brokeHardLink,proto3" json:"broke_hard_link,omitempty"`
 	// For a dry run: the unified diff of the change.
-	Diff          []byte `protobuf:"bytes,5,opt,name=diff,proto3" json:"diff,omitempty"`
+	Diff []byte `protobuf:"bytes,5,opt,name=diff,proto3" json:"diff,omitempty"`
+	// Restores the replaced file with Undo; empty without a quarantine.
+	Undo          string `protobuf:"bytes,6,opt,name=undo,proto3" json:"undo,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2677,6 +2689,13 @@ func (x *ReplaceResponse) GetDiff() []byte {
 		return x.Diff
 	}
 	return nil
+}
+
+func (x *ReplaceResponse) GetUndo() string {
+	if x != nil {
+		return x.Undo
+	}
+	return ""
 }
 
 type MkdirRequest struct {
@@ -2946,7 +2965,9 @@ func (x *DeleteRequest) GetIfTreeSha256() string {
 type DeleteResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// How many names were removed.
-	Removed       int64 `protobuf:"varint,1,opt,name=removed,proto3" json:"removed,omitempty"`
+	Removed int64 `protobuf:"varint,1,opt,name=removed,proto3" json:"removed,omitempty"`
+	// Restores what was removed with Undo; empty without a quarantine.
+	Undo          string `protobuf:"bytes,2,opt,name=undo,proto3" json:"undo,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2988,6 +3009,122 @@ func (x *DeleteResponse) GetRemoved() int64 {
 	return 0
 }
 
+func (x *DeleteResponse) GetUndo() string {
+	if x != nil {
+		return x.Undo
+	}
+	return ""
+}
+
+type UndoRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A token from a reply of this worker run; it never names a host path.
+	Token         string `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UndoRequest) Reset() {
+	*x = UndoRequest{}
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UndoRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UndoRequest) ProtoMessage() {}
+
+func (x *UndoRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UndoRequest.ProtoReflect.Descriptor instead.
+func (*UndoRequest) Descriptor() ([]byte, []int) {
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *UndoRequest) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+type UndoResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Where the restored entry is, relative to the root.
+	Path []byte   `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Type FileType `protobuf:"varint,2,opt,name=type,proto3,enum=fsmcp.v1.FileType" json:"type,omitempty"`
+	// Undoes this undo: the entry it displaced, or what it restored, back
+	// into the quarantine. Empty when nothing was displaced (a deleted entry
+	// came back to a free name).
+	Undo          string `protobuf:"bytes,3,opt,name=undo,proto3" json:"undo,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UndoResponse) Reset() {
+	*x = UndoResponse{}
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UndoResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UndoResponse) ProtoMessage() {}
+
+func (x *UndoResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UndoResponse.ProtoReflect.Descriptor instead.
+func (*UndoResponse) Descriptor() ([]byte, []int) {
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *UndoResponse) GetPath() []byte {
+	if x != nil {
+		return x.Path
+	}
+	return nil
+}
+
+func (x *UndoResponse) GetType() FileType {
+	if x != nil {
+		return x.Type
+	}
+	return FileType_FILE_TYPE_UNSPECIFIED
+}
+
+func (x *UndoResponse) GetUndo() string {
+	if x != nil {
+		return x.Undo
+	}
+	return ""
+}
+
 type SpliceRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Path   []byte                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
@@ -3006,7 +3143,7 @@ type SpliceRequest struct {
 
 func (x *SpliceRequest) Reset() {
 	*x = SpliceRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[35]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3018,7 +3155,7 @@ func (x *SpliceRequest) String() string {
 func (*SpliceRequest) ProtoMessage() {}
 
 func (x *SpliceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[35]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3031,7 +3168,7 @@ func (x *SpliceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpliceRequest.ProtoReflect.Descriptor instead.
 func (*SpliceRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{35}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SpliceRequest) GetPath() []byte {
@@ -3090,14 +3227,16 @@ type SpliceResponse struct {
 	Created       bool                   `protobuf:"varint,3,opt,name=created,proto3" json:"created,omitempty"`
 	BrokeHardLink bool                   `protobuf:"varint,4,opt,name=broke_hard_link,json=brokeHardLink,proto3" json:"broke_hard_link,omitempty"`
 	// For a dry run: the unified diff of the change.
-	Diff          []byte `protobuf:"bytes,5,opt,name=diff,proto3" json:"diff,omitempty"`
+	Diff []byte `protobuf:"bytes,5,opt,name=diff,proto3" json:"diff,omitempty"`
+	// Restores the replaced file with Undo; empty without a quarantine.
+	Undo          string `protobuf:"bytes,6,opt,name=undo,proto3" json:"undo,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SpliceResponse) Reset() {
 	*x = SpliceResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[36]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3109,7 +3248,7 @@ func (x *SpliceResponse) String() string {
 func (*SpliceResponse) ProtoMessage() {}
 
 func (x *SpliceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[36]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3122,7 +3261,7 @@ func (x *SpliceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpliceResponse.ProtoReflect.Descriptor instead.
 func (*SpliceResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{36}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *SpliceResponse) GetSha256() string {
@@ -3160,6 +3299,13 @@ func (x *SpliceResponse) GetDiff() []byte {
 	return nil
 }
 
+func (x *SpliceResponse) GetUndo() string {
+	if x != nil {
+		return x.Undo
+	}
+	return ""
+}
+
 type DigestRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Path          []byte                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
@@ -3169,7 +3315,7 @@ type DigestRequest struct {
 
 func (x *DigestRequest) Reset() {
 	*x = DigestRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[37]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3181,7 +3327,7 @@ func (x *DigestRequest) String() string {
 func (*DigestRequest) ProtoMessage() {}
 
 func (x *DigestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[37]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3194,7 +3340,7 @@ func (x *DigestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DigestRequest.ProtoReflect.Descriptor instead.
 func (*DigestRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{37}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *DigestRequest) GetPath() []byte {
@@ -3221,7 +3367,7 @@ type DigestResponse struct {
 
 func (x *DigestResponse) Reset() {
 	*x = DigestResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[38]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3233,7 +3379,7 @@ func (x *DigestResponse) String() string {
 func (*DigestResponse) ProtoMessage() {}
 
 func (x *DigestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[38]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3246,7 +3392,7 @@ func (x *DigestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DigestResponse.ProtoReflect.Descriptor instead.
 func (*DigestResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{38}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *DigestResponse) GetProgress() *Progress {
@@ -3309,7 +3455,7 @@ type CopyRequest struct {
 
 func (x *CopyRequest) Reset() {
 	*x = CopyRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[39]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3321,7 +3467,7 @@ func (x *CopyRequest) String() string {
 func (*CopyRequest) ProtoMessage() {}
 
 func (x *CopyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[39]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3334,7 +3480,7 @@ func (x *CopyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyRequest.ProtoReflect.Descriptor instead.
 func (*CopyRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{39}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *CopyRequest) GetFrom() []byte {
@@ -3369,7 +3515,7 @@ type CopyResponse struct {
 
 func (x *CopyResponse) Reset() {
 	*x = CopyResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[40]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3381,7 +3527,7 @@ func (x *CopyResponse) String() string {
 func (*CopyResponse) ProtoMessage() {}
 
 func (x *CopyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[40]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3394,7 +3540,7 @@ func (x *CopyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyResponse.ProtoReflect.Descriptor instead.
 func (*CopyResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{40}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *CopyResponse) GetFiles() int64 {
@@ -3437,7 +3583,7 @@ type TreeRequest struct {
 
 func (x *TreeRequest) Reset() {
 	*x = TreeRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[41]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3449,7 +3595,7 @@ func (x *TreeRequest) String() string {
 func (*TreeRequest) ProtoMessage() {}
 
 func (x *TreeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[41]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3462,7 +3608,7 @@ func (x *TreeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TreeRequest.ProtoReflect.Descriptor instead.
 func (*TreeRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{41}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *TreeRequest) GetPath() []byte {
@@ -3537,7 +3683,7 @@ type TreeEntry struct {
 
 func (x *TreeEntry) Reset() {
 	*x = TreeEntry{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[42]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3549,7 +3695,7 @@ func (x *TreeEntry) String() string {
 func (*TreeEntry) ProtoMessage() {}
 
 func (x *TreeEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[42]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3562,7 +3708,7 @@ func (x *TreeEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TreeEntry.ProtoReflect.Descriptor instead.
 func (*TreeEntry) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{42}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *TreeEntry) GetPath() []byte {
@@ -3609,7 +3755,7 @@ type TreeResponse struct {
 
 func (x *TreeResponse) Reset() {
 	*x = TreeResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[43]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3621,7 +3767,7 @@ func (x *TreeResponse) String() string {
 func (*TreeResponse) ProtoMessage() {}
 
 func (x *TreeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[43]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3634,7 +3780,7 @@ func (x *TreeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TreeResponse.ProtoReflect.Descriptor instead.
 func (*TreeResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{43}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *TreeResponse) GetProgress() *Progress {
@@ -3688,7 +3834,7 @@ type ViewRequest struct {
 
 func (x *ViewRequest) Reset() {
 	*x = ViewRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[44]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3700,7 +3846,7 @@ func (x *ViewRequest) String() string {
 func (*ViewRequest) ProtoMessage() {}
 
 func (x *ViewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[44]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3713,7 +3859,7 @@ func (x *ViewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ViewRequest.ProtoReflect.Descriptor instead.
 func (*ViewRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{44}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ViewRequest) GetPath() []byte {
@@ -3734,7 +3880,7 @@ type ViewResponse struct {
 
 func (x *ViewResponse) Reset() {
 	*x = ViewResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[45]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3746,7 +3892,7 @@ func (x *ViewResponse) String() string {
 func (*ViewResponse) ProtoMessage() {}
 
 func (x *ViewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[45]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3759,7 +3905,7 @@ func (x *ViewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ViewResponse.ProtoReflect.Descriptor instead.
 func (*ViewResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{45}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ViewResponse) GetData() []byte {
@@ -3789,7 +3935,7 @@ type PatchPrecondition struct {
 
 func (x *PatchPrecondition) Reset() {
 	*x = PatchPrecondition{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[46]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3801,7 +3947,7 @@ func (x *PatchPrecondition) String() string {
 func (*PatchPrecondition) ProtoMessage() {}
 
 func (x *PatchPrecondition) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[46]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3814,7 +3960,7 @@ func (x *PatchPrecondition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PatchPrecondition.ProtoReflect.Descriptor instead.
 func (*PatchPrecondition) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{46}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *PatchPrecondition) GetPath() []byte {
@@ -3849,7 +3995,7 @@ type PatchRequest struct {
 
 func (x *PatchRequest) Reset() {
 	*x = PatchRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[47]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3861,7 +4007,7 @@ func (x *PatchRequest) String() string {
 func (*PatchRequest) ProtoMessage() {}
 
 func (x *PatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[47]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3874,7 +4020,7 @@ func (x *PatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PatchRequest.ProtoReflect.Descriptor instead.
 func (*PatchRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{47}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *PatchRequest) GetPatch() []byte {
@@ -3916,7 +4062,7 @@ type PatchFile struct {
 
 func (x *PatchFile) Reset() {
 	*x = PatchFile{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[48]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3928,7 +4074,7 @@ func (x *PatchFile) String() string {
 func (*PatchFile) ProtoMessage() {}
 
 func (x *PatchFile) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[48]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3941,7 +4087,7 @@ func (x *PatchFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PatchFile.ProtoReflect.Descriptor instead.
 func (*PatchFile) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{48}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *PatchFile) GetPath() []byte {
@@ -4010,7 +4156,7 @@ type PatchResponse struct {
 
 func (x *PatchResponse) Reset() {
 	*x = PatchResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[49]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4022,7 +4168,7 @@ func (x *PatchResponse) String() string {
 func (*PatchResponse) ProtoMessage() {}
 
 func (x *PatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[49]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4035,7 +4181,7 @@ func (x *PatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PatchResponse.ProtoReflect.Descriptor instead.
 func (*PatchResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{49}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *PatchResponse) GetFiles() []*PatchFile {
@@ -4054,7 +4200,7 @@ type ReadManyRequest struct {
 
 func (x *ReadManyRequest) Reset() {
 	*x = ReadManyRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[50]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4066,7 +4212,7 @@ func (x *ReadManyRequest) String() string {
 func (*ReadManyRequest) ProtoMessage() {}
 
 func (x *ReadManyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[50]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4079,7 +4225,7 @@ func (x *ReadManyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadManyRequest.ProtoReflect.Descriptor instead.
 func (*ReadManyRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{50}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ReadManyRequest) GetReads() []*ReadRequest {
@@ -4100,7 +4246,7 @@ type ReadManyResult struct {
 
 func (x *ReadManyResult) Reset() {
 	*x = ReadManyResult{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[51]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4112,7 +4258,7 @@ func (x *ReadManyResult) String() string {
 func (*ReadManyResult) ProtoMessage() {}
 
 func (x *ReadManyResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[51]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4125,7 +4271,7 @@ func (x *ReadManyResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadManyResult.ProtoReflect.Descriptor instead.
 func (*ReadManyResult) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{51}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ReadManyResult) GetRead() *ReadResponse {
@@ -4152,7 +4298,7 @@ type ReadManyResponse struct {
 
 func (x *ReadManyResponse) Reset() {
 	*x = ReadManyResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[52]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4164,7 +4310,7 @@ func (x *ReadManyResponse) String() string {
 func (*ReadManyResponse) ProtoMessage() {}
 
 func (x *ReadManyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[52]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4177,7 +4323,7 @@ func (x *ReadManyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadManyResponse.ProtoReflect.Descriptor instead.
 func (*ReadManyResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{52}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ReadManyResponse) GetResults() []*ReadManyResult {
@@ -4363,13 +4509,14 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\tif_sha256\x18\x03 \x01(\tR\bifSha256\x12$\n" +
 	"\x0emust_not_exist\x18\x04 \x01(\bR\fmustNotExist\x12\x16\n" +
 	"\x06append\x18\x05 \x01(\bR\x06append\x12\x17\n" +
-	"\adry_run\x18\x06 \x01(\bR\x06dryRun\"\x91\x01\n" +
+	"\adry_run\x18\x06 \x01(\bR\x06dryRun\"\xa5\x01\n" +
 	"\rWriteResponse\x12\x16\n" +
 	"\x06sha256\x18\x01 \x01(\tR\x06sha256\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\x03R\x04size\x12\x18\n" +
 	"\acreated\x18\x03 \x01(\bR\acreated\x12&\n" +
 	"\x0fbroke_hard_link\x18\x04 \x01(\bR\rbrokeHardLink\x12\x12\n" +
-	"\x04diff\x18\x05 \x01(\fR\x04diff\"<\n" +
+	"\x04diff\x18\x05 \x01(\fR\x04diff\x12\x12\n" +
+	"\x04undo\x18\x06 \x01(\tR\x04undo\"<\n" +
 	"\x04Edit\x12\x10\n" +
 	"\x03old\x18\x01 \x01(\fR\x03old\x12\x10\n" +
 	"\x03new\x18\x02 \x01(\fR\x03new\x12\x10\n" +
@@ -4378,13 +4525,14 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\x04path\x18\x01 \x01(\fR\x04path\x12$\n" +
 	"\x05edits\x18\x02 \x03(\v2\x0e.fsmcp.v1.EditR\x05edits\x12\x1b\n" +
 	"\tif_sha256\x18\x03 \x01(\tR\bifSha256\x12\x17\n" +
-	"\adry_run\x18\x04 \x01(\bR\x06dryRun\"\x9d\x01\n" +
+	"\adry_run\x18\x04 \x01(\bR\x06dryRun\"\xb1\x01\n" +
 	"\x0fReplaceResponse\x12\x16\n" +
 	"\x06sha256\x18\x01 \x01(\tR\x06sha256\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\x03R\x04size\x12\"\n" +
 	"\freplacements\x18\x03 \x01(\x03R\freplacements\x12&\n" +
 	"\x0fbroke_hard_link\x18\x04 \x01(\bR\rbrokeHardLink\x12\x12\n" +
-	"\x04diff\x18\x05 \x01(\fR\x04diff\"\"\n" +
+	"\x04diff\x18\x05 \x01(\fR\x04diff\x12\x12\n" +
+	"\x04undo\x18\x06 \x01(\tR\x04undo\"\"\n" +
 	"\fMkdirRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\fR\x04path\")\n" +
 	"\rMkdirResponse\x12\x18\n" +
@@ -4399,9 +4547,16 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\x04path\x18\x01 \x01(\fR\x04path\x12\x1c\n" +
 	"\trecursive\x18\x02 \x01(\bR\trecursive\x12\x1b\n" +
 	"\tif_sha256\x18\x03 \x01(\tR\bifSha256\x12$\n" +
-	"\x0eif_tree_sha256\x18\x04 \x01(\tR\fifTreeSha256\"*\n" +
+	"\x0eif_tree_sha256\x18\x04 \x01(\tR\fifTreeSha256\">\n" +
 	"\x0eDeleteResponse\x12\x18\n" +
-	"\aremoved\x18\x01 \x01(\x03R\aremoved\"\xc7\x01\n" +
+	"\aremoved\x18\x01 \x01(\x03R\aremoved\x12\x12\n" +
+	"\x04undo\x18\x02 \x01(\tR\x04undo\"#\n" +
+	"\vUndoRequest\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\tR\x05token\"^\n" +
+	"\fUndoResponse\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\fR\x04path\x12&\n" +
+	"\x04type\x18\x02 \x01(\x0e2\x12.fsmcp.v1.FileTypeR\x04type\x12\x12\n" +
+	"\x04undo\x18\x03 \x01(\tR\x04undo\"\xc7\x01\n" +
 	"\rSpliceRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\fR\x04path\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12\x16\n" +
@@ -4409,13 +4564,14 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\x06insert\x18\x04 \x01(\fR\x06insert\x12\x1b\n" +
 	"\tif_sha256\x18\x05 \x01(\tR\bifSha256\x12$\n" +
 	"\x0emust_not_exist\x18\x06 \x01(\bR\fmustNotExist\x12\x17\n" +
-	"\adry_run\x18\a \x01(\bR\x06dryRun\"\x92\x01\n" +
+	"\adry_run\x18\a \x01(\bR\x06dryRun\"\xa6\x01\n" +
 	"\x0eSpliceResponse\x12\x16\n" +
 	"\x06sha256\x18\x01 \x01(\tR\x06sha256\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\x03R\x04size\x12\x18\n" +
 	"\acreated\x18\x03 \x01(\bR\acreated\x12&\n" +
 	"\x0fbroke_hard_link\x18\x04 \x01(\bR\rbrokeHardLink\x12\x12\n" +
-	"\x04diff\x18\x05 \x01(\fR\x04diff\"#\n" +
+	"\x04diff\x18\x05 \x01(\fR\x04diff\x12\x12\n" +
+	"\x04undo\x18\x06 \x01(\tR\x04undo\"#\n" +
 	"\rDigestRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\fR\x04path\"\xeb\x01\n" +
 	"\x0eDigestResponse\x12.\n" +
@@ -4531,7 +4687,7 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\x17GREP_OUTPUT_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13GREP_OUTPUT_MATCHES\x10\x01\x12\x15\n" +
 	"\x11GREP_OUTPUT_FILES\x10\x02\x12\x15\n" +
-	"\x11GREP_OUTPUT_COUNT\x10\x032\xf3\b\n" +
+	"\x11GREP_OUTPUT_COUNT\x10\x032\xaa\t\n" +
 	"\rWorkerService\x128\n" +
 	"\x05Hello\x12\x16.fsmcp.v1.HelloRequest\x1a\x17.fsmcp.v1.HelloResponse\x125\n" +
 	"\x04Stat\x12\x15.fsmcp.v1.StatRequest\x1a\x16.fsmcp.v1.StatResponse\x125\n" +
@@ -4552,7 +4708,8 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\x05Patch\x12\x16.fsmcp.v1.PatchRequest\x1a\x17.fsmcp.v1.PatchResponse\x12A\n" +
 	"\bReadMany\x12\x19.fsmcp.v1.ReadManyRequest\x1a\x1a.fsmcp.v1.ReadManyResponse\x12I\n" +
 	"\n" +
-	"StatStream\x12\x1b.fsmcp.v1.StatStreamRequest\x1a\x1c.fsmcp.v1.StatStreamResponse0\x01B3Z1github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1;fsmcpv1b\x06proto3"
+	"StatStream\x12\x1b.fsmcp.v1.StatStreamRequest\x1a\x1c.fsmcp.v1.StatStreamResponse0\x01\x125\n" +
+	"\x04Undo\x12\x15.fsmcp.v1.UndoRequest\x1a\x16.fsmcp.v1.UndoResponseB3Z1github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1;fsmcpv1b\x06proto3"
 
 var (
 	file_fsmcp_v1_worker_proto_rawDescOnce sync.Once
@@ -4567,7 +4724,7 @@ func file_fsmcp_v1_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_fsmcp_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_fsmcp_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
+var file_fsmcp_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
 var file_fsmcp_v1_worker_proto_goTypes = []any{
 	(ProtocolVersion)(0),       // 0: fsmcp.v1.ProtocolVersion
 	(ErrorCode)(0),             // 1: fsmcp.v1.ErrorCode
@@ -4609,24 +4766,26 @@ var file_fsmcp_v1_worker_proto_goTypes = []any{
 	(*MoveResponse)(nil),       // 37: fsmcp.v1.MoveResponse
 	(*DeleteRequest)(nil),      // 38: fsmcp.v1.DeleteRequest
 	(*DeleteResponse)(nil),     // 39: fsmcp.v1.DeleteResponse
-	(*SpliceRequest)(nil),      // 40: fsmcp.v1.SpliceRequest
-	(*SpliceResponse)(nil),     // 41: fsmcp.v1.SpliceResponse
-	(*DigestRequest)(nil),      // 42: fsmcp.v1.DigestRequest
-	(*DigestResponse)(nil),     // 43: fsmcp.v1.DigestResponse
-	(*CopyRequest)(nil),        // 44: fsmcp.v1.CopyRequest
-	(*CopyResponse)(nil),       // 45: fsmcp.v1.CopyResponse
-	(*TreeRequest)(nil),        // 46: fsmcp.v1.TreeRequest
-	(*TreeEntry)(nil),          // 47: fsmcp.v1.TreeEntry
-	(*TreeResponse)(nil),       // 48: fsmcp.v1.TreeResponse
-	(*ViewRequest)(nil),        // 49: fsmcp.v1.ViewRequest
-	(*ViewResponse)(nil),       // 50: fsmcp.v1.ViewResponse
-	(*PatchPrecondition)(nil),  // 51: fsmcp.v1.PatchPrecondition
-	(*PatchRequest)(nil),       // 52: fsmcp.v1.PatchRequest
-	(*PatchFile)(nil),          // 53: fsmcp.v1.PatchFile
-	(*PatchResponse)(nil),      // 54: fsmcp.v1.PatchResponse
-	(*ReadManyRequest)(nil),    // 55: fsmcp.v1.ReadManyRequest
-	(*ReadManyResult)(nil),     // 56: fsmcp.v1.ReadManyResult
-	(*ReadManyResponse)(nil),   // 57: fsmcp.v1.ReadManyResponse
+	(*UndoRequest)(nil),        // 40: fsmcp.v1.UndoRequest
+	(*UndoResponse)(nil),       // 41: fsmcp.v1.UndoResponse
+	(*SpliceRequest)(nil),      // 42: fsmcp.v1.SpliceRequest
+	(*SpliceResponse)(nil),     // 43: fsmcp.v1.SpliceResponse
+	(*DigestRequest)(nil),      // 44: fsmcp.v1.DigestRequest
+	(*DigestResponse)(nil),     // 45: fsmcp.v1.DigestResponse
+	(*CopyRequest)(nil),        // 46: fsmcp.v1.CopyRequest
+	(*CopyResponse)(nil),       // 47: fsmcp.v1.CopyResponse
+	(*TreeRequest)(nil),        // 48: fsmcp.v1.TreeRequest
+	(*TreeEntry)(nil),          // 49: fsmcp.v1.TreeEntry
+	(*TreeResponse)(nil),       // 50: fsmcp.v1.TreeResponse
+	(*ViewRequest)(nil),        // 51: fsmcp.v1.ViewRequest
+	(*ViewResponse)(nil),       // 52: fsmcp.v1.ViewResponse
+	(*PatchPrecondition)(nil),  // 53: fsmcp.v1.PatchPrecondition
+	(*PatchRequest)(nil),       // 54: fsmcp.v1.PatchRequest
+	(*PatchFile)(nil),          // 55: fsmcp.v1.PatchFile
+	(*PatchResponse)(nil),      // 56: fsmcp.v1.PatchResponse
+	(*ReadManyRequest)(nil),    // 57: fsmcp.v1.ReadManyRequest
+	(*ReadManyResult)(nil),     // 58: fsmcp.v1.ReadManyResult
+	(*ReadManyResponse)(nil),   // 59: fsmcp.v1.ReadManyResponse
 }
 var file_fsmcp_v1_worker_proto_depIdxs = []int32{
 	1,  // 0: fsmcp.v1.Error.code:type_name -> fsmcp.v1.ErrorCode
@@ -4651,60 +4810,63 @@ var file_fsmcp_v1_worker_proto_depIdxs = []int32{
 	27, // 19: fsmcp.v1.GrepResponse.lines:type_name -> fsmcp.v1.GrepLine
 	25, // 20: fsmcp.v1.GrepResponse.files:type_name -> fsmcp.v1.FileCount
 	31, // 21: fsmcp.v1.ReplaceRequest.edits:type_name -> fsmcp.v1.Edit
-	21, // 22: fsmcp.v1.DigestResponse.progress:type_name -> fsmcp.v1.Progress
-	2,  // 23: fsmcp.v1.DigestResponse.type:type_name -> fsmcp.v1.FileType
-	2,  // 24: fsmcp.v1.TreeEntry.type:type_name -> fsmcp.v1.FileType
-	21, // 25: fsmcp.v1.TreeResponse.progress:type_name -> fsmcp.v1.Progress
-	47, // 26: fsmcp.v1.TreeResponse.entries:type_name -> fsmcp.v1.TreeEntry
-	51, // 27: fsmcp.v1.PatchRequest.preconditions:type_name -> fsmcp.v1.PatchPrecondition
-	53, // 28: fsmcp.v1.PatchResponse.files:type_name -> fsmcp.v1.PatchFile
-	19, // 29: fsmcp.v1.ReadManyRequest.reads:type_name -> fsmcp.v1.ReadRequest
-	20, // 30: fsmcp.v1.ReadManyResult.read:type_name -> fsmcp.v1.ReadResponse
-	5,  // 31: fsmcp.v1.ReadManyResult.error:type_name -> fsmcp.v1.Error
-	56, // 32: fsmcp.v1.ReadManyResponse.results:type_name -> fsmcp.v1.ReadManyResult
-	10, // 33: fsmcp.v1.WorkerService.Hello:input_type -> fsmcp.v1.HelloRequest
-	13, // 34: fsmcp.v1.WorkerService.Stat:input_type -> fsmcp.v1.StatRequest
-	17, // 35: fsmcp.v1.WorkerService.List:input_type -> fsmcp.v1.ListRequest
-	19, // 36: fsmcp.v1.WorkerService.Read:input_type -> fsmcp.v1.ReadRequest
-	22, // 37: fsmcp.v1.WorkerService.Glob:input_type -> fsmcp.v1.GlobRequest
-	24, // 38: fsmcp.v1.WorkerService.Grep:input_type -> fsmcp.v1.GrepRequest
-	29, // 39: fsmcp.v1.WorkerService.Write:input_type -> fsmcp.v1.WriteRequest
-	32, // 40: fsmcp.v1.WorkerService.Replace:input_type -> fsmcp.v1.ReplaceRequest
-	34, // 41: fsmcp.v1.WorkerService.Mkdir:input_type -> fsmcp.v1.MkdirRequest
-	36, // 42: fsmcp.v1.WorkerService.Move:input_type -> fsmcp.v1.MoveRequest
-	38, // 43: fsmcp.v1.WorkerService.Delete:input_type -> fsmcp.v1.DeleteRequest
-	40, // 44: fsmcp.v1.WorkerService.Splice:input_type -> fsmcp.v1.SpliceRequest
-	42, // 45: fsmcp.v1.WorkerService.Digest:input_type -> fsmcp.v1.DigestRequest
-	44, // 46: fsmcp.v1.WorkerService.Copy:input_type -> fsmcp.v1.CopyRequest
-	46, // 47: fsmcp.v1.WorkerService.Tree:input_type -> fsmcp.v1.TreeRequest
-	49, // 48: fsmcp.v1.WorkerService.View:input_type -> fsmcp.v1.ViewRequest
-	52, // 49: fsmcp.v1.WorkerService.Patch:input_type -> fsmcp.v1.PatchRequest
-	55, // 50: fsmcp.v1.WorkerService.ReadMany:input_type -> fsmcp.v1.ReadManyRequest
-	14, // 51: fsmcp.v1.WorkerService.StatStream:input_type -> fsmcp.v1.StatStreamRequest
-	11, // 52: fsmcp.v1.WorkerService.Hello:output_type -> fsmcp.v1.HelloResponse
-	16, // 53: fsmcp.v1.WorkerService.Stat:output_type -> fsmcp.v1.StatResponse
-	18, // 54: fsmcp.v1.WorkerService.List:output_type -> fsmcp.v1.ListResponse
-	20, // 55: fsmcp.v1.WorkerService.Read:output_type -> fsmcp.v1.ReadResponse
-	23, // 56: fsmcp.v1.WorkerService.Glob:output_type -> fsmcp.v1.GlobResponse
-	28, // 57: fsmcp.v1.WorkerService.Grep:output_type -> fsmcp.v1.GrepResponse
-	30, // 58: fsmcp.v1.WorkerService.Write:output_type -> fsmcp.v1.WriteResponse
-	33, // 59: fsmcp.v1.WorkerService.Replace:output_type -> fsmcp.v1.ReplaceResponse
-	35, // 60: fsmcp.v1.WorkerService.Mkdir:output_type -> fsmcp.v1.MkdirResponse
-	37, // 61: fsmcp.v1.WorkerService.Move:output_type -> fsmcp.v1.MoveResponse
-	39, // 62: fsmcp.v1.WorkerService.Delete:output_type -> fsmcp.v1.DeleteResponse
-	41, // 63: fsmcp.v1.WorkerService.Splice:output_type -> fsmcp.v1.SpliceResponse
-	43, // 64: fsmcp.v1.WorkerService.Digest:output_type -> fsmcp.v1.DigestResponse
-	45, // 65: fsmcp.v1.WorkerService.Copy:output_type -> fsmcp.v1.CopyResponse
-	48, // 66: fsmcp.v1.WorkerService.Tree:output_type -> fsmcp.v1.TreeResponse
-	50, // 67: fsmcp.v1.WorkerService.View:output_type -> fsmcp.v1.ViewResponse
-	54, // 68: fsmcp.v1.WorkerService.Patch:output_type -> fsmcp.v1.PatchResponse
-	57, // 69: fsmcp.v1.WorkerService.ReadMany:output_type -> fsmcp.v1.ReadManyResponse
-	15, // 70: fsmcp.v1.WorkerService.StatStream:output_type -> fsmcp.v1.StatStreamResponse
-	52, // [52:71] is the sub-list for method output_type
-	33, // [33:52] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	2,  // 22: fsmcp.v1.UndoResponse.type:type_name -> fsmcp.v1.FileType
+	21, // 23: fsmcp.v1.DigestResponse.progress:type_name -> fsmcp.v1.Progress
+	2,  // 24: fsmcp.v1.DigestResponse.type:type_name -> fsmcp.v1.FileType
+	2,  // 25: fsmcp.v1.TreeEntry.type:type_name -> fsmcp.v1.FileType
+	21, // 26: fsmcp.v1.TreeResponse.progress:type_name -> fsmcp.v1.Progress
+	49, // 27: fsmcp.v1.TreeResponse.entries:type_name -> fsmcp.v1.TreeEntry
+	53, // 28: fsmcp.v1.PatchRequest.preconditions:type_name -> fsmcp.v1.PatchPrecondition
+	55, // 29: fsmcp.v1.PatchResponse.files:type_name -> fsmcp.v1.PatchFile
+	19, // 30: fsmcp.v1.ReadManyRequest.reads:type_name -> fsmcp.v1.ReadRequest
+	20, // 31: fsmcp.v1.ReadManyResult.read:type_name -> fsmcp.v1.ReadResponse
+	5,  // 32: fsmcp.v1.ReadManyResult.error:type_name -> fsmcp.v1.Error
+	58, // 33: fsmcp.v1.ReadManyResponse.results:type_name -> fsmcp.v1.ReadManyResult
+	10, // 34: fsmcp.v1.WorkerService.Hello:input_type -> fsmcp.v1.HelloRequest
+	13, // 35: fsmcp.v1.WorkerService.Stat:input_type -> fsmcp.v1.StatRequest
+	17, // 36: fsmcp.v1.WorkerService.List:input_type -> fsmcp.v1.ListRequest
+	19, // 37: fsmcp.v1.WorkerService.Read:input_type -> fsmcp.v1.ReadRequest
+	22, // 38: fsmcp.v1.WorkerService.Glob:input_type -> fsmcp.v1.GlobRequest
+	24, // 39: fsmcp.v1.WorkerService.Grep:input_type -> fsmcp.v1.GrepRequest
+	29, // 40: fsmcp.v1.WorkerService.Write:input_type -> fsmcp.v1.WriteRequest
+	32, // 41: fsmcp.v1.WorkerService.Replace:input_type -> fsmcp.v1.ReplaceRequest
+	34, // 42: fsmcp.v1.WorkerService.Mkdir:input_type -> fsmcp.v1.MkdirRequest
+	36, // 43: fsmcp.v1.WorkerService.Move:input_type -> fsmcp.v1.MoveRequest
+	38, // 44: fsmcp.v1.WorkerService.Delete:input_type -> fsmcp.v1.DeleteRequest
+	42, // 45: fsmcp.v1.WorkerService.Splice:input_type -> fsmcp.v1.SpliceRequest
+	44, // 46: fsmcp.v1.WorkerService.Digest:input_type -> fsmcp.v1.DigestRequest
+	46, // 47: fsmcp.v1.WorkerService.Copy:input_type -> fsmcp.v1.CopyRequest
+	48, // 48: fsmcp.v1.WorkerService.Tree:input_type -> fsmcp.v1.TreeRequest
+	51, // 49: fsmcp.v1.WorkerService.View:input_type -> fsmcp.v1.ViewRequest
+	54, // 50: fsmcp.v1.WorkerService.Patch:input_type -> fsmcp.v1.PatchRequest
+	57, // 51: fsmcp.v1.WorkerService.ReadMany:input_type -> fsmcp.v1.ReadManyRequest
+	14, // 52: fsmcp.v1.WorkerService.StatStream:input_type -> fsmcp.v1.StatStreamRequest
+	40, // 53: fsmcp.v1.WorkerService.Undo:input_type -> fsmcp.v1.UndoRequest
+	11, // 54: fsmcp.v1.WorkerService.Hello:output_type -> fsmcp.v1.HelloResponse
+	16, // 55: fsmcp.v1.WorkerService.Stat:output_type -> fsmcp.v1.StatResponse
+	18, // 56: fsmcp.v1.WorkerService.List:output_type -> fsmcp.v1.ListResponse
+	20, // 57: fsmcp.v1.WorkerService.Read:output_type -> fsmcp.v1.ReadResponse
+	23, // 58: fsmcp.v1.WorkerService.Glob:output_type -> fsmcp.v1.GlobResponse
+	28, // 59: fsmcp.v1.WorkerService.Grep:output_type -> fsmcp.v1.GrepResponse
+	30, // 60: fsmcp.v1.WorkerService.Write:output_type -> fsmcp.v1.WriteResponse
+	33, // 61: fsmcp.v1.WorkerService.Replace:output_type -> fsmcp.v1.ReplaceResponse
+	35, // 62: fsmcp.v1.WorkerService.Mkdir:output_type -> fsmcp.v1.MkdirResponse
+	37, // 63: fsmcp.v1.WorkerService.Move:output_type -> fsmcp.v1.MoveResponse
+	39, // 64: fsmcp.v1.WorkerService.Delete:output_type -> fsmcp.v1.DeleteResponse
+	43, // 65: fsmcp.v1.WorkerService.Splice:output_type -> fsmcp.v1.SpliceResponse
+	45, // 66: fsmcp.v1.WorkerService.Digest:output_type -> fsmcp.v1.DigestResponse
+	47, // 67: fsmcp.v1.WorkerService.Copy:output_type -> fsmcp.v1.CopyResponse
+	50, // 68: fsmcp.v1.WorkerService.Tree:output_type -> fsmcp.v1.TreeResponse
+	52, // 69: fsmcp.v1.WorkerService.View:output_type -> fsmcp.v1.ViewResponse
+	56, // 70: fsmcp.v1.WorkerService.Patch:output_type -> fsmcp.v1.PatchResponse
+	59, // 71: fsmcp.v1.WorkerService.ReadMany:output_type -> fsmcp.v1.ReadManyResponse
+	15, // 72: fsmcp.v1.WorkerService.StatStream:output_type -> fsmcp.v1.StatStreamResponse
+	41, // 73: fsmcp.v1.WorkerService.Undo:output_type -> fsmcp.v1.UndoResponse
+	54, // [54:74] is the sub-list for method output_type
+	34, // [34:54] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_fsmcp_v1_worker_proto_init() }
@@ -4718,7 +4880,7 @@ func file_fsmcp_v1_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fsmcp_v1_worker_proto_rawDesc), len(file_fsmcp_v1_worker_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   53,
+			NumMessages:   55,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

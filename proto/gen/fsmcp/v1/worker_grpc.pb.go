@@ -44,6 +44,7 @@ const (
 	WorkerService_Patch_FullMethodName      = "/fsmcp.v1.WorkerService/Patch"
 	WorkerService_ReadMany_FullMethodName   = "/fsmcp.v1.WorkerService/ReadMany"
 	WorkerService_StatStream_FullMethodName = "/fsmcp.v1.WorkerService/StatStream"
+	WorkerService_Undo_FullMethodName       = "/fsmcp.v1.WorkerService/Undo"
 )
 
 // WorkerServiceClient is the client API for WorkerService service.
@@ -84,6 +85,8 @@ type WorkerServiceClient interface {
 	// hashed past about 250 ms it streams progress messages, then one
 	// message marked done with the reply.
 	StatStream(ctx context.Context, in *StatStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StatStreamResponse], error)
+	// Undo restores what a write or delete moved into the quarantine.
+	Undo(ctx context.Context, in *UndoRequest, opts ...grpc.CallOption) (*UndoResponse, error)
 }
 
 type workerServiceClient struct {
@@ -329,6 +332,16 @@ func (c *workerServiceClient) StatStream(ctx context.Context, in *StatStreamRequ
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type WorkerService_StatStreamClient = grpc.ServerStreamingClient[StatStreamResponse]
 
+func (c *workerServiceClient) Undo(ctx context.Context, in *UndoRequest, opts ...grpc.CallOption) (*UndoResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UndoResponse)
+	err := c.cc.Invoke(ctx, WorkerService_Undo_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // WorkerServiceServer is the server API for WorkerService service.
 // All implementations must embed UnimplementedWorkerServiceServer
 // for forward compatibility.
@@ -367,6 +380,8 @@ type WorkerServiceServer interface {
 	// hashed past about 250 ms it streams progress messages, then one
 	// message marked done with the reply.
 	StatStream(*StatStreamRequest, grpc.ServerStreamingServer[StatStreamResponse]) error
+	// Undo restores what a write or delete moved into the quarantine.
+	Undo(context.Context, *UndoRequest) (*UndoResponse, error)
 	mustEmbedUnimplementedWorkerServiceServer()
 }
 
@@ -433,6 +448,9 @@ func (UnimplementedWorkerServiceServer) ReadMany(context.Context, *ReadManyReque
 }
 func (UnimplementedWorkerServiceServer) StatStream(*StatStreamRequest, grpc.ServerStreamingServer[StatStreamResponse]) error {
 	return status.Error(codes.Unimplemented, "method StatStream not implemented")
+}
+func (UnimplementedWorkerServiceServer) Undo(context.Context, *UndoRequest) (*UndoResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Undo not implemented")
 }
 func (UnimplementedWorkerServiceServer) mustEmbedUnimplementedWorkerServiceServer() {}
 func (UnimplementedWorkerServiceServer) testEmbeddedByValue()                       {}
@@ -762,6 +780,24 @@ func _WorkerService_StatStream_Handler(srv interface{}, stream grpc.ServerStream
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type WorkerService_StatStreamServer = grpc.ServerStreamingServer[StatStreamResponse]
 
+func _WorkerService_Undo_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UndoRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkerServiceServer).Undo(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WorkerService_Undo_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkerServiceServer).Undo(ctx, req.(*UndoRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // WorkerService_ServiceDesc is the grpc.ServiceDesc for WorkerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -824,6 +860,10 @@ var WorkerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReadMany",
 			Handler:    _WorkerService_ReadMany_Handler,
+		},
+		{
+			MethodName: "Undo",
+			Handler:    _WorkerService_Undo_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,0 +1,338 @@
+package worker
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"golang.org/x/sys/unix"
+)
+
+// Quarantine keeps what deletes remove and what writes replace, in a
+// directory outside the root on the same filesystem, so that Undo can put
+// it back. Nothing is copied: the worker renames the inode it already holds
+// (a write's displaced file, a deleted name) into the quarantine, and back.
+//
+// It does not keep anything across a restart in a way a client can use:
+// tokens are sealed with a key drawn at start, so an earlier run's entries
+// can no longer be restored through fsmcp (the operator still finds them in
+// the directory) and are the first to be evicted. It does not keep fifos,
+// sockets or devices, which hold no data and which Landlock would need
+// extra rights to move; those are unlinked as before.
+type Quarantine struct {
+	dir      *os.File
+	fd       int
+	dev      uint64
+	maxBytes int64
+	key      [32]byte
+
+	mu    sync.Mutex
+	total int64
+	// entries is oldest first: eviction takes from the front.
+	entries []*qEntry
+	byID    map[uint64]*qEntry
+	// used holds the ids of tokens already undone, to tell a replay from
+	// an eviction.
+	used   map[uint64]bool
+	nextID uint64
+}
+
+// qPrefix starts every name fsmcp puts in the quarantine; other names
+// there are left alone. After it come the time in hex nanoseconds, so
+// names sort oldest first across runs, and a random suffix.
+const qPrefix = "fsmcp-q-"
+
+// qEntry is one quarantined name.
+type qEntry struct {
+	name  string
+	bytes int64
+	// id is the entry's token number; 0 for entries of an earlier run.
+	id   uint64
+	busy bool
+	// Where it came from: the client's path, the directory that held it
+	// and its name there.
+	path      string
+	parentDev uint64
+	parentIno uint64
+	base      string
+	// displaced is set when a write replaced it; now and nowSHA are then
+	// the file the write put in its place, which an undo must find
+	// unchanged, and keptSHA the content of the kept file.
+	displaced bool
+	now       fileID
+	nowSHA    string
+	keptSHA   string
+}
+
+// fileID is the inode a write put in place and what an in-place change
+// would move. ctime is left out: the quarantine's own renames move it.
+type fileID struct {
+	dev, ino uint64
+	size     int64
+	mtime    unix.Timespec
+}
+
+func idOf(st *unix.Stat_t) fileID {
+	return fileID{dev: st.Dev, ino: st.Ino, size: st.Size, mtime: st.Mtim}
+}
+
+// OpenQuarantine takes dir (an open directory) as the quarantine, bounded by
+// maxBytes, and counts what earlier runs left there, evicting the oldest
+// past the bound.
+func OpenQuarantine(dir *os.File, maxBytes int64) (*Quarantine, error) {
+	q := &Quarantine{dir: dir, fd: int(dir.Fd()), maxBytes: maxBytes, byID: map[uint64]*qEntry{}, used: map[uint64]bool{}}
+	var st unix.Stat_t
+	if err := unix.Fstat(q.fd, &st); err != nil {
+		return nil, fmt.Errorf("quarantine: %w", err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return nil, errors.New("quarantine: not a directory")
+	}
+	q.dev = st.Dev
+	if _, err := rand.Read(q.key[:]); err != nil {
+		return nil, err
+	}
+	names, err := q.names()
+	if err != nil {
+		return nil, fmt.Errorf("quarantine: %w", err)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		size, _, err := entrySize(q.fd, n)
+		if err != nil {
+			continue // gone since readdir, or unreadable: not ours to count
+		}
+		q.entries = append(q.entries, &qEntry{name: n, bytes: size})
+		q.total += size
+	}
+	q.evict()
+	return q, nil
+}
+
+// Fd is the quarantine directory's descriptor, for the Landlock rule.
+func (q *Quarantine) Fd() int { return q.fd }
+
+func (q *Quarantine) names() ([]string, error) {
+	dup, err := unix.Dup(q.fd)
+	if err != nil {
+		return nil, err
+	}
+	unix.CloseOnExec(dup)
+	f := os.NewFile(uintptr(dup), "quarantine")
+	defer f.Close()
+	all, err := f.Readdirnames(-1)
+	var ours []string
+	for _, n := range all {
+		if strings.HasPrefix(n, qPrefix) {
+			ours = append(ours, n)
+		}
+	}
+	return ours, err
+}
+
+// sameFS reports whether a name in the directory with device dev can be
+// renamed into the quarantine.
+func (q *Quarantine) sameFS(dev uint64) bool { return q == nil || dev == q.dev }
+
+// errOtherFS refuses a change whose old content could not be quarantined.
+func errOtherFS(op, p string) error {
+	return newError(fsmcpv1.ErrorCode_ERROR_CODE_UNSUPPORTED, p,
+		"%s: the path is on another filesystem than --quarantine, so what it replaces could not be kept; nothing was changed", op)
+}
+
+// keep renames name in dirfd into the quarantine as e (whose name it
+// fills in), then evicts past the bound. It returns the entry's token, or
+// "" when the entry itself had to be evicted, and how many names the entry
+// holds.
+func (q *Quarantine) keep(dirfd int, name string, e *qEntry) (string, int64, error) {
+	e.name = fmt.Sprintf("%s%016x-%s", qPrefix, time.Now().UnixNano(), randomHex(4))
+	if err := renameNoReplace(dirfd, name, q.fd, e.name); err != nil {
+		return "", 0, err
+	}
+	size, count, err := entrySize(q.fd, e.name)
+	if err != nil {
+		// Kept, but not measurable: count it as empty rather than fail a
+		// change that already happened.
+		size, count = 0, 1
+	}
+	e.bytes = size
+	unix.Fsync(q.fd)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.add(e)
+	q.evict()
+	if q.byID[e.id] != e {
+		return "", count, nil
+	}
+	return q.token(e.id), count, nil
+}
+
+// add registers e with a fresh id; q.mu is held.
+func (q *Quarantine) add(e *qEntry) {
+	q.nextID++
+	e.id = q.nextID
+	q.byID[e.id] = e
+	q.entries = append(q.entries, e)
+	q.total += e.bytes
+}
+
+// evict removes the oldest entries (never one an undo is using) until the
+// total is within the bound; q.mu is held.
+func (q *Quarantine) evict() {
+	for i := 0; q.total > q.maxBytes && i < len(q.entries); {
+		e := q.entries[i]
+		if e.busy {
+			i++
+			continue
+		}
+		q.remove(e)
+		w := &walker{ctx: context.Background(), path: e.name}
+		if err := w.removeAll(q.fd, e.name, 0); err != nil {
+			fmt.Fprintf(os.Stderr, "fsmcp worker: quarantine: evicting %s: %v\n", e.name, err)
+		}
+	}
+}
+
+// remove forgets e; q.mu is held.
+func (q *Quarantine) remove(e *qEntry) {
+	if i := slices.Index(q.entries, e); i >= 0 {
+		q.entries = slices.Delete(q.entries, i, i+1)
+	}
+	delete(q.byID, e.id)
+	q.total -= e.bytes
+}
+
+// tokenLen is a token's length before encoding: the id and a truncated
+// HMAC-SHA256.
+const tokenLen = 8 + 16
+
+func (q *Quarantine) token(id uint64) string {
+	var b [tokenLen]byte
+	binary.BigEndian.PutUint64(b[:8], id)
+	copy(b[8:], q.mac(b[:8]))
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+func (q *Quarantine) mac(id []byte) []byte {
+	m := hmac.New(sha256.New, q.key[:])
+	m.Write([]byte("fsmcp undo v1\x00"))
+	m.Write(id)
+	return m.Sum(nil)[:16]
+}
+
+// take claims the entry a token names for one undo: a token this run did
+// not seal is invalid_argument, one already undone precondition_failed,
+// one whose entry was evicted not_found.
+func (q *Quarantine) take(token string) (*qEntry, error) {
+	b, err := base64.RawURLEncoding.DecodeString(token)
+	if err != nil || len(b) != tokenLen || !hmac.Equal(b[8:], q.mac(b[:8])) {
+		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "", "undo: not an undo token of this server run")
+	}
+	id := binary.BigEndian.Uint64(b[:8])
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	e := q.byID[id]
+	switch {
+	case q.used[id]:
+		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, "", "undo: this token was already used")
+	case e == nil:
+		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_NOT_FOUND, "", "undo: the quarantined copy was evicted to keep within --quarantine-bytes")
+	case e.busy:
+		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, "", "undo: another undo of this token is running")
+	}
+	e.busy = true
+	return e, nil
+}
+
+// release ends an undo of e: done, the token is spent and the entry
+// forgotten (restored whole, or re-registered by the caller); otherwise the
+// token stays good.
+func (q *Quarantine) release(e *qEntry, done bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	e.busy = false
+	if done {
+		q.used[e.id] = true
+		q.remove(e)
+	}
+}
+
+// entrySize is the bytes of regular files under name in dirfd (itself, if
+// it is one) and how many names it holds, without following symlinks.
+func entrySize(dirfd int, name string) (size, count int64, err error) {
+	st, err := fstatat(dirfd, name)
+	if err != nil {
+		return 0, 0, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		if st.Mode&unix.S_IFMT == unix.S_IFREG {
+			size = st.Size
+		}
+		return size, 1, nil
+	}
+	var walk func(fd, depth int) error
+	walk = func(fd, depth int) error {
+		if depth > maxWalkDepth {
+			return fmt.Errorf("deeper than %d levels", maxWalkDepth)
+		}
+		dup, err := unix.Dup(fd)
+		if err != nil {
+			return err
+		}
+		unix.CloseOnExec(dup)
+		f := os.NewFile(uintptr(dup), "dir")
+		names, err := f.Readdirnames(-1)
+		f.Close()
+		if err != nil {
+			return err
+		}
+		for _, n := range names {
+			st, err := fstatat(fd, n)
+			if err != nil {
+				continue
+			}
+			count++
+			switch st.Mode & unix.S_IFMT {
+			case unix.S_IFREG:
+				size += st.Size
+			case unix.S_IFDIR:
+				sub, err := unix.Openat(fd, n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+				if err != nil {
+					continue
+				}
+				err = walk(sub, depth+1)
+				unix.Close(sub)
+				if err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer unix.Close(fd)
+	count = 1
+	err = walk(fd, 0)
+	return size, count, err
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
