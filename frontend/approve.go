@@ -348,7 +348,7 @@ func askMessage(name string, t *tool, raw json.RawMessage) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Allow %s?", name)
 	if t.description != "" {
-		first, _, _ := strings.Cut(t.description, ". ")
+		first, _, _ := strings.Cut(t.title+": "+t.description, ". ")
 		fmt.Fprintf(&b, " (%s)", strings.TrimSuffix(first, "."))
 	}
 	b.WriteString("\n")

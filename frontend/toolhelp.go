@@ -32,7 +32,7 @@ func writeToolHelp(w io.Writer, cfg *Config) {
 			tags = append(tags, "asks the person first")
 		}
 		fmt.Fprintf(w, "\n%s%s [%s]\n", cfg.ToolsPrefix, t.name, strings.Join(tags, ", "))
-		fmt.Fprintf(w, "  %s\n", t.description)
+		fmt.Fprintf(w, "  %s: %s\n", t.title, prefixToolNames(t.description, cfg.ToolsPrefix))
 		names := make([]string, 0, len(t.schema.Properties))
 		for n := range t.schema.Properties {
 			names = append(names, n)

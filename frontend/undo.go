@@ -93,7 +93,7 @@ func undoTools() []*tool {
 	t := defineTool("fs_undo", "Restore what an earlier call replaced or removed, from its reply's undo token: "+
 		"a deleted entry comes back to its path if that is free; a replaced file only if it is still exactly the file "+
 		"that call wrote. Otherwise precondition_failed and nothing changes. The reply's own undo token reverses the undo.",
-		false, true, false, (*server).undo)
+		false, true, false, (*server).undo).titled("Undo a change")
 	t.enabled = func(c *Config) bool { return c.Quarantine != "" }
 	return []*tool{t}
 }
