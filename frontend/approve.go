@@ -232,6 +232,9 @@ const (
 	decisionCancelled   = "cancelled"
 	decisionNoElicit    = "no_elicitation"
 	decisionBadApproval = "bad_approval"
+	// By a --rules line.
+	decisionDeniedByRule  = "denied_by_rule"
+	decisionAllowedByRule = "allowed_by_rule"
 )
 
 // approve runs before a call of t that needs the person. It returns nil

@@ -60,8 +60,10 @@ type Config struct {
 	// remove, bounded by QuarantineBytes.
 	Quarantine      string
 	QuarantineBytes int64
-	Version         bool
-	Help            bool
+	// Rules is the --rules file.
+	Rules   string
+	Version bool
+	Help    bool
 	// set holds the flags given on the command line.
 	set map[string]bool
 	// Exec holds the flags that turn commands on.
@@ -133,6 +135,7 @@ func parseFlags(args []string, stderr io.Writer) (*Config, *flag.FlagSet, error)
 	})
 	fs.StringVar(&c.Quarantine, "quarantine", "", "keep what deletes and writes remove in this directory (outside --root, same filesystem), for fs_undo")
 	fs.Int64Var(&c.QuarantineBytes, "quarantine-bytes", defaultQuarantineBytes, "bound of --quarantine; the oldest entries go first")
+	fs.StringVar(&c.Rules, "rules", "", "ordered allow|deny|ask TOOL PATH-GLOB lines, first match wins; read again when the file changes")
 	fs.BoolVar(&c.ToolHelp, "tool-help", false, "print the tools and parameters the other flags would serve, and exit")
 	fs.IntVar(&c.MaxCalls, "max-calls", defaultMaxCalls, "tool calls running at once on the server; more wait up to 10 s for a slot, then are answered unavailable")
 	fs.IntVar(&c.MaxSessionCalls, "max-session-calls", defaultMaxSessionCalls, "tool calls running at once in one session (stdio, or one HTTP session)")
@@ -212,6 +215,9 @@ func (c *Config) check() error {
 		return fmt.Errorf("--max-response-bytes must be at most %d", maxResponseBytesLimit)
 	}
 	if err := c.checkQuarantine(); err != nil {
+		return err
+	}
+	if err := c.checkRules(); err != nil {
 		return err
 	}
 	if c.MaxMediaBytes < 1 || c.MaxMediaBytes > maxMediaBytesLimit {

@@ -99,6 +99,7 @@ func serve(ctx context.Context, cfg *Config, hooks Hooks, stdin io.ReadCloser, s
 		QueueTimeout:    cfg.QueueTimeout,
 		Quarantine:      cfg.Quarantine,
 		QuarantineBytes: cfg.QuarantineBytes,
+		Rules:           cfg.Rules,
 	}, stderr)
 	if err != nil {
 		return err

@@ -21,7 +21,7 @@ type toolError struct {
 	currentSHA256 string
 	count         int64
 	nearest       *fsmcpv1.Nearest
-	// policyViolation marks a refusal by the --protect/--deny policy.
+	// policyViolation marks a refusal by the operator's policy or rules.
 	policyViolation bool
 }
 
@@ -190,7 +190,8 @@ func okResult(doc *obj) *mcp.CallToolResult {
 
 // errorResult renders a failure as the contract's error document with
 // isError set; outside_root also sets _meta.scope_violation, and a
-// refusal by the --protect/--deny policy _meta.policy_violation.
+// refusal by the --protect/--deny policy or the --rules
+// _meta.policy_violation.
 func errorResult(e *toolError) *mcp.CallToolResult {
 	doc := newObj().bool("ok", false).object("error", errorDoc(e))
 	res := &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: doc.text()}}}

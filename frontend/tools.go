@@ -335,8 +335,8 @@ func (s *server) handler(t *tool) mcp.ToolHandler {
 			}
 			return res
 		}
-		if s.approvals.needed(t.name) {
-			if res := s.approve(cctx, t, req); res != nil {
+		if s.approvals != nil {
+			if res := s.gate(cctx, t, req); res != nil {
 				return res, nil
 			}
 		}
@@ -416,7 +416,7 @@ func (s *server) build() *mcp.Server {
 	tools := append(allTools(), commandTools(s.cfg)...)
 	if asked, err := askedTools(s.cfg.Ask, s.cfg.ToolsPrefix, tools); err != nil {
 		panic("BUG(fsmcp): --ask passed check but not build: " + err.Error())
-	} else if asked != nil {
+	} else if asked != nil || s.cfg.Rules != "" {
 		s.approvals = newApprovals(asked)
 	}
 	s.register(srv, tools)

@@ -21,3 +21,18 @@ type Status struct {
 	// Rules describes the granted rules, for the start-up log.
 	Rules []string
 }
+
+// Grant is a directory beyond the root that the confined worker may reach.
+// Path should be a /proc/self/fd path of a descriptor the worker opened
+// before confining itself, so that the rule binds the inode it holds.
+type Grant struct {
+	Path string
+	// What names the directory in the log line.
+	What string
+	// LikeRoot grants exactly the root's rights, as a quarantine needs:
+	// Landlock lets a rename with refer move a file only where it gains
+	// no right, so the same set both ways is what lets a write's displaced
+	// file go into the quarantine and an undo bring it back. Otherwise
+	// the grant is to read files only (the --rules file's directory).
+	LikeRoot bool
+}

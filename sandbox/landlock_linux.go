@@ -40,23 +40,24 @@ const (
 // /proc/self/fd path of the already-opened root, so that the rule binds the
 // same inode the worker's os.Root holds.
 //
-// A quarantine directory (at most one, also a /proc/self/fd path) gets
-// exactly the root's rights: Landlock lets a rename with refer move a file
-// only where it gains no right, so the same set both ways is what lets a
-// write's displaced file go into the quarantine and an undo bring it back.
+// Each grant adds a directory beyond the root (see Grant).
 //
 // It does not prevent what the kernel's ABI leaves uncovered (see the
 // package comment).
-func ConfineWorker(rootPath string, readOnly bool, execFiles []string, quarantine ...string) (Status, error) {
+func ConfineWorker(rootPath string, readOnly bool, execFiles []string, grants ...Grant) (Status, error) {
 	rights := landlock.AccessFSSet(rootWriteRights)
 	if readOnly {
 		rights = rootReadRights
 	}
 	rules := []landlock.Rule{landlock.PathAccess(rights, rootPath)}
 	desc := []string{fmt.Sprintf("root %s", rights)}
-	for _, q := range quarantine {
-		rules = append(rules, landlock.PathAccess(rights, q))
-		desc = append(desc, fmt.Sprintf("quarantine %s", rights))
+	for _, g := range grants {
+		r := landlock.AccessFSSet(ll.AccessFSReadFile)
+		if g.LikeRoot {
+			r = rights
+		}
+		rules = append(rules, landlock.PathAccess(r, g.Path))
+		desc = append(desc, fmt.Sprintf("%s %s", g.What, r))
 	}
 	if len(execFiles) > 0 {
 		rules = append(rules, landlock.ROFiles(execFiles...))

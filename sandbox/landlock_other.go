@@ -6,7 +6,7 @@ package sandbox
 func KernelABI() int { return 0 }
 
 // ConfineWorker always fails with ErrNoLandlock off Linux.
-func ConfineWorker(rootPath string, readOnly bool, execFiles []string, quarantine ...string) (Status, error) {
+func ConfineWorker(rootPath string, readOnly bool, execFiles []string, grants ...Grant) (Status, error) {
 	return Status{}, ErrNoLandlock
 }
 

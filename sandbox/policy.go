@@ -119,6 +119,21 @@ func compileGlob(g string) (globRule, error) {
 	return r, nil
 }
 
+// Glob is one glob of the policy's syntax (Compile), compiled, for
+// other judges of root-relative paths (the worker's --rules) to match
+// exactly as --protect and --deny do.
+type Glob struct{ r globRule }
+
+// CompileGlob checks and compiles one glob, with Compile's refusals.
+func CompileGlob(g string) (Glob, error) {
+	r, err := compileGlob(g)
+	return Glob{r}, err
+}
+
+// Match reports whether the root-relative path rel or one of its
+// ancestors matches g. The root ("") matches nothing.
+func (g *Glob) Match(rel string) bool { return rel != "" && g.r.matches(rel) }
+
 // matchLit reports whether the components lit occur in a row in rel: at
 // its start when anchored, else anywhere.
 func matchLit(rel string, lit []string, anchored bool) bool {

@@ -118,3 +118,36 @@ func FuzzPolicyLiteral(f *testing.F) {
 		}
 	})
 }
+
+// TestPolicyGlobMatchesAsProtect: a glob compiled alone (--rules) matches
+// exactly the paths it matches as a --protect glob, and is refused where
+// Compile refuses it.
+func TestPolicyGlobMatchesAsProtect(t *testing.T) {
+	globs := append(slices.Clone(DefaultProtect), "/build/**", "*.sh", "/a/*/c", "secrets", "{x,y}/z")
+	rels := []string{"", ".git", "a/.git/config", ".gitx", "build", "build/x", "src/build", "run.sh", "d/run.sh/in",
+		"a/b/c/d", "a/b/x/c", "secrets", "p/secrets/q", "secretsx", "x/z", "w/y/z/v", "w/z"}
+	for _, g := range globs {
+		one, err := CompileGlob(g)
+		if err != nil {
+			t.Fatalf("CompileGlob(%q): %v", g, err)
+		}
+		r, err := Policy{Protect: []string{g}}.Compile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rel := range rels {
+			_, want := r.Protected(rel)
+			if got := one.Match(rel); got != want {
+				t.Errorf("CompileGlob(%q).Match(%q) = %v, --protect matches: %v", g, rel, got, want)
+			}
+		}
+	}
+	if one, _ := CompileGlob("*.sh"); !one.Match("run.sh") || one.Match("run.txt") {
+		t.Error(`CompileGlob("*.sh") does not tell run.sh from run.txt`)
+	}
+	for _, g := range []string{"", "/", "a/", "//a", "a/../b", "[", "a\x00b"} {
+		if _, err := CompileGlob(g); err == nil {
+			t.Errorf("CompileGlob(%q) = nil error, want a refusal", g)
+		}
+	}
+}

@@ -53,6 +53,8 @@ type WorkerConfig struct {
 	// QuarantineBytes.
 	Quarantine      string
 	QuarantineBytes int64
+	// Rules, when set, is the --rules file (an absolute path).
+	Rules string
 }
 
 func (c WorkerConfig) argv() []string {
@@ -72,6 +74,7 @@ func (c WorkerConfig) argv() []string {
 		"--queue-timeout=" + c.QueueTimeout.String(),
 		"--quarantine=" + c.Quarantine,
 		"--quarantine-bytes=" + strconv.FormatInt(c.QuarantineBytes, 10),
+		"--rules=" + c.Rules,
 	}
 	for _, g := range c.Policy.Protect {
 		args = append(args, "--protect="+g)
@@ -110,6 +113,7 @@ func ParseWorkerConfig(args []string) (WorkerConfig, error) {
 	fs.DurationVar(&c.QueueTimeout, "queue-timeout", 0, "")
 	fs.StringVar(&c.Quarantine, "quarantine", "", "")
 	fs.Int64Var(&c.QuarantineBytes, "quarantine-bytes", 0, "")
+	fs.StringVar(&c.Rules, "rules", "", "")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}

@@ -36,7 +36,11 @@ func TestConformanceInProcess(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := New(root, Options{RG: rg, DevNull: devNull, MaxRead: 1 << 16, Quarantine: q})
+		rules, err := OpenRules(workertest.RulesFile(dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := New(root, Options{RG: rg, DevNull: devNull, MaxRead: 1 << 16, Quarantine: q, Rules: rules})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -72,7 +72,11 @@ func fuzzTree(f testing.TB) (base string, s *Service, canary map[string][]byte) 
 	f.Cleanup(func() { qf.Close() })
 	q, err := OpenQuarantine(qf, 1<<20)
 	must(err)
-	s, err = New(r, Options{MaxRead: 1 << 16, RG: rg, DevNull: devNull, Quarantine: q})
+	// Check resolves every fuzzed path against a rule that matches all.
+	must(os.WriteFile(filepath.Join(base, "rules"), []byte("ask * **\n"), 0o644))
+	rules, err := OpenRules(filepath.Join(base, "rules"))
+	must(err)
+	s, err = New(r, Options{MaxRead: 1 << 16, RG: rg, DevNull: devNull, Quarantine: q, Rules: rules})
 	must(err)
 	return base, s, canary
 }
@@ -160,6 +164,7 @@ func fuzzPath(t *testing.T, c fsmcpv1.WorkerServiceClient, p []byte, base string
 	one(c.Delete(ctx, &fsmcpv1.DeleteRequest{Path: p, Recursive: true, IfTreeSha256: canarySHA}))
 	one(c.Delete(ctx, &fsmcpv1.DeleteRequest{Path: p, Recursive: true}))
 	one(c.Undo(ctx, &fsmcpv1.UndoRequest{Token: string(p)}))
+	one(c.Check(ctx, &fsmcpv1.CheckRequest{Tool: "fs_read", Paths: [][]byte{p}}))
 	for _, r := range replies {
 		b, _ := proto.Marshal(r)
 		if bytes.Contains(b, []byte(canaryText)) || bytes.Contains(b, []byte(base)) {

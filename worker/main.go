@@ -100,7 +100,7 @@ func run(args []string, hooks Hooks) error {
 	// The quarantine, like the root, is opened once and granted to
 	// Landlock through its descriptor.
 	var quarantine *Quarantine
-	var quarantinePaths []string
+	var grants []sandbox.Grant
 	if cfg.Quarantine != "" {
 		qf, err := os.OpenFile(cfg.Quarantine, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
 		if err != nil {
@@ -109,9 +109,18 @@ func run(args []string, hooks Hooks) error {
 		if quarantine, err = OpenQuarantine(qf, cfg.QuarantineBytes); err != nil {
 			return err
 		}
-		quarantinePaths = []string{fmt.Sprintf("/proc/self/fd/%d", quarantine.Fd())}
+		grants = append(grants, sandbox.Grant{Path: fmt.Sprintf("/proc/self/fd/%d", quarantine.Fd()), What: "quarantine", LikeRoot: true})
 	}
-	st, err := sandbox.ConfineWorker(fdPath, cfg.ReadOnly, rgFiles, quarantinePaths...)
+	// The rules file is read again when it changes: its directory stays
+	// readable (files only).
+	var rules *Rules
+	if cfg.Rules != "" {
+		if rules, err = OpenRules(cfg.Rules); err != nil {
+			return err
+		}
+		grants = append(grants, sandbox.Grant{Path: rules.Dir(), What: "--rules directory"})
+	}
+	st, err := sandbox.ConfineWorker(fdPath, cfg.ReadOnly, rgFiles, grants...)
 	switch {
 	case errors.Is(err, sandbox.ErrNoLandlock) && cfg.AllowNoLandlock:
 		fmt.Fprintln(os.Stderr, "fsmcp worker: WARNING: no Landlock: only os.Root stands between the client and the host")
@@ -157,6 +166,7 @@ func run(args []string, hooks Hooks) error {
 		Limits: Limits{MaxFileBytes: cfg.MaxFileBytes, MemoryBytes: cfg.MemoryBytes,
 			MaxRG: cfg.MaxRG, MaxHeavy: cfg.MaxHeavy, QueueTimeout: cfg.QueueTimeout},
 		Quarantine: quarantine,
+		Rules:      rules,
 	})
 	if err != nil {
 		return err

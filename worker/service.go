@@ -46,6 +46,8 @@ type Service struct {
 	limits        Limits
 	// quarantine, when set, keeps what deletes remove and writes replace.
 	quarantine *Quarantine
+	// rules, when set, are the operator's --rules, for Check.
+	rules *Rules
 }
 
 var _ fsmcpv1.WorkerServiceServer = (*Service)(nil)
@@ -70,6 +72,8 @@ type Options struct {
 	// Quarantine, when set, keeps what deletes remove and writes replace,
 	// for Undo.
 	Quarantine *Quarantine
+	// Rules, when set, are the operator's --rules, for Check.
+	Rules *Rules
 }
 
 // New returns a Service over root.
@@ -114,6 +118,7 @@ func New(root *os.Root, opts Options) (*Service, error) {
 		budgets:     newBudgets(opts.Limits),
 		limits:      opts.Limits,
 		quarantine:  opts.Quarantine,
+		rules:       opts.Rules,
 	}, nil
 }
 

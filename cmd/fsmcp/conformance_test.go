@@ -25,7 +25,7 @@ func TestConformanceConfinedWorker(t *testing.T) {
 	}
 	workertest.RunAll(t, func(t *testing.T, root string) fsmcpv1.WorkerServiceClient {
 		w, err := sandbox.StartWorker(os.Args[0], sandbox.WorkerConfig{Root: root, RG: rg, MaxRead: 1 << 16,
-			Quarantine: workertest.QuarantineDir(root), QuarantineBytes: 1 << 20}, os.Stderr)
+			Quarantine: workertest.QuarantineDir(root), QuarantineBytes: 1 << 20, Rules: workertest.RulesFile(root)}, os.Stderr)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -71,6 +71,12 @@ func RunAll(t *testing.T, serve Serve) {
 				t.Fatal(err)
 			}
 			build(t, root, out, r.layout)
+			if err := os.MkdirAll(filepath.Dir(RulesFile(root)), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(RulesFile(root), []byte(rulesText), 0o644); err != nil {
+				t.Fatal(err)
+			}
 			before := snapshot(t, out)
 			c := serve(t, root)
 			p := []byte(strings.ReplaceAll(r.path, "$OUT", strings.TrimPrefix(out, "/")))
@@ -255,6 +261,10 @@ func calls(p []byte) []call {
 		{"Delete guarded", true, func(ctx context.Context, c fsmcpv1.WorkerServiceClient) ([]proto.Message, error) {
 			return one(c.Delete(ctx, &fsmcpv1.DeleteRequest{Path: append(p, "/sub"...), Recursive: true, IfTreeSha256: secretSHA}))
 		}},
+		// Check resolves the path, and must name only what is inside.
+		{"Check", false, func(ctx context.Context, c fsmcpv1.WorkerServiceClient) ([]proto.Message, error) {
+			return one(c.Check(ctx, &fsmcpv1.CheckRequest{Tool: "fs_read", Paths: [][]byte{p, append(p, "/planted"...)}}))
+		}},
 		// An undo token is opaque: one spelled as a path names nothing.
 		{"Undo", true, func(ctx context.Context, c fsmcpv1.WorkerServiceClient) ([]proto.Message, error) {
 			return one(c.Undo(ctx, &fsmcpv1.UndoRequest{Token: string(p)}))
@@ -299,3 +309,10 @@ func Drain[T proto.Message](stream interface{ Recv() (T, error) }, err error) ([
 // QuarantineDir is where a Serve function keeps the worker's quarantine
 // for root; the suite creates it.
 func QuarantineDir(root string) string { return filepath.Join(filepath.Dir(root), "quarantine") }
+
+// RulesFile is a --rules file for root that a Serve function may give the
+// worker, so that Check resolves every path; the suite writes it.
+func RulesFile(root string) string { return filepath.Join(filepath.Dir(root), "rules", "rules") }
+
+// rulesText asks about everything: every path is judged.
+const rulesText = "ask * **\n"

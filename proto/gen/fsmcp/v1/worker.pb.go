@@ -349,6 +349,60 @@ func (GrepOutput) EnumDescriptor() ([]byte, []int) {
 	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{4}
 }
 
+// What a --rules line decides for a call.
+type RuleAction int32
+
+const (
+	// No rule matched: the call is what the other flags make it.
+	RuleAction_RULE_ACTION_UNSPECIFIED RuleAction = 0
+	RuleAction_RULE_ACTION_ALLOW       RuleAction = 1
+	RuleAction_RULE_ACTION_DENY        RuleAction = 2
+	RuleAction_RULE_ACTION_ASK         RuleAction = 3
+)
+
+// Enum value maps for RuleAction.
+var (
+	RuleAction_name = map[int32]string{
+		0: "RULE_ACTION_UNSPECIFIED",
+		1: "RULE_ACTION_ALLOW",
+		2: "RULE_ACTION_DENY",
+		3: "RULE_ACTION_ASK",
+	}
+	RuleAction_value = map[string]int32{
+		"RULE_ACTION_UNSPECIFIED": 0,
+		"RULE_ACTION_ALLOW":       1,
+		"RULE_ACTION_DENY":        2,
+		"RULE_ACTION_ASK":         3,
+	}
+)
+
+func (x RuleAction) Enum() *RuleAction {
+	p := new(RuleAction)
+	*p = x
+	return p
+}
+
+func (x RuleAction) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RuleAction) Descriptor() protoreflect.EnumDescriptor {
+	return file_fsmcp_v1_worker_proto_enumTypes[5].Descriptor()
+}
+
+func (RuleAction) Type() protoreflect.EnumType {
+	return &file_fsmcp_v1_worker_proto_enumTypes[5]
+}
+
+func (x RuleAction) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RuleAction.Descriptor instead.
+func (RuleAction) EnumDescriptor() ([]byte, []int) {
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{5}
+}
+
 // Error travels as a detail of a gRPC status.
 type Error struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -4333,6 +4387,131 @@ func (x *ReadManyResponse) GetResults() []*ReadManyResult {
 	return nil
 }
 
+type CheckRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The front-end's tool name, without --tools-prefix.
+	Tool string `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
+	// The paths the call names, as the client sent them.
+	Paths         [][]byte `protobuf:"bytes,2,rep,name=paths,proto3" json:"paths,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckRequest) Reset() {
+	*x = CheckRequest{}
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckRequest) ProtoMessage() {}
+
+func (x *CheckRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckRequest.ProtoReflect.Descriptor instead.
+func (*CheckRequest) Descriptor() ([]byte, []int) {
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *CheckRequest) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *CheckRequest) GetPaths() [][]byte {
+	if x != nil {
+		return x.Paths
+	}
+	return nil
+}
+
+type CheckResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The strictest decision over the paths: deny, then ask, then allow.
+	Action RuleAction `protobuf:"varint,1,opt,name=action,proto3,enum=fsmcp.v1.RuleAction" json:"action,omitempty"`
+	// The deciding rule: its line number in the file and its text.
+	Line int32  `protobuf:"varint,2,opt,name=line,proto3" json:"line,omitempty"`
+	Rule string `protobuf:"bytes,3,opt,name=rule,proto3" json:"rule,omitempty"`
+	// The real root-relative path the rule matched.
+	Path          []byte `protobuf:"bytes,4,opt,name=path,proto3" json:"path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckResponse) Reset() {
+	*x = CheckResponse{}
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckResponse) ProtoMessage() {}
+
+func (x *CheckResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckResponse.ProtoReflect.Descriptor instead.
+func (*CheckResponse) Descriptor() ([]byte, []int) {
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *CheckResponse) GetAction() RuleAction {
+	if x != nil {
+		return x.Action
+	}
+	return RuleAction_RULE_ACTION_UNSPECIFIED
+}
+
+func (x *CheckResponse) GetLine() int32 {
+	if x != nil {
+		return x.Line
+	}
+	return 0
+}
+
+func (x *CheckResponse) GetRule() string {
+	if x != nil {
+		return x.Rule
+	}
+	return ""
+}
+
+func (x *CheckResponse) GetPath() []byte {
+	if x != nil {
+		return x.Path
+	}
+	return nil
+}
+
 var File_fsmcp_v1_worker_proto protoreflect.FileDescriptor
 
 const file_fsmcp_v1_worker_proto_rawDesc = "" +
@@ -4642,7 +4821,15 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\x04read\x18\x01 \x01(\v2\x16.fsmcp.v1.ReadResponseR\x04read\x12%\n" +
 	"\x05error\x18\x02 \x01(\v2\x0f.fsmcp.v1.ErrorR\x05error\"F\n" +
 	"\x10ReadManyResponse\x122\n" +
-	"\aresults\x18\x01 \x03(\v2\x18.fsmcp.v1.ReadManyResultR\aresults*K\n" +
+	"\aresults\x18\x01 \x03(\v2\x18.fsmcp.v1.ReadManyResultR\aresults\"8\n" +
+	"\fCheckRequest\x12\x12\n" +
+	"\x04tool\x18\x01 \x01(\tR\x04tool\x12\x14\n" +
+	"\x05paths\x18\x02 \x03(\fR\x05paths\"y\n" +
+	"\rCheckResponse\x12,\n" +
+	"\x06action\x18\x01 \x01(\x0e2\x14.fsmcp.v1.RuleActionR\x06action\x12\x12\n" +
+	"\x04line\x18\x02 \x01(\x05R\x04line\x12\x12\n" +
+	"\x04rule\x18\x03 \x01(\tR\x04rule\x12\x12\n" +
+	"\x04path\x18\x04 \x01(\fR\x04path*K\n" +
 	"\x0fProtocolVersion\x12 \n" +
 	"\x1cPROTOCOL_VERSION_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12PROTOCOL_VERSION_1\x10\x01*\xcd\x04\n" +
@@ -4687,7 +4874,13 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\x17GREP_OUTPUT_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13GREP_OUTPUT_MATCHES\x10\x01\x12\x15\n" +
 	"\x11GREP_OUTPUT_FILES\x10\x02\x12\x15\n" +
-	"\x11GREP_OUTPUT_COUNT\x10\x032\xaa\t\n" +
+	"\x11GREP_OUTPUT_COUNT\x10\x03*k\n" +
+	"\n" +
+	"RuleAction\x12\x1b\n" +
+	"\x17RULE_ACTION_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11RULE_ACTION_ALLOW\x10\x01\x12\x14\n" +
+	"\x10RULE_ACTION_DENY\x10\x02\x12\x13\n" +
+	"\x0fRULE_ACTION_ASK\x10\x032\xe4\t\n" +
 	"\rWorkerService\x128\n" +
 	"\x05Hello\x12\x16.fsmcp.v1.HelloRequest\x1a\x17.fsmcp.v1.HelloResponse\x125\n" +
 	"\x04Stat\x12\x15.fsmcp.v1.StatRequest\x1a\x16.fsmcp.v1.StatResponse\x125\n" +
@@ -4709,7 +4902,8 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\bReadMany\x12\x19.fsmcp.v1.ReadManyRequest\x1a\x1a.fsmcp.v1.ReadManyResponse\x12I\n" +
 	"\n" +
 	"StatStream\x12\x1b.fsmcp.v1.StatStreamRequest\x1a\x1c.fsmcp.v1.StatStreamResponse0\x01\x125\n" +
-	"\x04Undo\x12\x15.fsmcp.v1.UndoRequest\x1a\x16.fsmcp.v1.UndoResponseB3Z1github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1;fsmcpv1b\x06proto3"
+	"\x04Undo\x12\x15.fsmcp.v1.UndoRequest\x1a\x16.fsmcp.v1.UndoResponse\x128\n" +
+	"\x05Check\x12\x16.fsmcp.v1.CheckRequest\x1a\x17.fsmcp.v1.CheckResponseB3Z1github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1;fsmcpv1b\x06proto3"
 
 var (
 	file_fsmcp_v1_worker_proto_rawDescOnce sync.Once
@@ -4723,150 +4917,156 @@ func file_fsmcp_v1_worker_proto_rawDescGZIP() []byte {
 	return file_fsmcp_v1_worker_proto_rawDescData
 }
 
-var file_fsmcp_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_fsmcp_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
+var file_fsmcp_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_fsmcp_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
 var file_fsmcp_v1_worker_proto_goTypes = []any{
 	(ProtocolVersion)(0),       // 0: fsmcp.v1.ProtocolVersion
 	(ErrorCode)(0),             // 1: fsmcp.v1.ErrorCode
 	(FileType)(0),              // 2: fsmcp.v1.FileType
 	(ListingSort)(0),           // 3: fsmcp.v1.ListingSort
 	(GrepOutput)(0),            // 4: fsmcp.v1.GrepOutput
-	(*Error)(nil),              // 5: fsmcp.v1.Error
-	(*Nearest)(nil),            // 6: fsmcp.v1.Nearest
-	(*Confinement)(nil),        // 7: fsmcp.v1.Confinement
-	(*Policy)(nil),             // 8: fsmcp.v1.Policy
-	(*Probe)(nil),              // 9: fsmcp.v1.Probe
-	(*HelloRequest)(nil),       // 10: fsmcp.v1.HelloRequest
-	(*HelloResponse)(nil),      // 11: fsmcp.v1.HelloResponse
-	(*Entry)(nil),              // 12: fsmcp.v1.Entry
-	(*StatRequest)(nil),        // 13: fsmcp.v1.StatRequest
-	(*StatStreamRequest)(nil),  // 14: fsmcp.v1.StatStreamRequest
-	(*StatStreamResponse)(nil), // 15: fsmcp.v1.StatStreamResponse
-	(*StatResponse)(nil),       // 16: fsmcp.v1.StatResponse
-	(*ListRequest)(nil),        // 17: fsmcp.v1.ListRequest
-	(*ListResponse)(nil),       // 18: fsmcp.v1.ListResponse
-	(*ReadRequest)(nil),        // 19: fsmcp.v1.ReadRequest
-	(*ReadResponse)(nil),       // 20: fsmcp.v1.ReadResponse
-	(*Progress)(nil),           // 21: fsmcp.v1.Progress
-	(*GlobRequest)(nil),        // 22: fsmcp.v1.GlobRequest
-	(*GlobResponse)(nil),       // 23: fsmcp.v1.GlobResponse
-	(*GrepRequest)(nil),        // 24: fsmcp.v1.GrepRequest
-	(*FileCount)(nil),          // 25: fsmcp.v1.FileCount
-	(*Submatch)(nil),           // 26: fsmcp.v1.Submatch
-	(*GrepLine)(nil),           // 27: fsmcp.v1.GrepLine
-	(*GrepResponse)(nil),       // 28: fsmcp.v1.GrepResponse
-	(*WriteRequest)(nil),       // 29: fsmcp.v1.WriteRequest
-	(*WriteResponse)(nil),      // 30: fsmcp.v1.WriteResponse
-	(*Edit)(nil),               // 31: fsmcp.v1.Edit
-	(*ReplaceRequest)(nil),     // 32: fsmcp.v1.ReplaceRequest
-	(*ReplaceResponse)(nil),    // 33: fsmcp.v1.ReplaceResponse
-	(*MkdirRequest)(nil),       // 34: fsmcp.v1.MkdirRequest
-	(*MkdirResponse)(nil),      // 35: fsmcp.v1.MkdirResponse
-	(*MoveRequest)(nil),        // 36: fsmcp.v1.MoveRequest
-	(*MoveResponse)(nil),       // 37: fsmcp.v1.MoveResponse
-	(*DeleteRequest)(nil),      // 38: fsmcp.v1.DeleteRequest
-	(*DeleteResponse)(nil),     // 39: fsmcp.v1.DeleteResponse
-	(*UndoRequest)(nil),        // 40: fsmcp.v1.UndoRequest
-	(*UndoResponse)(nil),       // 41: fsmcp.v1.UndoResponse
-	(*SpliceRequest)(nil),      // 42: fsmcp.v1.SpliceRequest
-	(*SpliceResponse)(nil),     // 43: fsmcp.v1.SpliceResponse
-	(*DigestRequest)(nil),      // 44: fsmcp.v1.DigestRequest
-	(*DigestResponse)(nil),     // 45: fsmcp.v1.DigestResponse
-	(*CopyRequest)(nil),        // 46: fsmcp.v1.CopyRequest
-	(*CopyResponse)(nil),       // 47: fsmcp.v1.CopyResponse
-	(*TreeRequest)(nil),        // 48: fsmcp.v1.TreeRequest
-	(*TreeEntry)(nil),          // 49: fsmcp.v1.TreeEntry
-	(*TreeResponse)(nil),       // 50: fsmcp.v1.TreeResponse
-	(*ViewRequest)(nil),        // 51: fsmcp.v1.ViewRequest
-	(*ViewResponse)(nil),       // 52: fsmcp.v1.ViewResponse
-	(*PatchPrecondition)(nil),  // 53: fsmcp.v1.PatchPrecondition
-	(*PatchRequest)(nil),       // 54: fsmcp.v1.PatchRequest
-	(*PatchFile)(nil),          // 55: fsmcp.v1.PatchFile
-	(*PatchResponse)(nil),      // 56: fsmcp.v1.PatchResponse
-	(*ReadManyRequest)(nil),    // 57: fsmcp.v1.ReadManyRequest
-	(*ReadManyResult)(nil),     // 58: fsmcp.v1.ReadManyResult
-	(*ReadManyResponse)(nil),   // 59: fsmcp.v1.ReadManyResponse
+	(RuleAction)(0),            // 5: fsmcp.v1.RuleAction
+	(*Error)(nil),              // 6: fsmcp.v1.Error
+	(*Nearest)(nil),            // 7: fsmcp.v1.Nearest
+	(*Confinement)(nil),        // 8: fsmcp.v1.Confinement
+	(*Policy)(nil),             // 9: fsmcp.v1.Policy
+	(*Probe)(nil),              // 10: fsmcp.v1.Probe
+	(*HelloRequest)(nil),       // 11: fsmcp.v1.HelloRequest
+	(*HelloResponse)(nil),      // 12: fsmcp.v1.HelloResponse
+	(*Entry)(nil),              // 13: fsmcp.v1.Entry
+	(*StatRequest)(nil),        // 14: fsmcp.v1.StatRequest
+	(*StatStreamRequest)(nil),  // 15: fsmcp.v1.StatStreamRequest
+	(*StatStreamResponse)(nil), // 16: fsmcp.v1.StatStreamResponse
+	(*StatResponse)(nil),       // 17: fsmcp.v1.StatResponse
+	(*ListRequest)(nil),        // 18: fsmcp.v1.ListRequest
+	(*ListResponse)(nil),       // 19: fsmcp.v1.ListResponse
+	(*ReadRequest)(nil),        // 20: fsmcp.v1.ReadRequest
+	(*ReadResponse)(nil),       // 21: fsmcp.v1.ReadResponse
+	(*Progress)(nil),           // 22: fsmcp.v1.Progress
+	(*GlobRequest)(nil),        // 23: fsmcp.v1.GlobRequest
+	(*GlobResponse)(nil),       // 24: fsmcp.v1.GlobResponse
+	(*GrepRequest)(nil),        // 25: fsmcp.v1.GrepRequest
+	(*FileCount)(nil),          // 26: fsmcp.v1.FileCount
+	(*Submatch)(nil),           // 27: fsmcp.v1.Submatch
+	(*GrepLine)(nil),           // 28: fsmcp.v1.GrepLine
+	(*GrepResponse)(nil),       // 29: fsmcp.v1.GrepResponse
+	(*WriteRequest)(nil),       // 30: fsmcp.v1.WriteRequest
+	(*WriteResponse)(nil),      // 31: fsmcp.v1.WriteResponse
+	(*Edit)(nil),               // 32: fsmcp.v1.Edit
+	(*ReplaceRequest)(nil),     // 33: fsmcp.v1.ReplaceRequest
+	(*ReplaceResponse)(nil),    // 34: fsmcp.v1.ReplaceResponse
+	(*MkdirRequest)(nil),       // 35: fsmcp.v1.MkdirRequest
+	(*MkdirResponse)(nil),      // 36: fsmcp.v1.MkdirResponse
+	(*MoveRequest)(nil),        // 37: fsmcp.v1.MoveRequest
+	(*MoveResponse)(nil),       // 38: fsmcp.v1.MoveResponse
+	(*DeleteRequest)(nil),      // 39: fsmcp.v1.DeleteRequest
+	(*DeleteResponse)(nil),     // 40: fsmcp.v1.DeleteResponse
+	(*UndoRequest)(nil),        // 41: fsmcp.v1.UndoRequest
+	(*UndoResponse)(nil),       // 42: fsmcp.v1.UndoResponse
+	(*SpliceRequest)(nil),      // 43: fsmcp.v1.SpliceRequest
+	(*SpliceResponse)(nil),     // 44: fsmcp.v1.SpliceResponse
+	(*DigestRequest)(nil),      // 45: fsmcp.v1.DigestRequest
+	(*DigestResponse)(nil),     // 46: fsmcp.v1.DigestResponse
+	(*CopyRequest)(nil),        // 47: fsmcp.v1.CopyRequest
+	(*CopyResponse)(nil),       // 48: fsmcp.v1.CopyResponse
+	(*TreeRequest)(nil),        // 49: fsmcp.v1.TreeRequest
+	(*TreeEntry)(nil),          // 50: fsmcp.v1.TreeEntry
+	(*TreeResponse)(nil),       // 51: fsmcp.v1.TreeResponse
+	(*ViewRequest)(nil),        // 52: fsmcp.v1.ViewRequest
+	(*ViewResponse)(nil),       // 53: fsmcp.v1.ViewResponse
+	(*PatchPrecondition)(nil),  // 54: fsmcp.v1.PatchPrecondition
+	(*PatchRequest)(nil),       // 55: fsmcp.v1.PatchRequest
+	(*PatchFile)(nil),          // 56: fsmcp.v1.PatchFile
+	(*PatchResponse)(nil),      // 57: fsmcp.v1.PatchResponse
+	(*ReadManyRequest)(nil),    // 58: fsmcp.v1.ReadManyRequest
+	(*ReadManyResult)(nil),     // 59: fsmcp.v1.ReadManyResult
+	(*ReadManyResponse)(nil),   // 60: fsmcp.v1.ReadManyResponse
+	(*CheckRequest)(nil),       // 61: fsmcp.v1.CheckRequest
+	(*CheckResponse)(nil),      // 62: fsmcp.v1.CheckResponse
 }
 var file_fsmcp_v1_worker_proto_depIdxs = []int32{
 	1,  // 0: fsmcp.v1.Error.code:type_name -> fsmcp.v1.ErrorCode
-	6,  // 1: fsmcp.v1.Error.nearest:type_name -> fsmcp.v1.Nearest
-	8,  // 2: fsmcp.v1.Confinement.policy:type_name -> fsmcp.v1.Policy
-	9,  // 3: fsmcp.v1.Confinement.selftest:type_name -> fsmcp.v1.Probe
+	7,  // 1: fsmcp.v1.Error.nearest:type_name -> fsmcp.v1.Nearest
+	9,  // 2: fsmcp.v1.Confinement.policy:type_name -> fsmcp.v1.Policy
+	10, // 3: fsmcp.v1.Confinement.selftest:type_name -> fsmcp.v1.Probe
 	0,  // 4: fsmcp.v1.HelloRequest.version:type_name -> fsmcp.v1.ProtocolVersion
 	0,  // 5: fsmcp.v1.HelloResponse.version:type_name -> fsmcp.v1.ProtocolVersion
-	7,  // 6: fsmcp.v1.HelloResponse.confinement:type_name -> fsmcp.v1.Confinement
+	8,  // 6: fsmcp.v1.HelloResponse.confinement:type_name -> fsmcp.v1.Confinement
 	2,  // 7: fsmcp.v1.Entry.type:type_name -> fsmcp.v1.FileType
-	13, // 8: fsmcp.v1.StatStreamRequest.stat:type_name -> fsmcp.v1.StatRequest
-	21, // 9: fsmcp.v1.StatStreamResponse.progress:type_name -> fsmcp.v1.Progress
-	16, // 10: fsmcp.v1.StatStreamResponse.stat:type_name -> fsmcp.v1.StatResponse
-	12, // 11: fsmcp.v1.StatResponse.entry:type_name -> fsmcp.v1.Entry
-	7,  // 12: fsmcp.v1.StatResponse.confinement:type_name -> fsmcp.v1.Confinement
-	12, // 13: fsmcp.v1.ListResponse.entries:type_name -> fsmcp.v1.Entry
+	14, // 8: fsmcp.v1.StatStreamRequest.stat:type_name -> fsmcp.v1.StatRequest
+	22, // 9: fsmcp.v1.StatStreamResponse.progress:type_name -> fsmcp.v1.Progress
+	17, // 10: fsmcp.v1.StatStreamResponse.stat:type_name -> fsmcp.v1.StatResponse
+	13, // 11: fsmcp.v1.StatResponse.entry:type_name -> fsmcp.v1.Entry
+	8,  // 12: fsmcp.v1.StatResponse.confinement:type_name -> fsmcp.v1.Confinement
+	13, // 13: fsmcp.v1.ListResponse.entries:type_name -> fsmcp.v1.Entry
 	3,  // 14: fsmcp.v1.GlobRequest.sort:type_name -> fsmcp.v1.ListingSort
-	21, // 15: fsmcp.v1.GlobResponse.progress:type_name -> fsmcp.v1.Progress
+	22, // 15: fsmcp.v1.GlobResponse.progress:type_name -> fsmcp.v1.Progress
 	4,  // 16: fsmcp.v1.GrepRequest.output:type_name -> fsmcp.v1.GrepOutput
-	26, // 17: fsmcp.v1.GrepLine.submatches:type_name -> fsmcp.v1.Submatch
-	21, // 18: fsmcp.v1.GrepResponse.progress:type_name -> fsmcp.v1.Progress
-	27, // 19: fsmcp.v1.GrepResponse.lines:type_name -> fsmcp.v1.GrepLine
-	25, // 20: fsmcp.v1.GrepResponse.files:type_name -> fsmcp.v1.FileCount
-	31, // 21: fsmcp.v1.ReplaceRequest.edits:type_name -> fsmcp.v1.Edit
+	27, // 17: fsmcp.v1.GrepLine.submatches:type_name -> fsmcp.v1.Submatch
+	22, // 18: fsmcp.v1.GrepResponse.progress:type_name -> fsmcp.v1.Progress
+	28, // 19: fsmcp.v1.GrepResponse.lines:type_name -> fsmcp.v1.GrepLine
+	26, // 20: fsmcp.v1.GrepResponse.files:type_name -> fsmcp.v1.FileCount
+	32, // 21: fsmcp.v1.ReplaceRequest.edits:type_name -> fsmcp.v1.Edit
 	2,  // 22: fsmcp.v1.UndoResponse.type:type_name -> fsmcp.v1.FileType
-	21, // 23: fsmcp.v1.DigestResponse.progress:type_name -> fsmcp.v1.Progress
+	22, // 23: fsmcp.v1.DigestResponse.progress:type_name -> fsmcp.v1.Progress
 	2,  // 24: fsmcp.v1.DigestResponse.type:type_name -> fsmcp.v1.FileType
 	2,  // 25: fsmcp.v1.TreeEntry.type:type_name -> fsmcp.v1.FileType
-	21, // 26: fsmcp.v1.TreeResponse.progress:type_name -> fsmcp.v1.Progress
-	49, // 27: fsmcp.v1.TreeResponse.entries:type_name -> fsmcp.v1.TreeEntry
-	53, // 28: fsmcp.v1.PatchRequest.preconditions:type_name -> fsmcp.v1.PatchPrecondition
-	55, // 29: fsmcp.v1.PatchResponse.files:type_name -> fsmcp.v1.PatchFile
-	19, // 30: fsmcp.v1.ReadManyRequest.reads:type_name -> fsmcp.v1.ReadRequest
-	20, // 31: fsmcp.v1.ReadManyResult.read:type_name -> fsmcp.v1.ReadResponse
-	5,  // 32: fsmcp.v1.ReadManyResult.error:type_name -> fsmcp.v1.Error
-	58, // 33: fsmcp.v1.ReadManyResponse.results:type_name -> fsmcp.v1.ReadManyResult
-	10, // 34: fsmcp.v1.WorkerService.Hello:input_type -> fsmcp.v1.HelloRequest
-	13, // 35: fsmcp.v1.WorkerService.Stat:input_type -> fsmcp.v1.StatRequest
-	17, // 36: fsmcp.v1.WorkerService.List:input_type -> fsmcp.v1.ListRequest
-	19, // 37: fsmcp.v1.WorkerService.Read:input_type -> fsmcp.v1.ReadRequest
-	22, // 38: fsmcp.v1.WorkerService.Glob:input_type -> fsmcp.v1.GlobRequest
-	24, // 39: fsmcp.v1.WorkerService.Grep:input_type -> fsmcp.v1.GrepRequest
-	29, // 40: fsmcp.v1.WorkerService.Write:input_type -> fsmcp.v1.WriteRequest
-	32, // 41: fsmcp.v1.WorkerService.Replace:input_type -> fsmcp.v1.ReplaceRequest
-	34, // 42: fsmcp.v1.WorkerService.Mkdir:input_type -> fsmcp.v1.MkdirRequest
-	36, // 43: fsmcp.v1.WorkerService.Move:input_type -> fsmcp.v1.MoveRequest
-	38, // 44: fsmcp.v1.WorkerService.Delete:input_type -> fsmcp.v1.DeleteRequest
-	42, // 45: fsmcp.v1.WorkerService.Splice:input_type -> fsmcp.v1.SpliceRequest
-	44, // 46: fsmcp.v1.WorkerService.Digest:input_type -> fsmcp.v1.DigestRequest
-	46, // 47: fsmcp.v1.WorkerService.Copy:input_type -> fsmcp.v1.CopyRequest
-	48, // 48: fsmcp.v1.WorkerService.Tree:input_type -> fsmcp.v1.TreeRequest
-	51, // 49: fsmcp.v1.WorkerService.View:input_type -> fsmcp.v1.ViewRequest
-	54, // 50: fsmcp.v1.WorkerService.Patch:input_type -> fsmcp.v1.PatchRequest
-	57, // 51: fsmcp.v1.WorkerService.ReadMany:input_type -> fsmcp.v1.ReadManyRequest
-	14, // 52: fsmcp.v1.WorkerService.StatStream:input_type -> fsmcp.v1.StatStreamRequest
-	40, // 53: fsmcp.v1.WorkerService.Undo:input_type -> fsmcp.v1.UndoRequest
-	11, // 54: fsmcp.v1.WorkerService.Hello:output_type -> fsmcp.v1.HelloResponse
-	16, // 55: fsmcp.v1.WorkerService.Stat:output_type -> fsmcp.v1.StatResponse
-	18, // 56: fsmcp.v1.WorkerService.List:output_type -> fsmcp.v1.ListResponse
-	20, // 57: fsmcp.v1.WorkerService.Read:output_type -> fsmcp.v1.ReadResponse
-	23, // 58: fsmcp.v1.WorkerService.Glob:output_type -> fsmcp.v1.GlobResponse
-	28, // 59: fsmcp.v1.WorkerService.Grep:output_type -> fsmcp.v1.GrepResponse
-	30, // 60: fsmcp.v1.WorkerService.Write:output_type -> fsmcp.v1.WriteResponse
-	33, // 61: fsmcp.v1.WorkerService.Replace:output_type -> fsmcp.v1.ReplaceResponse
-	35, // 62: fsmcp.v1.WorkerService.Mkdir:output_type -> fsmcp.v1.MkdirResponse
-	37, // 63: fsmcp.v1.WorkerService.Move:output_type -> fsmcp.v1.MoveResponse
-	39, // 64: fsmcp.v1.WorkerService.Delete:output_type -> fsmcp.v1.DeleteResponse
-	43, // 65: fsmcp.v1.WorkerService.Splice:output_type -> fsmcp.v1.SpliceResponse
-	45, // 66: fsmcp.v1.WorkerService.Digest:output_type -> fsmcp.v1.DigestResponse
-	47, // 67: fsmcp.v1.WorkerService.Copy:output_type -> fsmcp.v1.CopyResponse
-	50, // 68: fsmcp.v1.WorkerService.Tree:output_type -> fsmcp.v1.TreeResponse
-	52, // 69: fsmcp.v1.WorkerService.View:output_type -> fsmcp.v1.ViewResponse
-	56, // 70: fsmcp.v1.WorkerService.Patch:output_type -> fsmcp.v1.PatchResponse
-	59, // 71: fsmcp.v1.WorkerService.ReadMany:output_type -> fsmcp.v1.ReadManyResponse
-	15, // 72: fsmcp.v1.WorkerService.StatStream:output_type -> fsmcp.v1.StatStreamResponse
-	41, // 73: fsmcp.v1.WorkerService.Undo:output_type -> fsmcp.v1.UndoResponse
-	54, // [54:74] is the sub-list for method output_type
-	34, // [34:54] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	22, // 26: fsmcp.v1.TreeResponse.progress:type_name -> fsmcp.v1.Progress
+	50, // 27: fsmcp.v1.TreeResponse.entries:type_name -> fsmcp.v1.TreeEntry
+	54, // 28: fsmcp.v1.PatchRequest.preconditions:type_name -> fsmcp.v1.PatchPrecondition
+	56, // 29: fsmcp.v1.PatchResponse.files:type_name -> fsmcp.v1.PatchFile
+	20, // 30: fsmcp.v1.ReadManyRequest.reads:type_name -> fsmcp.v1.ReadRequest
+	21, // 31: fsmcp.v1.ReadManyResult.read:type_name -> fsmcp.v1.ReadResponse
+	6,  // 32: fsmcp.v1.ReadManyResult.error:type_name -> fsmcp.v1.Error
+	59, // 33: fsmcp.v1.ReadManyResponse.results:type_name -> fsmcp.v1.ReadManyResult
+	5,  // 34: fsmcp.v1.CheckResponse.action:type_name -> fsmcp.v1.RuleAction
+	11, // 35: fsmcp.v1.WorkerService.Hello:input_type -> fsmcp.v1.HelloRequest
+	14, // 36: fsmcp.v1.WorkerService.Stat:input_type -> fsmcp.v1.StatRequest
+	18, // 37: fsmcp.v1.WorkerService.List:input_type -> fsmcp.v1.ListRequest
+	20, // 38: fsmcp.v1.WorkerService.Read:input_type -> fsmcp.v1.ReadRequest
+	23, // 39: fsmcp.v1.WorkerService.Glob:input_type -> fsmcp.v1.GlobRequest
+	25, // 40: fsmcp.v1.WorkerService.Grep:input_type -> fsmcp.v1.GrepRequest
+	30, // 41: fsmcp.v1.WorkerService.Write:input_type -> fsmcp.v1.WriteRequest
+	33, // 42: fsmcp.v1.WorkerService.Replace:input_type -> fsmcp.v1.ReplaceRequest
+	35, // 43: fsmcp.v1.WorkerService.Mkdir:input_type -> fsmcp.v1.MkdirRequest
+	37, // 44: fsmcp.v1.WorkerService.Move:input_type -> fsmcp.v1.MoveRequest
+	39, // 45: fsmcp.v1.WorkerService.Delete:input_type -> fsmcp.v1.DeleteRequest
+	43, // 46: fsmcp.v1.WorkerService.Splice:input_type -> fsmcp.v1.SpliceRequest
+	45, // 47: fsmcp.v1.WorkerService.Digest:input_type -> fsmcp.v1.DigestRequest
+	47, // 48: fsmcp.v1.WorkerService.Copy:input_type -> fsmcp.v1.CopyRequest
+	49, // 49: fsmcp.v1.WorkerService.Tree:input_type -> fsmcp.v1.TreeRequest
+	52, // 50: fsmcp.v1.WorkerService.View:input_type -> fsmcp.v1.ViewRequest
+	55, // 51: fsmcp.v1.WorkerService.Patch:input_type -> fsmcp.v1.PatchRequest
+	58, // 52: fsmcp.v1.WorkerService.ReadMany:input_type -> fsmcp.v1.ReadManyRequest
+	15, // 53: fsmcp.v1.WorkerService.StatStream:input_type -> fsmcp.v1.StatStreamRequest
+	41, // 54: fsmcp.v1.WorkerService.Undo:input_type -> fsmcp.v1.UndoRequest
+	61, // 55: fsmcp.v1.WorkerService.Check:input_type -> fsmcp.v1.CheckRequest
+	12, // 56: fsmcp.v1.WorkerService.Hello:output_type -> fsmcp.v1.HelloResponse
+	17, // 57: fsmcp.v1.WorkerService.Stat:output_type -> fsmcp.v1.StatResponse
+	19, // 58: fsmcp.v1.WorkerService.List:output_type -> fsmcp.v1.ListResponse
+	21, // 59: fsmcp.v1.WorkerService.Read:output_type -> fsmcp.v1.ReadResponse
+	24, // 60: fsmcp.v1.WorkerService.Glob:output_type -> fsmcp.v1.GlobResponse
+	29, // 61: fsmcp.v1.WorkerService.Grep:output_type -> fsmcp.v1.GrepResponse
+	31, // 62: fsmcp.v1.WorkerService.Write:output_type -> fsmcp.v1.WriteResponse
+	34, // 63: fsmcp.v1.WorkerService.Replace:output_type -> fsmcp.v1.ReplaceResponse
+	36, // 64: fsmcp.v1.WorkerService.Mkdir:output_type -> fsmcp.v1.MkdirResponse
+	38, // 65: fsmcp.v1.WorkerService.Move:output_type -> fsmcp.v1.MoveResponse
+	40, // 66: fsmcp.v1.WorkerService.Delete:output_type -> fsmcp.v1.DeleteResponse
+	44, // 67: fsmcp.v1.WorkerService.Splice:output_type -> fsmcp.v1.SpliceResponse
+	46, // 68: fsmcp.v1.WorkerService.Digest:output_type -> fsmcp.v1.DigestResponse
+	48, // 69: fsmcp.v1.WorkerService.Copy:output_type -> fsmcp.v1.CopyResponse
+	51, // 70: fsmcp.v1.WorkerService.Tree:output_type -> fsmcp.v1.TreeResponse
+	53, // 71: fsmcp.v1.WorkerService.View:output_type -> fsmcp.v1.ViewResponse
+	57, // 72: fsmcp.v1.WorkerService.Patch:output_type -> fsmcp.v1.PatchResponse
+	60, // 73: fsmcp.v1.WorkerService.ReadMany:output_type -> fsmcp.v1.ReadManyResponse
+	16, // 74: fsmcp.v1.WorkerService.StatStream:output_type -> fsmcp.v1.StatStreamResponse
+	42, // 75: fsmcp.v1.WorkerService.Undo:output_type -> fsmcp.v1.UndoResponse
+	62, // 76: fsmcp.v1.WorkerService.Check:output_type -> fsmcp.v1.CheckResponse
+	56, // [56:77] is the sub-list for method output_type
+	35, // [35:56] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_fsmcp_v1_worker_proto_init() }
@@ -4879,8 +5079,8 @@ func file_fsmcp_v1_worker_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fsmcp_v1_worker_proto_rawDesc), len(file_fsmcp_v1_worker_proto_rawDesc)),
-			NumEnums:      5,
-			NumMessages:   55,
+			NumEnums:      6,
+			NumMessages:   57,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -45,6 +45,7 @@ const (
 	WorkerService_ReadMany_FullMethodName   = "/fsmcp.v1.WorkerService/ReadMany"
 	WorkerService_StatStream_FullMethodName = "/fsmcp.v1.WorkerService/StatStream"
 	WorkerService_Undo_FullMethodName       = "/fsmcp.v1.WorkerService/Undo"
+	WorkerService_Check_FullMethodName      = "/fsmcp.v1.WorkerService/Check"
 )
 
 // WorkerServiceClient is the client API for WorkerService service.
@@ -87,6 +88,8 @@ type WorkerServiceClient interface {
 	StatStream(ctx context.Context, in *StatStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StatStreamResponse], error)
 	// Undo restores what a write or delete moved into the quarantine.
 	Undo(ctx context.Context, in *UndoRequest, opts ...grpc.CallOption) (*UndoResponse, error)
+	// Check judges a call's paths, as they resolve, against --rules.
+	Check(ctx context.Context, in *CheckRequest, opts ...grpc.CallOption) (*CheckResponse, error)
 }
 
 type workerServiceClient struct {
@@ -342,6 +345,16 @@ func (c *workerServiceClient) Undo(ctx context.Context, in *UndoRequest, opts ..
 	return out, nil
 }
 
+func (c *workerServiceClient) Check(ctx context.Context, in *CheckRequest, opts ...grpc.CallOption) (*CheckResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckResponse)
+	err := c.cc.Invoke(ctx, WorkerService_Check_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // WorkerServiceServer is the server API for WorkerService service.
 // All implementations must embed UnimplementedWorkerServiceServer
 // for forward compatibility.
@@ -382,6 +395,8 @@ type WorkerServiceServer interface {
 	StatStream(*StatStreamRequest, grpc.ServerStreamingServer[StatStreamResponse]) error
 	// Undo restores what a write or delete moved into the quarantine.
 	Undo(context.Context, *UndoRequest) (*UndoResponse, error)
+	// Check judges a call's paths, as they resolve, against --rules.
+	Check(context.Context, *CheckRequest) (*CheckResponse, error)
 	mustEmbedUnimplementedWorkerServiceServer()
 }
 
@@ -451,6 +466,9 @@ func (UnimplementedWorkerServiceServer) StatStream(*StatStreamRequest, grpc.Serv
 }
 func (UnimplementedWorkerServiceServer) Undo(context.Context, *UndoRequest) (*UndoResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Undo not implemented")
+}
+func (UnimplementedWorkerServiceServer) Check(context.Context, *CheckRequest) (*CheckResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Check not implemented")
 }
 func (UnimplementedWorkerServiceServer) mustEmbedUnimplementedWorkerServiceServer() {}
 func (UnimplementedWorkerServiceServer) testEmbeddedByValue()                       {}
@@ -798,6 +816,24 @@ func _WorkerService_Undo_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _WorkerService_Check_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CheckRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkerServiceServer).Check(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WorkerService_Check_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkerServiceServer).Check(ctx, req.(*CheckRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // WorkerService_ServiceDesc is the grpc.ServiceDesc for WorkerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -864,6 +900,10 @@ var WorkerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Undo",
 			Handler:    _WorkerService_Undo_Handler,
+		},
+		{
+			MethodName: "Check",
+			Handler:    _WorkerService_Check_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

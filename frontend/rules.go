@@ -1,0 +1,130 @@
+package frontend
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// --rules FILE: the worker reads and judges the rules (worker/rules.go),
+// because it alone can read the file once confined and it alone knows the
+// real path a call's path resolves to. The front-end asks it before each
+// call and acts on the answer: deny refuses, ask puts the call before the
+// person as --ask does, allow runs it without asking even where --ask
+// would. Calls no rule matches are what the other flags make them.
+
+// checkRules resolves --rules to the real file and refuses one the agent
+// could write (inside the root) or that is not a regular file. Its syntax
+// is the worker's to check, at its start.
+func (c *Config) checkRules() error {
+	if c.Rules == "" {
+		return nil
+	}
+	p, err := filepath.EvalSymlinks(c.Rules)
+	if err == nil {
+		p, err = filepath.Abs(p)
+	}
+	if err != nil {
+		return fmt.Errorf("--rules %s: %w", c.Rules, errors.Unwrap(err))
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		return fmt.Errorf("--rules %s: %w", c.Rules, errors.Unwrap(err))
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("--rules %s: not a regular file", c.Rules)
+	}
+	root, err := realDir("--root", c.Root)
+	if err != nil {
+		return err
+	}
+	if within(p, root) {
+		return fmt.Errorf("--rules %s: must lie outside --root, where the agent cannot change it", c.Rules)
+	}
+	c.Rules = p
+	return nil
+}
+
+// gate decides, before a call runs, whether it may: the rules first, then
+// --ask. It returns nil to run the call, else the result to answer with.
+func (s *server) gate(ctx context.Context, t *tool, req *mcp.CallToolRequest) *mcp.CallToolResult {
+	ask := s.approvals.needed(t.name)
+	if s.cfg.Rules != "" {
+		if _, err := t.decode(ctx, req); err != nil {
+			return errorResult(asToolError(err))
+		}
+		resp, err := s.wc.Check(ctx, &fsmcpv1.CheckRequest{Tool: t.name, Paths: callPaths(req.Params.Arguments)})
+		if err != nil {
+			return errorResult(s.callError(ctx, err))
+		}
+		switch resp.GetAction() {
+		case fsmcpv1.RuleAction_RULE_ACTION_DENY:
+			noteDecision(ctx, decisionDeniedByRule)
+			return errorResult(&toolError{code: fsmcpv1.ErrorCode_ERROR_CODE_PERMISSION_DENIED,
+				message: fmt.Sprintf("%s: %q is denied by --rules line %d (%s)",
+					s.cfg.ToolsPrefix+t.name, resp.GetPath(), resp.GetLine(), resp.GetRule()),
+				path: resp.GetPath(), hasPath: true, policyViolation: true})
+		case fsmcpv1.RuleAction_RULE_ACTION_ASK:
+			ask = true
+		case fsmcpv1.RuleAction_RULE_ACTION_ALLOW:
+			noteDecision(ctx, decisionAllowedByRule)
+			ask = false
+		}
+	}
+	if !ask {
+		return nil
+	}
+	return s.approve(ctx, t, req)
+}
+
+// ruleArgs are the arguments that name paths a call acts on, each with
+// its _base64 twin; "paths" is a list of them.
+var ruleArgs = []string{"path", "from", "to", "cwd"}
+
+// callPaths picks every path a call's arguments name, decoded, for the
+// rules. The arguments have been validated.
+func callPaths(raw json.RawMessage) [][]byte {
+	var args map[string]json.RawMessage
+	if json.Unmarshal(raw, &args) != nil {
+		return nil
+	}
+	var out [][]byte
+	one := func(text *string, b64 *string) {
+		switch {
+		case text != nil:
+			out = append(out, []byte(*text))
+		case b64 != nil:
+			if p, err := base64.StdEncoding.DecodeString(*b64); err == nil {
+				out = append(out, p)
+			}
+		}
+	}
+	for _, k := range ruleArgs {
+		var text, b64 *string
+		json.Unmarshal(args[k], &text)
+		json.Unmarshal(args[k+"_base64"], &b64)
+		one(text, b64)
+	}
+	var list []json.RawMessage
+	json.Unmarshal(args["paths"], &list)
+	for _, e := range list {
+		var text string
+		var obj struct {
+			Path       *string `json:"path"`
+			PathBase64 *string `json:"path_base64"`
+		}
+		if json.Unmarshal(e, &text) == nil {
+			out = append(out, []byte(text))
+		} else if json.Unmarshal(e, &obj) == nil {
+			one(obj.Path, obj.PathBase64)
+		}
+	}
+	return out
+}

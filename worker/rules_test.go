@@ -1,0 +1,169 @@
+package worker
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+)
+
+func rulesService(t *testing.T, text string) (*Service, string, string) {
+	t.Helper()
+	base := t.TempDir()
+	root, file := filepath.Join(base, "root"), filepath.Join(base, "conf", "rules")
+	wput(t, file, text)
+	if err := os.Mkdir(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rules, err := OpenRules(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	s, err := New(r, Options{Rules: rules})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, root, file
+}
+
+func checkOf(t *testing.T, s *Service, tool string, paths ...string) *fsmcpv1.CheckResponse {
+	t.Helper()
+	req := &fsmcpv1.CheckRequest{Tool: tool}
+	for _, p := range paths {
+		req.Paths = append(req.Paths, []byte(p))
+	}
+	resp, err := s.Check(context.Background(), req)
+	if err != nil {
+		t.Fatalf("Check(%s %q) = %v", tool, paths, err)
+	}
+	return resp
+}
+
+var (
+	ruleAllow = fsmcpv1.RuleAction_RULE_ACTION_ALLOW
+	ruleDeny  = fsmcpv1.RuleAction_RULE_ACTION_DENY
+	ruleAsk   = fsmcpv1.RuleAction_RULE_ACTION_ASK
+	ruleNone  = fsmcpv1.RuleAction_RULE_ACTION_UNSPECIFIED
+)
+
+// The first matching line wins for a path; across a call's paths the
+// strictest; paths are judged as they resolve (.., symlinked directories,
+// a symlink's target), not as spelled.
+func TestRulesPrecedence(t *testing.T) {
+	s, root, _ := rulesService(t, `# comments and blank lines are skipped
+
+allow fs_write notes/ok.txt
+deny  fs_write notes
+ask   fs_*     /build/**
+allow *        build
+deny  fs_read  secret.txt
+`)
+	wput(t, filepath.Join(root, "notes", "ok.txt"), "")
+	wput(t, filepath.Join(root, "secret.txt"), "")
+	os.MkdirAll(filepath.Join(root, "build", "out"), 0o755)
+	os.MkdirAll(filepath.Join(root, "other"), 0o755)
+	os.Symlink("notes", filepath.Join(root, "lnk"))
+	os.Symlink("secret.txt", filepath.Join(root, "s"))
+	for _, c := range []struct {
+		tool  string
+		paths []string
+		want  fsmcpv1.RuleAction
+		line  int32
+	}{
+		{"fs_write", []string{"notes/ok.txt"}, ruleAllow, 3},
+		{"fs_write", []string{"notes/x.txt"}, ruleDeny, 4},
+		{"fs_write", []string{"notes"}, ruleDeny, 4},
+		{"fs_write", []string{"other/../notes/x.txt"}, ruleDeny, 4},
+		{"fs_write", []string{"lnk/x.txt"}, ruleDeny, 4},
+		{"fs_write", []string{"notes/new/deeper/x"}, ruleDeny, 4},
+		{"fs_write", []string{"other/new/../../notes/n"}, ruleDeny, 4},
+		{"fs_delete", []string{"build/out"}, ruleAsk, 5},
+		{"fs_delete", []string{"build"}, ruleAsk, 5},
+		{"fs_mkdir", []string{"build/a/b/c"}, ruleAsk, 5},
+		{"exec", []string{"build/out"}, ruleAllow, 6},
+		{"fs_read", []string{"secret.txt"}, ruleDeny, 7},
+		{"fs_read", []string{"s"}, ruleDeny, 7},
+		{"fs_stat", []string{"secret.txt"}, ruleNone, 0},
+		{"fs_move", []string{"other", "build/x"}, ruleAsk, 5},
+		{"fs_move", []string{"build/out", "notes/y"}, ruleAsk, 5},
+		{"fs_write", []string{"build/out/f", "notes/z"}, ruleDeny, 4},
+		{"fs_read", []string{""}, ruleNone, 0},
+	} {
+		got := checkOf(t, s, c.tool, c.paths...)
+		if got.GetAction() != c.want || got.GetLine() != c.line {
+			t.Errorf("Check(%s %q) = %v line %d (%s), want %v line %d", c.tool, c.paths, got.GetAction(), got.GetLine(), got.GetRule(), c.want, c.line)
+		}
+		if strings.Contains(string(got.GetPath()), root) {
+			t.Errorf("Check names a host path: %q", got.GetPath())
+		}
+	}
+}
+
+// The file is read again when it changes, by atomic replace or in place; a
+// bad edit, or the file going away, keeps the rules in force.
+func TestRulesReload(t *testing.T) {
+	s, root, file := rulesService(t, "deny fs_read a\n")
+	wput(t, filepath.Join(root, "a"), "")
+	want := func(step string, action fsmcpv1.RuleAction) {
+		t.Helper()
+		if got := checkOf(t, s, "fs_read", "a").GetAction(); got != action {
+			t.Fatalf("%s: %v, want %v", step, got, action)
+		}
+	}
+	want("start", ruleDeny)
+	tmp := file + ".new"
+	wput(t, tmp, "allow fs_read a\n")
+	if err := os.Rename(tmp, file); err != nil {
+		t.Fatal(err)
+	}
+	want("atomic replace", ruleAllow)
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("ask fs_read a\n")
+	f.Close()
+	want("in-place edit", ruleAsk)
+	os.WriteFile(file, []byte("forbid fs_read a\n"), 0o644)
+	want("bad edit", ruleAsk)
+	os.Remove(file)
+	want("file gone", ruleAsk)
+	wput(t, file, "deny fs_read *\n")
+	want("file back", ruleDeny)
+}
+
+// A file that does not parse is refused with the line that is wrong.
+func TestRulesParseErrors(t *testing.T) {
+	for text, want := range map[string]string{
+		"permit fs_read a\n":       "line 1",
+		"allow fs_read\n":          "want: allow|deny|ask",
+		"\n\nallow fs_read a/\n":   "line 3",
+		"allow [ a\n":              "not a valid pattern",
+		"deny fs_read ../a\n":      "component",
+		"deny fs_read a\nask x\n":  "line 2",
+		"deny fs_read {a,b\n":      "not a valid glob",
+		"allow fs_read //a\n":      "//",
+		"deny fs_read a\x00b\n":    "NUL",
+		"deny fs_read docs/a b\n":  "",
+		"ask * my notes/**/*.md\n": "",
+	} {
+		_, err := parseRules([]byte(text))
+		if want == "" {
+			if err != nil {
+				t.Errorf("parse %q: %v, want ok", text, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("parse %q: %v, want %q", text, err, want)
+		}
+	}
+}
