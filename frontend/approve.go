@@ -288,12 +288,18 @@ func (s *server) approve(ctx context.Context, t *tool, req *mcp.CallToolRequest)
 			"%s needs the person's approval (--ask), and this client did not declare the elicitation capability (form mode) to ask it",
 			s.cfg.ToolsPrefix+t.name))
 	}
+	// An edit is shown as its diff: the tool runs as a dry run first,
+	// which also refuses, unasked, a call that could not succeed.
+	diff, err := s.preview(ctx, t, req)
+	if err != nil {
+		return errorResult(asToolError(err))
+	}
 	noteDecision(ctx, decisionAsked)
 	name := s.cfg.ToolsPrefix + t.name
 	return &mcp.CallToolResult{
 		InputRequests: mcp.InputRequestMap{askInputID: &mcp.ElicitParams{
 			Mode:    "form",
-			Message: askMessage(name, t, req.Params.Arguments),
+			Message: askMessage(name, t, req.Params.Arguments, diff),
 			RequestedSchema: &jsonschema.Schema{
 				Type: "object",
 				Properties: map[string]*jsonschema.Schema{
@@ -308,6 +314,55 @@ func (s *server) approve(ctx context.Context, t *tool, req *mcp.CallToolRequest)
 		}},
 		RequestState: a.seal(binding, now),
 	}
+}
+
+// preview runs a tool that has dry_run as a dry run of this call and
+// returns the diff it answers (with a note when the reply cut it, or when
+// the content is not text). A call that is itself a dry run, or a tool
+// without dry_run, has none. The dry run's own audit record is not kept.
+func (s *server) preview(ctx context.Context, t *tool, req *mcp.CallToolRequest) (string, error) {
+	if _, ok := t.schema.Properties["dry_run"]; !ok {
+		return "", nil
+	}
+	var args map[string]json.RawMessage
+	if err := json.Unmarshal(req.Params.Arguments, &args); err != nil {
+		return "", invalidf("arguments: %v", err)
+	}
+	if string(args["dry_run"]) == "true" {
+		return "", nil
+	}
+	args["dry_run"] = json.RawMessage("true")
+	raw, err := json.Marshal(args)
+	if err != nil {
+		return "", bug(err)
+	}
+	params := *req.Params
+	params.Arguments = raw
+	params.Meta = nil // _meta.args_sha256 covers the call's own arguments
+	dry := &mcp.CallToolRequest{Session: req.Session, Params: &params, Extra: req.Extra}
+	doc, err := t.call(context.WithValue(ctx, recordKey{}, (*callRecord)(nil)), s, dry)
+	if err != nil {
+		return "", err
+	}
+	var answer struct {
+		Diff          *string `json:"diff"`
+		DiffBase64    *string `json:"diff_base64"`
+		DiffTruncated bool    `json:"diff_truncated"`
+	}
+	if err := json.Unmarshal(doc.bytes(), &answer); err != nil {
+		return "", bug(err)
+	}
+	var diff string
+	switch {
+	case answer.Diff != nil:
+		diff = *answer.Diff
+	case answer.DiffBase64 != nil:
+		diff = "(the content is not text: the diff is binary)"
+	}
+	if answer.DiffTruncated {
+		diff += "\n…(the diff goes on)"
+	}
+	return diff, nil
 }
 
 // canElicitForm reports whether the client declared form elicitation
@@ -340,7 +395,7 @@ var contentArgs = []string{"content", "insert", "stdin"}
 // askMessage shows the person what the call would do: the tool and each
 // argument, paths decoded, content as its size, edits as their sizes, a
 // command's argv in full.
-func askMessage(name string, t *tool, raw json.RawMessage) string {
+func askMessage(name string, t *tool, raw json.RawMessage, diff string) string {
 	var args map[string]json.RawMessage
 	json.Unmarshal(raw, &args)
 	keys := make([]string, 0, len(args))
@@ -357,6 +412,9 @@ func askMessage(name string, t *tool, raw json.RawMessage) string {
 	b.WriteString("\n")
 	for _, k := range keys {
 		fmt.Fprintf(&b, "\n%s: %s", strings.TrimSuffix(k, "_base64"), askValue(k, args[k], args["encoding"]))
+	}
+	if diff != "" {
+		b.WriteString("\n\nThe change:\n" + diff)
 	}
 	msg := b.String()
 	if len(msg) > maxAskMessage {

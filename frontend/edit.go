@@ -129,7 +129,7 @@ func (s *server) splice(ctx context.Context, in *spliceIn, _ *mcp.CallToolReques
 	doc := newObj().bool("ok", true).name("path", displayPath(p)).
 		str("sha256", resp.GetSha256()).int("size", resp.GetSize()).
 		bool("created", resp.GetCreated()).bool("broke_hard_link", resp.GetBrokeHardLink())
-	return s.previewFields(doc, resp.GetDiff(), dry), nil
+	return withUndo(ctx, s.previewFields(doc, resp.GetDiff(), dry), resp.GetUndo()), nil
 }
 
 // editTools lists the editing tools in the order tools/list shows them.

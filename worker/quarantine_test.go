@@ -86,8 +86,9 @@ func noHostPathIn(t *testing.T, token, dir string) {
 	}
 }
 
-// Every mutating tool moves what it removes or replaces into the
-// quarantine, without a copy (the same inode), and Undo brings it back.
+// Every mutating tool (write, append, replace, splice, delete) moves what
+// it removes or replaces into the quarantine, without a copy (the same
+// inode), and Undo brings it back.
 func TestQuarantineEachMutationUndone(t *testing.T) {
 	ctx := context.Background()
 	s, root, qdir := newQuarantineService(t, 1<<20)
@@ -115,6 +116,17 @@ func TestQuarantineEachMutationUndone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	wput(t, filepath.Join(root, "sp"), "old sp")
+	sp, err := s.Splice(ctx, &fsmcpv1.SpliceRequest{Path: []byte("sp"), Offset: 0, Delete: 3, Insert: []byte("new"), IfSha256: wsum([]byte("old sp"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An append is a splice at the end: it displaces the old file too.
+	wput(t, filepath.Join(root, "ap"), "old ap")
+	ap, err := s.Write(ctx, &fsmcpv1.WriteRequest{Path: []byte("ap"), Content: []byte("+"), Append: true, IfSha256: wsum([]byte("old ap"))})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var tokens []string
 	for _, p := range []string{"del", "tree", "link"} {
 		d, err := s.Delete(ctx, &fsmcpv1.DeleteRequest{Path: []byte(p), Recursive: true})
@@ -126,10 +138,10 @@ func TestQuarantineEachMutationUndone(t *testing.T) {
 		}
 		tokens = append(tokens, d.GetUndo())
 	}
-	if n := len(quarantined(t, qdir)); n != 5 {
-		t.Fatalf("%d entries in the quarantine, want 5", n)
+	if n := len(quarantined(t, qdir)); n != 7 {
+		t.Fatalf("%d entries in the quarantine, want 7", n)
 	}
-	for _, tok := range append(tokens, w.GetUndo(), r.GetUndo()) {
+	for _, tok := range append(tokens, w.GetUndo(), r.GetUndo(), sp.GetUndo(), ap.GetUndo()) {
 		noHostPathIn(t, tok, root)
 		noHostPathIn(t, tok, qdir)
 	}
@@ -161,6 +173,14 @@ func TestQuarantineEachMutationUndone(t *testing.T) {
 	undoOf(t, s, r.GetUndo())
 	if got := wcontent(t, filepath.Join(root, "r")); got != "old r" {
 		t.Errorf("undone replace holds %q", got)
+	}
+	undoOf(t, s, sp.GetUndo())
+	if got := wcontent(t, filepath.Join(root, "sp")); got != "old sp" {
+		t.Errorf("undone splice holds %q", got)
+	}
+	undoOf(t, s, ap.GetUndo())
+	if got := wcontent(t, filepath.Join(root, "ap")); got != "old ap" {
+		t.Errorf("undone append holds %q", got)
 	}
 	noTempLeft(t, root)
 }
@@ -296,7 +316,8 @@ func TestQuarantineBytesEvictsOldest(t *testing.T) {
 }
 
 // A fifo holds no data: deleting one unlinks it and gives no token; a
-// non-empty directory without recursive is still not_empty, and stays.
+// non-empty directory without recursive is still not_empty, and stays; a
+// guarded delete is checked before anything moves.
 func TestQuarantineSpecialCases(t *testing.T) {
 	ctx := context.Background()
 	s, root, qdir := newQuarantineService(t, 1<<20)
@@ -317,6 +338,22 @@ func TestQuarantineSpecialCases(t *testing.T) {
 	if d, err := s.Delete(ctx, &fsmcpv1.DeleteRequest{Path: []byte("empty")}); err != nil || d.GetUndo() == "" {
 		t.Errorf("delete of an empty directory: %v, undo %q", err, d.GetUndo())
 	}
+	// A guarded delete checks its precondition first, then quarantines.
+	wput(t, filepath.Join(root, "g"), "guarded")
+	_, err = s.Delete(ctx, &fsmcpv1.DeleteRequest{Path: []byte("g"), IfSha256: wsum([]byte("other"))})
+	wantWriteCode(t, "guarded delete, wrong hash", err, fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED)
+	if got := wcontent(t, filepath.Join(root, "g")); got != "guarded" {
+		t.Fatalf("refused guarded delete left %q", got)
+	}
+	gd, err := s.Delete(ctx, &fsmcpv1.DeleteRequest{Path: []byte("g"), IfSha256: wsum([]byte("guarded"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	undoOf(t, s, gd.GetUndo())
+	if got := wcontent(t, filepath.Join(root, "g")); got != "guarded" {
+		t.Fatalf("undone guarded delete holds %q", got)
+	}
+	noTempLeft(t, root)
 	// A file created by a write displaced nothing: no token.
 	w, err := s.Write(ctx, &fsmcpv1.WriteRequest{Path: []byte("new"), Content: []byte("n"), MustNotExist: true})
 	if err != nil || w.GetUndo() != "" {

@@ -65,5 +65,5 @@ func (s *Service) Splice(ctx context.Context, req *fsmcpv1.SpliceRequest) (*fsmc
 		return nil, err
 	}
 	return &fsmcpv1.SpliceResponse{Sha256: res.sha256, Size: res.size, Created: !cur.exists,
-		BrokeHardLink: res.brokeHardLink, Diff: res.diff}, nil
+		BrokeHardLink: res.brokeHardLink, Diff: res.diff, Undo: res.undo}, nil
 }

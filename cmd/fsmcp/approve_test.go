@@ -406,3 +406,25 @@ func toolName(flags []string, name string) string {
 	}
 	return name
 }
+
+// TestApproveShowsDiff: an edit is put to the person as its diff (the tool
+// runs as a dry run first), and one whose precondition fails is refused
+// without asking anyone.
+func TestApproveShowsDiff(t *testing.T) {
+	root, _ := tree(t)
+	p := &person{answer: answering("accept", false)}
+	s := startWith(t, root, &mcp.ClientOptions{ElicitationHandler: p.handle}, "2026-07-28", "--ask", "writes")
+	s.wantErr("fs_write", map[string]any{"path": "a.txt", "content": "bye\n", "if_sha256": sha([]byte("stale"))}, "precondition_failed")
+	if n := len(p.asked()); n != 0 {
+		t.Fatalf("asked %d times about a write that could not succeed", n)
+	}
+	s.wantOK("fs_replace", map[string]any{"path": "a.txt", "if_sha256": sha([]byte("hello\n")),
+		"edits": []map[string]any{{"old": "hello", "new": "bye"}}})
+	asked := p.asked()
+	if len(asked) != 1 || !strings.Contains(asked[0], "-hello") || !strings.Contains(asked[0], "+bye") {
+		t.Fatalf("the question does not show the diff: %q", asked)
+	}
+	if got := string(readFile(t, filepath.Join(root, "a.txt"))); got != "bye\n" {
+		t.Errorf("accepted replace left %q", got)
+	}
+}
