@@ -51,6 +51,13 @@ func (s *Service) Patch(ctx context.Context, req *fsmcpv1.PatchRequest) (*fsmcpv
 	if err := matchPreconditions(files, req.GetPreconditions()); err != nil {
 		return nil, err
 	}
+	// The journal's commit has no step that keeps the old versions in a
+	// quarantine yet: rather than destroy what --quarantine promises to
+	// keep, a real patch is refused there (a dry run changes nothing).
+	if s.quarantine != nil && !req.GetDryRun() {
+		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_UNSUPPORTED, "",
+			"patch: with --quarantine, apply the change with fs_write, fs_replace or fs_splice, which keep what they replace; nothing was changed")
+	}
 	// Shared: a patch renames only files, never a directory.
 	unlockRenames := s.lockRenames(false)
 	defer unlockRenames()
