@@ -65,6 +65,11 @@ func TestRulesEndToEnd(t *testing.T) {
 	}
 	wantDecisions(t, s, "fs_write", "denied_by_rule", "denied_by_rule", "denied_by_rule", "denied_by_rule",
 		"allowed_by_rule", "asked", "accepted")
+	for _, e := range auditLines(t, s.stderr.String()) {
+		if e.Tool == "fs_write" && e.PolicyViolation != (e.Decision == "denied_by_rule") {
+			t.Errorf("audit: fs_write decided %s with policy_violation %v", e.Decision, e.PolicyViolation)
+		}
+	}
 
 	// An atomic replace: a new inode under the same name.
 	tmp := file + ".tmp"
