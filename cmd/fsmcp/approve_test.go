@@ -353,6 +353,11 @@ func TestToolHelp(t *testing.T) {
 		{"--ask", "destructive"},
 		{"--tools-prefix", "p_", "--ask", "p_fs_write", "--ask", "exec"},
 		{"--read-only", "--ask", "writes"},
+		{"--exec", "/bin/sh"},
+		{"--exec", "/bin/sh", "--exec-writable", "--ask", "exec"},
+		{"--read-only", "--exec", "/bin/sh", "--exec", "/usr/bin/cat"},
+		{"--vcs", "git"},
+		{"--tools-prefix", "p_", "--exec", "/bin/sh", "--vcs", "git", "--ask", "exec"},
 	} {
 		t.Run(strings.Join(flags, " "), func(t *testing.T) {
 			code, out, stderr := toolHelp(t, flags...)
@@ -365,18 +370,25 @@ func TestToolHelp(t *testing.T) {
 				t.Fatal(err)
 			}
 			var listed, printed []string
+			tags, sections := map[string]string{}, map[string]string{}
+			heads := toolHelpLine.FindAllStringSubmatchIndex(out, -1)
+			for i, m := range heads {
+				name := out[m[2]:m[3]]
+				printed = append(printed, name)
+				tags[name] = out[m[4]:m[5]]
+				end := len(out)
+				if i+1 < len(heads) {
+					end = heads[i+1][0]
+				}
+				sections[name] = out[m[1]:end]
+			}
 			for _, tl := range res.Tools {
 				listed = append(listed, tl.Name)
 				for p := range tl.InputSchema.(map[string]any)["properties"].(map[string]any) {
-					if !strings.Contains(out, "\n  "+p+" (") {
-						t.Errorf("%s: parameter %s not printed", tl.Name, p)
+					if !strings.Contains(sections[tl.Name], "\n  "+p+" (") {
+						t.Errorf("%s: parameter %s not printed in its section", tl.Name, p)
 					}
 				}
-			}
-			tags := map[string]string{}
-			for _, m := range toolHelpLine.FindAllStringSubmatch(out, -1) {
-				printed = append(printed, m[1])
-				tags[m[1]] = m[2]
 			}
 			slices.Sort(printed)
 			slices.Sort(listed)
@@ -392,6 +404,44 @@ func TestToolHelp(t *testing.T) {
 			}
 			if _, ok := tags["fs_undo"]; ok != slices.Contains(flags, "--quarantine") {
 				t.Errorf("fs_undo listed=%v with flags %q", ok, flags)
+			}
+			// The command tools are there exactly with their flags, each
+			// with the parameters that make it a command.
+			askExec := slices.Contains(flags, "exec")
+			for _, c := range []struct {
+				tool, flag string
+				params     []string
+			}{
+				{"fs_exec", "--exec", []string{"argv", "cwd", "stdin", "timeout_s"}},
+				{"fs_vcs_status", "--vcs", []string{"backend", "path", "files"}},
+				{"fs_vcs_diff", "--vcs", []string{"backend", "path", "staged"}},
+			} {
+				name := toolName(flags, c.tool)
+				tag, ok := tags[name]
+				if ok != slices.Contains(flags, c.flag) {
+					t.Errorf("%s printed=%v with flags %q", name, ok, flags)
+					continue
+				}
+				if !ok {
+					continue
+				}
+				for _, p := range c.params {
+					if !strings.Contains(sections[name], "\n  "+p+" (") {
+						t.Errorf("%s: parameter %s not printed: %q", name, p, sections[name])
+					}
+				}
+				if got := strings.Contains(tag, "asks the person first"); got != askExec {
+					t.Errorf("%s asks=%v, want %v: %q", name, got, askExec, tag)
+				}
+			}
+			if tag, ok := tags[toolName(flags, "fs_exec")]; ok {
+				want := "read-only"
+				if slices.Contains(flags, "--exec-writable") {
+					want = "destructive"
+				}
+				if !strings.HasPrefix(tag, want) {
+					t.Errorf("fs_exec tagged %q, want %s", tag, want)
+				}
 			}
 		})
 	}
