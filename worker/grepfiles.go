@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"sync/atomic"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"google.golang.org/grpc"
@@ -25,7 +24,7 @@ func (s *Service) grepByFile(req *fsmcpv1.GrepRequest, t *searchTarget, opts, ar
 		func(fc *fsmcpv1.FileCount) *fsmcpv1.FileCount {
 			return &fsmcpv1.FileCount{Path: bytes.Clone(fc.Path), Count: fc.Count}
 		})
-	var files, matches atomic.Int64
+	run := s.newRG(stream.Context(), op, t, grepProgress(stream))
 	consume := func(r io.Reader) error {
 		br := bufio.NewReaderSize(r, 64<<10)
 		var fc fsmcpv1.FileCount
@@ -54,29 +53,20 @@ func (s *Service) grepByFile(req *fsmcpv1.GrepRequest, t *searchTarget, opts, ar
 			if !ok {
 				continue
 			}
-			files.Add(1)
-			matches.Add(n)
+			run.files.Add(1)
+			run.matches.Add(n)
 			fc.Path, fc.Count = p, n
 			page.add(&fc)
 		}
 	}
-	run, err := s.runRG(stream.Context(), op, t, args, consume, grepProgress(stream, &files, &matches))
+	if err := run.run(args, consume); err != nil {
+		return err
+	}
+	errs, err := run.result(opts)
 	if err != nil {
 		return err
 	}
-	var errs int64
-	switch {
-	case run.exit == 0 || run.exit == 1:
-	case run.exit == 2:
-		// The client's arguments, or files rg could not read (checkArgs).
-		if err := s.checkArgs(stream.Context(), op, t, opts); err != nil {
-			return err
-		}
-		errs = run.stderrLines
-	default:
-		return run.failure(op)
-	}
 	counts, more := page.result()
 	return stream.Send(&fsmcpv1.GrepResponse{Files: counts, More: more, Done: true,
-		FilesSearched: files.Load(), Matches: matches.Load(), Errors: errs})
+		FilesSearched: run.files.Load(), Matches: run.matches.Load(), Errors: errs})
 }

@@ -210,13 +210,59 @@ func checkArg(op, what, v string) error {
 	return nil
 }
 
-// rgRun is the outcome of one rg process.
+// rgRun is one rg process of a search: what the search counted while rg
+// ran, which it reports as progress, and how rg ended.
 type rgRun struct {
-	exit int
+	s   *Service
+	ctx context.Context
+	op  string
+	t   *searchTarget
+	// files and matches are the search's counts so far (files listed or
+	// searched, matching lines); send, when set, reports them.
+	files, matches atomic.Int64
+	send           func(*fsmcpv1.Progress) error
+	sent           [2]int64
+	exit           int
 	// stderr holds the first bytes rg wrote there; stderrLines counts
 	// all of its lines.
 	stderr      []byte
 	stderrLines int64
+}
+
+// newRG prepares an rg run of a search on t; send, when not nil, reports
+// its progress.
+func (s *Service) newRG(ctx context.Context, op string, t *searchTarget, send func(*fsmcpv1.Progress) error) *rgRun {
+	return &rgRun{s: s, ctx: ctx, op: op, t: t, send: send, sent: [2]int64{-1, -1}}
+}
+
+// progress sends the counts when they changed since it last did.
+func (r *rgRun) progress() error {
+	f, m := r.files.Load(), r.matches.Load()
+	if r.send == nil || r.sent == [2]int64{f, m} {
+		return nil
+	}
+	r.sent = [2]int64{f, m}
+	return r.send(&fsmcpv1.Progress{FilesSearched: f, Matches: m})
+}
+
+// result classifies rg's exit status, once it has run with opts (the
+// arguments without the target). 0 and 1 are a result. 2 is "some
+// error": the client's arguments, which checkArgs answers as
+// invalid_argument, or paths rg could not read while it went on with the
+// others, whose count (the lines rg wrote to stderr) is returned.
+// Anything else left no usable result.
+func (r *rgRun) result(opts []string) (unreadable int64, err error) {
+	switch r.exit {
+	case 0, 1:
+		return 0, nil
+	case 2:
+		if err := r.s.checkArgs(r.ctx, r.op, r.t, opts); err != nil {
+			return 0, err
+		}
+		return r.stderrLines, nil
+	default:
+		return 0, r.failure()
+	}
 }
 
 // stderrBuffer keeps the first stderrKeep bytes written and counts lines.
@@ -236,12 +282,12 @@ func (w *stderrBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// runRG runs rg with args on t. consume reads rg's stdout to its end;
-// progress is called every progressEvery while it runs. When ctx ends, or
-// consume or progress fails, rg's whole process group is killed; runRG
-// returns only after rg has been reaped.
-func (s *Service) runRG(ctx context.Context, op string, t *searchTarget, args []string,
-	consume func(io.Reader) error, progress func() error) (*rgRun, error) {
+// run runs rg with args. consume reads rg's stdout to its end; progress
+// is reported every progressEvery while it runs. When the search's context
+// ends, or consume or sending progress fails, rg's whole process group is
+// killed; run returns only after rg has been reaped.
+func (r *rgRun) run(args []string, consume func(io.Reader) error) error {
+	s, ctx, op, t := r.s, r.ctx, r.op, r.t
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, maxSearchTime)
@@ -249,7 +295,7 @@ func (s *Service) runRG(ctx context.Context, op string, t *searchTarget, args []
 	}
 	done, err := s.RG(ctx, op)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer done()
 	// Everything that starts, signals and reaps rg happens on this one
@@ -286,16 +332,16 @@ func (s *Service) runRG(ctx context.Context, op string, t *searchTarget, args []
 	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, fsError(op, "", err)
+		return fsError(op, "", err)
 	}
 	if err := cmd.Start(); err != nil {
 		// Out of descriptors, processes or memory is unavailable (retry),
 		// with the errno's reason; anything else is a bug.
 		if code, reason := classify(err); code == fsmcpv1.ErrorCode_ERROR_CODE_UNAVAILABLE {
-			return nil, newError(code, "", "%s: cannot start rg: %s", op, reason)
+			return newError(code, "", "%s: cannot start rg: %s", op, reason)
 		}
 		fmt.Fprintf(os.Stderr, "fsmcp worker: start rg: %v\n", err)
-		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "", "%s: cannot start rg", op)
+		return newError(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "", "%s: cannot start rg", op)
 	}
 	killed := false
 	kill := func() {
@@ -338,7 +384,7 @@ func (s *Service) runRG(ctx context.Context, op string, t *searchTarget, args []
 			kill()
 		case <-tick.C:
 			if running && progressErr == nil {
-				if progressErr = progress(); progressErr != nil {
+				if progressErr = r.progress(); progressErr != nil {
 					kill()
 				}
 			}
@@ -346,30 +392,31 @@ func (s *Service) runRG(ctx context.Context, op string, t *searchTarget, args []
 	}
 	switch {
 	case ctx.Err() != nil:
-		return nil, fsError(op, "", ctx.Err())
+		return fsError(op, "", ctx.Err())
 	case progressErr != nil:
-		return nil, fsError(op, "", progressErr)
+		return fsError(op, "", progressErr)
 	case consumeErr != nil:
 		fmt.Fprintf(os.Stderr, "fsmcp worker: %s: reading rg's output: %v\n", op, consumeErr)
-		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "", "%s: unreadable output from rg", op)
+		return newError(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "", "%s: unreadable output from rg", op)
 	}
-	run := &rgRun{stderr: stderr.b, stderrLines: stderr.lines}
+	r.stderr, r.stderrLines = stderr.b, stderr.lines
 	var exit *exec.ExitError
 	switch {
 	case waitErr == nil:
 	case errors.As(waitErr, &exit) && exit.ExitCode() >= 0:
-		run.exit = exit.ExitCode()
+		r.exit = exit.ExitCode()
 	default:
 		fmt.Fprintf(os.Stderr, "fsmcp worker: %s: rg: %v\n", op, waitErr)
-		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "", "%s: rg failed", op)
+		return newError(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "", "%s: rg failed", op)
 	}
-	return run, nil
+	return nil
 }
 
 // failure answers an rg exit status that left no usable result and that
 // the client's arguments did not cause (checkArgs): a bug or a fault of
 // the machine, logged with rg's stderr, which may name host paths.
-func (r *rgRun) failure(op string) error {
+func (r *rgRun) failure() error {
+	op := r.op
 	fmt.Fprintf(os.Stderr, "fsmcp worker: %s: rg exited with status %d: %s\n", op, r.exit, strings.TrimSpace(string(r.stderr)))
 	return newError(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "", "%s: rg failed", op)
 }
@@ -394,8 +441,8 @@ func (s *Service) checkArgs(ctx context.Context, op string, t *searchTarget, opt
 	if slices.Contains(opts, "--debug") {
 		probe.debug = func([]byte) {}
 	}
-	run, err := s.runRG(ctx, op, &probe, args, discard, func() error { return nil })
-	if err != nil {
+	run := s.newRG(ctx, op, &probe, nil)
+	if err := run.run(args, discard); err != nil {
 		return err
 	}
 	if run.exit == 2 {
@@ -448,7 +495,9 @@ func (s *Service) Glob(req *fsmcpv1.GlobRequest, stream grpc.ServerStreamingServ
 	if byMtime {
 		page = newMtimePage(req.GetAfter(), req.GetAfterMtimeUnixNano(), req.GetHasAfter(), pageBudget(req.GetMaxBytes()))
 	}
-	var listed atomic.Int64
+	run := s.newRG(stream.Context(), op, t, func(p *fsmcpv1.Progress) error {
+		return stream.Send(&fsmcpv1.GlobResponse{Progress: p})
+	})
 	consume := func(r io.Reader) error {
 		br := bufio.NewReaderSize(r, 64<<10)
 		for {
@@ -468,38 +517,19 @@ func (s *Service) Glob(req *fsmcpv1.GlobRequest, stream grpc.ServerStreamingServ
 					continue // removed since rg listed it
 				}
 			}
-			listed.Add(1)
+			run.files.Add(1)
 			page.add(p)
 		}
 	}
-	var last int64 = -1
-	progress := func() error {
-		n := listed.Load()
-		if n == last {
-			return nil
-		}
-		last = n
-		return stream.Send(&fsmcpv1.GlobResponse{Progress: &fsmcpv1.Progress{FilesSearched: n}})
+	if err := run.run(args, consume); err != nil {
+		return err
 	}
-	run, err := s.runRG(stream.Context(), op, t, args, consume, progress)
+	errs, err := run.result(opts)
 	if err != nil {
 		return err
 	}
-	var errs int64
-	switch run.exit {
-	case 0, 1:
-	case 2:
-		// Exit status 2 is "some error": the glob itself, or paths rg
-		// could not read while it listed the others.
-		if err := s.checkArgs(stream.Context(), op, t, opts); err != nil {
-			return err
-		}
-		errs = run.stderrLines
-	default:
-		return run.failure(op)
-	}
 	paths, more := page.result()
-	resp := &fsmcpv1.GlobResponse{Paths: paths, More: more, Done: true, Total: listed.Load(), Errors: errs}
+	resp := &fsmcpv1.GlobResponse{Paths: paths, More: more, Done: true, Total: run.files.Load(), Errors: errs}
 	if byMtime {
 		resp.Paths = make([][]byte, len(paths))
 		resp.MtimesUnixNano = make([]int64, len(paths))
@@ -663,7 +693,7 @@ func (s *Service) Grep(req *fsmcpv1.GrepRequest, stream grpc.ServerStreamingServ
 	page := &linePage{after: req.GetAfterPath(), afterOffset: req.GetAfterOffset(), hasAfter: req.GetHasAfter(),
 		budget: budget, open: map[string]*lineBlock{}}
 	maxText := int(min(max(budget/4, 256), maxLineText))
-	var files, matches atomic.Int64
+	run := s.newRG(stream.Context(), op, t, grepProgress(stream))
 	var sawSummary bool
 	consume := func(r io.Reader) error {
 		rd := newRGReader(r, maxText, maxSubmatches)
@@ -687,7 +717,7 @@ func (s *Service) Grep(req *fsmcpv1.GrepRequest, stream grpc.ServerStreamingServ
 			if ev.passedOver {
 				// Counted, not kept.
 				if ev.typ == eventMatch && cur.path != nil {
-					matches.Add(1)
+					run.matches.Add(1)
 				}
 				continue
 			}
@@ -702,56 +732,37 @@ func (s *Service) Grep(req *fsmcpv1.GrepRequest, stream grpc.ServerStreamingServ
 					continue
 				}
 				if ev.typ == eventMatch {
-					matches.Add(1)
+					run.matches.Add(1)
 				}
 			case eventEnd:
 				cur = nil
 				if page.end(ev.path) {
-					files.Add(1)
+					run.files.Add(1)
 				}
 			case eventSummary:
 				sawSummary = true
 			}
 		}
 	}
-	run, err := s.runRG(stream.Context(), op, t, args, consume, grepProgress(stream, &files, &matches))
+	if err := run.run(args, consume); err != nil {
+		return err
+	}
+	errs, err := run.result(opts)
 	if err != nil {
 		return err
 	}
-	var errs int64
-	switch {
-	case run.exit == 0 || run.exit == 1:
-	case run.exit == 2:
-		if err := s.checkArgs(stream.Context(), op, t, opts); err != nil {
-			return err
-		}
-		if !sawSummary {
-			// rg stopped before its summary, for no reason of the
-			// client's.
-			return run.failure(op)
-		}
-		// Some files could not be read; the others were searched.
-		errs = run.stderrLines
-	default:
-		return run.failure(op)
+	if run.exit == 2 && !sawSummary {
+		// rg stopped before its summary, for no reason of the client's.
+		return run.failure()
 	}
 	lines, more := page.result()
 	return stream.Send(&fsmcpv1.GrepResponse{Lines: lines, More: more, Done: true,
-		FilesSearched: files.Load(), Matches: matches.Load(), Errors: errs})
+		FilesSearched: run.files.Load(), Matches: run.matches.Load(), Errors: errs})
 }
 
-// grepProgress returns a search's progress function: it sends the counts
-// when they changed since it last did.
-func grepProgress(stream grpc.ServerStreamingServer[fsmcpv1.GrepResponse], files, matches *atomic.Int64) func() error {
-	var lastFiles, lastMatches int64 = -1, -1
-	return func() error {
-		f, m := files.Load(), matches.Load()
-		if f == lastFiles && m == lastMatches {
-			return nil
-		}
-		lastFiles, lastMatches = f, m
-		return stream.Send(&fsmcpv1.GrepResponse{Progress: &fsmcpv1.Progress{FilesSearched: f, Matches: m}})
-	}
+// grepProgress sends a search's progress on stream.
+func grepProgress(stream grpc.ServerStreamingServer[fsmcpv1.GrepResponse]) func(*fsmcpv1.Progress) error {
+	return func(p *fsmcpv1.Progress) error { return stream.Send(&fsmcpv1.GrepResponse{Progress: p}) }
 }
 
 // linePage keeps, of all the lines rg reports, the first ones after a

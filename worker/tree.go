@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"unicode/utf8"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
@@ -77,7 +76,9 @@ func (s *Service) Tree(req *fsmcpv1.TreeRequest, stream grpc.ServerStreamingServ
 	args = t.pathArgs(slices.Clip(opts))
 
 	files := map[string]bool{}
-	var listed atomic.Int64
+	run := s.newRG(stream.Context(), op, t, func(p *fsmcpv1.Progress) error {
+		return stream.Send(&fsmcpv1.TreeResponse{Progress: p})
+	})
 	consume := func(r io.Reader) error {
 		br := bufio.NewReaderSize(r, 64<<10)
 		for {
@@ -89,33 +90,15 @@ func (s *Service) Tree(req *fsmcpv1.TreeRequest, stream grpc.ServerStreamingServ
 				return fmt.Errorf("read a path: %w", err)
 			}
 			files[string(bytes.TrimPrefix(name[:len(name)-1], []byte("./")))] = true
-			listed.Add(1)
+			run.files.Add(1)
 		}
 	}
-	var last int64 = -1
-	progress := func() error {
-		n := listed.Load()
-		if n == last {
-			return nil
-		}
-		last = n
-		return stream.Send(&fsmcpv1.TreeResponse{Progress: &fsmcpv1.Progress{FilesSearched: n}})
-	}
-	run, err := s.runRG(stream.Context(), op, t, args, consume, progress)
-	if err != nil {
+	if err := run.run(args, consume); err != nil {
 		return err
 	}
-	var errs int64
-	switch run.exit {
-	case 0, 1:
-	case 2:
-		// The client's excludes, or paths rg could not read (checkArgs).
-		if err := s.checkArgs(stream.Context(), op, t, opts); err != nil {
-			return err
-		}
-		errs = run.stderrLines
-	default:
-		return run.failure(op)
+	errs, err := run.result(opts)
+	if err != nil {
+		return err
 	}
 
 	w := &treeWalk{ctx: stream.Context(), t: t, files: files, skipped: skipped.names, maxDepth: depth,
