@@ -204,3 +204,20 @@ func BenchmarkSearchGlob(b *testing.B) {
 		})
 	}
 }
+
+func BenchmarkSearchTree(b *testing.B) {
+	root := searchBenchTree(b)
+	session := searchBenchServer(b, root)
+	args := append(slices.Clone(searchRawFlags), "--files", "--null", "--glob=!"+searchTempPrefix+"*", "--", ".")
+	for _, depth := range []int{3, 16} {
+		b.Run(fmt.Sprintf("depth%d", depth), func(b *testing.B) {
+			compareRuns(b,
+				func() time.Duration { return timedRaw(b, root, args...) },
+				func() time.Duration { return confinedRG(b, session, root, args) },
+				func() time.Duration {
+					d, _ := timedCall(b, session, "fs_tree", map[string]any{"path": "", "max_depth": depth})
+					return d
+				})
+		})
+	}
+}

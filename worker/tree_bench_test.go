@@ -1,0 +1,48 @@
+package worker
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/worker/workertest"
+)
+
+// goTreeService serves $GOROOT/src, unconfined, in this process, with rg.
+func goTreeService(b *testing.B) fsmcpv1.WorkerServiceClient {
+	src := filepath.Join(runtime.GOROOT(), "src")
+	root, err := os.OpenRoot(src)
+	if err != nil {
+		b.Skip("no Go tree: ", err)
+	}
+	b.Cleanup(func() { root.Close() })
+	rg, err := exec.LookPath("rg")
+	if err != nil {
+		b.Skip("no rg: ", err)
+	}
+	devNull, err := os.Open(os.DevNull)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { devNull.Close() })
+	s, err := New(root, Options{RG: rg, DevNull: devNull})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return serveInProcess(b, s)
+}
+
+// BenchmarkWalkTreeGoTree is one Tree RPC of $GOROOT/src, depth 16, one
+// 256 KiB page, through an in-process gRPC connection.
+func BenchmarkWalkTreeGoTree(b *testing.B) {
+	c := goTreeService(b)
+	for b.Loop() {
+		if _, err := workertest.Drain(c.Tree(context.Background(), &fsmcpv1.TreeRequest{MaxDepth: 16, MaxBytes: 256 << 10})); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
