@@ -241,7 +241,8 @@ func patchTool() *tool {
 	return defineTool("fs_patch", "Apply a unified diff to one or more files: all change or none do, even across a crash. "+
 		"Each hunk's lines must match the file exactly (no fuzz) at exactly one place, else no_match (with the nearest "+
 		"candidate) or ambiguous_match. if_sha256 maps every touched path to its sha256 from fs_stat or fs_read, or to null "+
-		"for a file it creates. /dev/null creates or deletes a file. dry_run: true answers the diffs and writes nothing.",
+		"for a file it creates. /dev/null creates or deletes a file. dry_run: true answers the diffs and writes nothing. "+
+		"With --quarantine the reply's undo token (fs_undo) reverses the whole patch.",
 		false, true, false, (*server).patch).titled("Apply patch")
 }
 
@@ -301,5 +302,5 @@ func (s *server) patch(ctx context.Context, in *patchIn, _ *mcp.CallToolRequest)
 	if dry {
 		doc.bool("diff_truncated", truncated)
 	}
-	return doc, nil
+	return withUndo(ctx, doc, resp.GetUndo()), nil
 }

@@ -2,6 +2,8 @@ package worker
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,15 +26,20 @@ import (
 //     the displaced-inode check; RENAME_NOREPLACE for a created file; a
 //     deleted file renamed aside), and if one fails, those already placed
 //     are undone in reverse;
-//  4. every directory is fsynced, and removing the journal (then fsyncing
+//  4. with a quarantine, the old versions (now under the temp names) are
+//     renamed into it, to the names the journal gave them;
+//  5. every directory is fsynced, and removing the journal (then fsyncing
 //     the root) is the commit;
-//  5. the old versions, now under the temp names, are removed.
+//  6. the old versions still under the temp names are removed; with a
+//     quarantine, the kept ones become one entry, undone by one token.
 //
 // A journal found at start-up (Recover, before the first RPC) means the
 // commit did not happen: each entry is undone by what its inodes show, so
 // the files are all as they were. The inode numbers tell an entry's state
 // without trusting timing: the staged file's inode at the target means it
-// was placed.
+// was placed; the old inode under its quarantine name means it was placed
+// and kept, and it comes back from there. So a crash never leaves an old
+// version both gone from the root and not in the quarantine.
 
 // journalPrefix starts the name of a patch journal in the root.
 const journalPrefix = tempPrefix + "journal-"
@@ -42,6 +49,10 @@ const maxJournalBytes = 16 << 20
 
 type journal struct {
 	Entries []journalEntry `json:"entries"`
+	// QDev and QIno are the quarantine's device and inode when entries
+	// keep their old versions there; recovery needs the same directory.
+	QDev uint64 `json:"q_dev,omitempty"`
+	QIno uint64 `json:"q_ino,omitempty"`
 }
 
 // journalEntry is one file of a patch. Names are bytes (base64 in the
@@ -58,6 +69,9 @@ type journalEntry struct {
 	// current file's (not for create).
 	NewIno uint64 `json:"new_ino,omitempty"`
 	OldIno uint64 `json:"old_ino,omitempty"`
+	// Q is the old version's name in the quarantine, with one (not for
+	// create).
+	Q []byte `json:"q,omitempty"`
 }
 
 func (f *patchFile) entry() journalEntry {
@@ -73,8 +87,10 @@ func (f *patchFile) entry() journalEntry {
 	return e
 }
 
-// commitAll commits the files of a patch, all or none (see above).
-func (s *Service) commitAll(ctx context.Context, files []*patchFile) (err error) {
+// commitAll commits the files of a patch, all or none (see above). With a
+// quarantine it returns the token that undoes the whole patch ("" when
+// what it kept exceeded the bound).
+func (s *Service) commitAll(ctx context.Context, files []*patchFile) (token string, err error) {
 	defer func() {
 		if err != nil {
 			for _, f := range files {
@@ -92,25 +108,34 @@ func (s *Service) commitAll(ctx context.Context, files []*patchFile) (err error)
 			continue
 		}
 		if f.st, err = s.stage(ctx, f.d, f.path, f.cur, &body{data: f.data, mode: f.mode}); err != nil {
-			return err
+			return "", err
 		}
 		f.tmp = f.st.tmp
 	}
 	if err := ctx.Err(); err != nil {
-		return fsError("patch", "", err)
+		return "", fsError("patch", "", err)
 	}
+	q, qfd := s.quarantine, -1
 	j := &journal{}
+	if q != nil {
+		qfd, j.QDev, j.QIno = q.fd, q.dev, q.ino
+	}
 	for _, f := range files {
-		j.Entries = append(j.Entries, f.entry())
+		e := f.entry()
+		if q != nil && e.Kind != "create" {
+			f.qname = q.newName()
+			e.Q = []byte(f.qname)
+		}
+		j.Entries = append(j.Entries, e)
 	}
 	root, err := s.root.OpenFile(".", os.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
-		return fsError("patch", "", err)
+		return "", fsError("patch", "", err)
 	}
 	defer root.Close()
 	jname, err := writeJournal(int(root.Fd()), j)
 	if err != nil {
-		return fsError("write the patch journal", "", err)
+		return "", fsError("write the patch journal", "", err)
 	}
 	if s.beforeCommit != nil {
 		for _, f := range files {
@@ -126,26 +151,39 @@ func (s *Service) commitAll(ctx context.Context, files []*patchFile) (err error)
 			f.brokeHardLink, err = s.place(ctx, f.st, f.base, f.path, f.cur)
 		}
 		if err != nil {
-			for k := i - 1; k >= 0; k-- {
-				if uerr := undoEntry(files[k].d.fd, j.Entries[k]); uerr != nil {
-					bug(fmt.Errorf("undo %q after a failed patch: %w", files[k].path, uerr))
-				}
-			}
-			unix.Unlinkat(int(root.Fd()), jname, 0)
-			return err
+			return "", undoAll(files[:i], j, qfd, int(root.Fd()), jname, err)
+		}
+	}
+	// The old versions go into the quarantine before the commit, so that
+	// recovery finds them there if it comes to undo the patch.
+	for _, f := range files {
+		if f.qname == "" {
+			continue
+		}
+		if err := renameNoReplace(f.d.fd, f.tmp, qfd, f.qname); err != nil {
+			return "", undoAll(files, j, qfd, int(root.Fd()), jname, fsError("quarantine", f.path, err))
 		}
 	}
 	for _, f := range files {
 		if err := unix.Fsync(f.d.fd); err != nil {
-			return undoAll(files, j, int(root.Fd()), jname, fsError("fsync directory", f.path, err))
+			return "", undoAll(files, j, qfd, int(root.Fd()), jname, fsError("fsync directory", f.path, err))
+		}
+	}
+	if q != nil {
+		if err := unix.Fsync(qfd); err != nil {
+			return "", undoAll(files, j, qfd, int(root.Fd()), jname, fsError("fsync the quarantine", "", err))
 		}
 	}
 	// The commit.
 	if err := unix.Unlinkat(int(root.Fd()), jname, 0); err != nil {
-		return undoAll(files, j, int(root.Fd()), jname, fsError("remove the patch journal", "", err))
+		return "", undoAll(files, j, qfd, int(root.Fd()), jname, fsError("remove the patch journal", "", err))
 	}
 	unix.Fsync(int(root.Fd()))
-	// The temp names hold the old versions now (or nothing).
+	if q != nil {
+		token = q.register(patchEntry(files))
+	}
+	// The temp names hold the old versions now (or nothing, for a file
+	// created or an old version kept).
 	for _, f := range files {
 		if f.st != nil {
 			f.st.discard()
@@ -154,14 +192,46 @@ func (s *Service) commitAll(ctx context.Context, files []*patchFile) (err error)
 			unix.Unlinkat(f.d.fd, f.tmp, 0)
 		}
 	}
-	return nil
+	return token, nil
 }
 
-// undoAll undoes every placed file after a failure past the placing, and
-// returns err.
-func undoAll(files []*patchFile, j *journal, rootFD int, jname string, err error) error {
+// patchEntry is the quarantine entry of a committed patch: each file's old
+// version is kept (a replaced or deleted file) or nothing is (a created
+// file, which an undo takes away), and an undo needs every new version
+// unchanged.
+func patchEntry(files []*patchFile) *qEntry {
+	e := &qEntry{}
+	for _, f := range files {
+		part := qPart{name: f.qname, path: joinRel(f.d.rel, f.base), parentDev: f.d.st.Dev, parentIno: f.d.st.Ino, base: f.base}
+		if f.cur.exists {
+			part.keptSHA = f.cur.sha
+			e.bytes += f.cur.st.Size
+		}
+		if f.st != nil {
+			sum := sha256.Sum256(f.data)
+			part.nowSHA = hex.EncodeToString(sum[:])
+			if st, err := fstat(f.st.f); err == nil {
+				part.now = idOf(st)
+			}
+		}
+		switch {
+		case f.delete:
+			part.kind = partRestore
+		case f.cur.exists:
+			part.kind = partSwap
+		default:
+			part.kind = partTake
+		}
+		e.parts = append(e.parts, part)
+	}
+	return e
+}
+
+// undoAll undoes the placed files, in reverse, after a failure, removes
+// the journal, and returns err.
+func undoAll(files []*patchFile, j *journal, qfd, rootFD int, jname string, err error) error {
 	for k := len(files) - 1; k >= 0; k-- {
-		if uerr := undoEntry(files[k].d.fd, j.Entries[k]); uerr != nil {
+		if uerr := undoEntry(files[k].d.fd, qfd, j.Entries[k]); uerr != nil {
 			bug(fmt.Errorf("undo %q after a failed patch: %w", files[k].path, uerr))
 		}
 	}
@@ -197,14 +267,23 @@ func writeJournal(rootFD int, j *journal) (string, error) {
 }
 
 // undoEntry puts one entry's file back as it was before the patch, judged
-// by the inodes its names hold now: a placed file is exchanged back (or,
-// created, renamed back to its temp name; deleted, renamed back to its
-// name); one not placed is left. What matches neither state was changed by
-// someone else since, and is left alone (an error says so).
-func undoEntry(dirfd int, e journalEntry) error {
+// by the inodes its names hold now: an old version kept in the quarantine
+// (qfd, -1 for none) first comes back to its temp name; then a placed file
+// is exchanged back (or, created, renamed back to its temp name; deleted,
+// renamed back to its name); one not placed is left. What matches no state
+// was changed by someone else since, and is left alone (an error says so).
+func undoEntry(dirfd, qfd int, e journalEntry) error {
 	name, tmp := string(e.Name), string(e.Tmp)
-	at, aerr := fstatat(dirfd, name)
 	side, serr := fstatat(dirfd, tmp)
+	if len(e.Q) > 0 && qfd >= 0 && errors.Is(serr, unix.ENOENT) {
+		if kept, err := fstatat(qfd, string(e.Q)); err == nil && kept.Ino == e.OldIno {
+			if err := renameNoReplace(qfd, string(e.Q), dirfd, tmp); err != nil {
+				return err
+			}
+			side, serr = fstatat(dirfd, tmp)
+		}
+	}
+	at, aerr := fstatat(dirfd, name)
 	placedNew := aerr == nil && at.Ino == e.NewIno
 	switch e.Kind {
 	case "replace":
@@ -238,6 +317,13 @@ func undoEntry(dirfd int, e journalEntry) error {
 // before the first RPC is served, and reports how many journals it found.
 // An entry it cannot undo (its directory is gone, or another process
 // changed the file since) is reported and left as it is.
+//
+// A journal whose old versions went into a quarantine needs that very
+// directory: without it, recovery could not restore them and the patch
+// would come out half undone, so the worker refuses to start
+// (errJournalQuarantine) and leaves the journal for a start with the
+// same --quarantine. With a quarantine, what recovery took back is then
+// forgotten and the bound applied.
 func (s *Service) Recover() (int, error) {
 	names, err := s.journals()
 	if err != nil {
@@ -245,9 +331,16 @@ func (s *Service) Recover() (int, error) {
 	}
 	var first error
 	for _, jn := range names {
-		if err := s.recoverOne(jn); err != nil && first == nil {
+		err := s.recoverOne(jn)
+		if errors.Is(err, errJournalQuarantine) {
+			return len(names), err
+		}
+		if err != nil && first == nil {
 			first = err
 		}
+	}
+	if s.quarantine != nil {
+		s.quarantine.settle()
 	}
 	return len(names), first
 }
@@ -291,6 +384,13 @@ func (s *Service) recoverOne(jn string) error {
 	// A journal that does not parse was cut short while it was written,
 	// before any file was placed: there is nothing to undo.
 	if json.Unmarshal(b, &j) == nil {
+		qfd := -1
+		if j.QIno != 0 {
+			if q := s.quarantine; q == nil || q.dev != j.QDev || q.ino != j.QIno {
+				return errJournalQuarantine
+			}
+			qfd = s.quarantine.fd
+		}
 		for k := len(j.Entries) - 1; k >= 0; k-- {
 			e := j.Entries[k]
 			dir := string(e.Dir)
@@ -302,7 +402,7 @@ func (s *Service) recoverOne(jn string) error {
 				fmt.Fprintf(os.Stderr, "fsmcp worker: interrupted patch: %q: %v; left as it is\n", joinRel(string(e.Dir), string(e.Name)), err)
 				continue
 			}
-			if err := undoEntry(int(d.Fd()), e); err != nil {
+			if err := undoEntry(int(d.Fd()), qfd, e); err != nil {
 				fmt.Fprintf(os.Stderr, "fsmcp worker: interrupted patch: %q: %v\n", joinRel(string(e.Dir), string(e.Name)), err)
 			}
 			// The staged file, if it is still ours, goes now; the sweep
@@ -317,8 +417,16 @@ func (s *Service) recoverOne(jn string) error {
 	if err := unix.Unlinkat(int(root.Fd()), jn, 0); err != nil {
 		return err
 	}
+	if s.quarantine != nil {
+		unix.Fsync(s.quarantine.fd)
+	}
 	return unix.Fsync(int(root.Fd()))
 }
+
+// errJournalQuarantine refuses a start without the quarantine an
+// interrupted patch kept its old versions in.
+var errJournalQuarantine = newError(fsmcpv1.ErrorCode_ERROR_CODE_UNAVAILABLE, "",
+	"an interrupted fs_patch kept the old versions of its files in the --quarantine directory it ran with: start fsmcp with that --quarantine to undo it")
 
 // errJournalReadOnly refuses a read-only start while a patch awaits its
 // undoing.

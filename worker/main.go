@@ -196,6 +196,9 @@ func run(args []string, hooks Hooks) error {
 		}
 	} else {
 		n, err := svc.Recover()
+		if errors.Is(err, errJournalQuarantine) {
+			return err
+		}
 		if n > 0 {
 			fmt.Fprintf(os.Stderr, "fsmcp worker: undid %d patch(es) a crash interrupted\n", n)
 		}

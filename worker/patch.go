@@ -36,6 +36,9 @@ type patchFile struct {
 	st            *staged
 	tmp           string
 	brokeHardLink bool
+	// qname is the old version's name in the quarantine, with one (not
+	// for a created file).
+	qname string
 }
 
 // Patch implements fsmcpv1.WorkerServiceServer. It applies a unified diff
@@ -51,13 +54,6 @@ func (s *Service) Patch(ctx context.Context, req *fsmcpv1.PatchRequest) (*fsmcpv
 	if err := matchPreconditions(files, req.GetPreconditions()); err != nil {
 		return nil, err
 	}
-	// The journal's commit has no step that keeps the old versions in a
-	// quarantine yet: rather than destroy what --quarantine promises to
-	// keep, a real patch is refused there (a dry run changes nothing).
-	if s.quarantine != nil && !req.GetDryRun() {
-		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_UNSUPPORTED, "",
-			"patch: with --quarantine, apply the change with fs_write, fs_replace or fs_splice, which keep what they replace; nothing was changed")
-	}
 	// Shared: a patch renames only files, never a directory.
 	unlockRenames := s.lockRenames(false)
 	defer unlockRenames()
@@ -68,6 +64,11 @@ func (s *Service) Patch(ctx context.Context, req *fsmcpv1.PatchRequest) (*fsmcpv
 		}
 		defer d.close()
 		f.d, f.base, f.key = d, base, lockKey{d.st.Dev, d.st.Ino, base}
+		// What the patch replaces or deletes must be able to go into the
+		// quarantine by a rename.
+		if !f.create && !s.quarantine.sameFS(d.st.Dev) {
+			return nil, errOtherFS("patch", f.path)
+		}
 	}
 	// The fixed order: by directory inode and name. Locks are taken in it
 	// (so two patches never wait for each other in a cycle) and files are
@@ -105,7 +106,7 @@ func (s *Service) Patch(ctx context.Context, req *fsmcpv1.PatchRequest) (*fsmcpv
 	}
 	resp := &fsmcpv1.PatchResponse{}
 	if !req.GetDryRun() {
-		if err := s.commitAll(ctx, order); err != nil {
+		if resp.Undo, err = s.commitAll(ctx, order); err != nil {
 			return nil, err
 		}
 	}

@@ -86,24 +86,7 @@ func TestPatchRecoverUndoes(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx := context.Background()
-		for _, f := range files {
-			d, base, err := s.openName("patch", f.path, accessRewrite)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer d.close()
-			f.d, f.base = d, base
-			if f.cur, err = s.current(ctx, "patch", d, base, f.path, true); err != nil {
-				t.Fatal(err)
-			}
-			if f.data, err = applyHunks(f.path, f.cur.data, f.frags, false); err != nil {
-				t.Fatal(err)
-			}
-			if f.st, err = s.stage(ctx, d, f.path, f.cur, &body{data: f.data}); err != nil {
-				t.Fatal(err)
-			}
-			f.tmp = f.st.tmp
-		}
+		stageByHand(t, s, files)
 		j := &journal{}
 		for _, f := range files {
 			j.Entries = append(j.Entries, f.entry())
@@ -133,6 +116,36 @@ func TestPatchRecoverUndoes(t *testing.T) {
 		if len(entries) != 3 {
 			t.Errorf("placed %d: left behind after recovery: %v", placed, entries)
 		}
+	}
+}
+
+// stageByHand resolves, reads, patches and stages every file as Patch and
+// commitAll do, without placing any: a deleted file gets the temp name it
+// would move to.
+func stageByHand(t *testing.T, s *Service, files []*patchFile) {
+	t.Helper()
+	ctx := context.Background()
+	for _, f := range files {
+		d, base, err := s.openName("patch", f.path, accessRewrite)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(d.close)
+		f.d, f.base = d, base
+		if f.cur, err = s.current(ctx, "patch", d, base, f.path, true); err != nil {
+			t.Fatal(err)
+		}
+		if f.data, err = applyHunks(f.path, f.cur.data, f.frags, f.delete); err != nil {
+			t.Fatal(err)
+		}
+		if f.delete {
+			f.tmp = tempName()
+			continue
+		}
+		if f.st, err = s.stage(ctx, d, f.path, f.cur, &body{data: f.data}); err != nil {
+			t.Fatal(err)
+		}
+		f.tmp = f.st.tmp
 	}
 }
 

@@ -34,7 +34,7 @@ import (
 type Quarantine struct {
 	dir      *os.File
 	fd       int
-	dev      uint64
+	dev, ino uint64
 	maxBytes int64
 	key      [32]byte
 
@@ -54,26 +54,48 @@ type Quarantine struct {
 // names sort oldest first across runs, and a random suffix.
 const qPrefix = "fsmcp-q-"
 
-// qEntry is one quarantined name.
+// qEntry is what one token undoes: one quarantined name (a delete, a
+// write), or every file of a patch, undone all or none.
 type qEntry struct {
-	name  string
 	bytes int64
 	// id is the entry's token number; 0 for entries of an earlier run.
-	id   uint64
-	busy bool
+	id    uint64
+	busy  bool
+	parts []qPart
+}
+
+// partKind is what undoing a part does.
+type partKind uint8
+
+const (
+	// partRestore brings the kept name back to a free path (a deleted
+	// entry).
+	partRestore partKind = iota
+	// partSwap exchanges the kept file with the one that replaced it,
+	// which must be unchanged (a write).
+	partSwap
+	// partTake moves the file at the path, which must be unchanged, into
+	// the quarantine: nothing is kept for it (a file a patch created).
+	partTake
+)
+
+// qPart is one name of an entry.
+type qPart struct {
+	// name is the part's name in the quarantine, "" for partTake.
+	name string
+	kind partKind
 	// Where it came from: the client's path, the directory that held it
 	// and its name there.
 	path      string
 	parentDev uint64
 	parentIno uint64
 	base      string
-	// displaced is set when a write replaced it; now and nowSHA are then
-	// the file the write put in its place, which an undo must find
-	// unchanged, and keptSHA the content of the kept file.
-	displaced bool
-	now       fileID
-	nowSHA    string
-	keptSHA   string
+	// For partSwap and partTake, now and nowSHA are the file the change
+	// put at the path, which an undo must find unchanged; keptSHA is the
+	// content of the kept file ("" when unknown: a deleted tree).
+	now     fileID
+	nowSHA  string
+	keptSHA string
 }
 
 // fileID is the inode a write put in place and what an in-place change
@@ -100,7 +122,7 @@ func OpenQuarantine(dir *os.File, maxBytes int64) (*Quarantine, error) {
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		return nil, errors.New("quarantine: not a directory")
 	}
-	q.dev = st.Dev
+	q.dev, q.ino = st.Dev, st.Ino
 	if _, err := rand.Read(q.key[:]); err != nil {
 		return nil, err
 	}
@@ -114,11 +136,25 @@ func OpenQuarantine(dir *os.File, maxBytes int64) (*Quarantine, error) {
 		if err != nil {
 			continue // gone since readdir, or unreadable: not ours to count
 		}
-		q.entries = append(q.entries, &qEntry{name: n, bytes: size})
+		q.entries = append(q.entries, &qEntry{bytes: size, parts: []qPart{{name: n}}})
 		q.total += size
 	}
-	q.evict()
+	// Eviction waits for settle: a patch a crash interrupted may have
+	// kept its old versions here, and recovery needs them.
 	return q, nil
+}
+
+// settle runs after recovery, before the first RPC: it forgets what
+// recovery took back and evicts past the bound.
+func (q *Quarantine) settle() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, e := range slices.Clone(q.entries) {
+		if _, err := fstatat(q.fd, e.parts[0].name); e.id == 0 && errors.Is(err, unix.ENOENT) {
+			q.remove(e)
+		}
+	}
+	q.evict()
 }
 
 // Fd is the quarantine directory's descriptor, for the Landlock rule.
@@ -152,31 +188,41 @@ func errOtherFS(op, p string) error {
 		"%s: the path is on another filesystem than --quarantine, so what it replaces could not be kept; nothing was changed", op)
 }
 
-// keep renames name in dirfd into the quarantine as e (whose name it
-// fills in), then evicts past the bound. It returns the entry's token, or
-// "" when the entry itself had to be evicted, and how many names the entry
-// holds.
-func (q *Quarantine) keep(dirfd int, name string, e *qEntry) (string, int64, error) {
-	e.name = fmt.Sprintf("%s%016x-%s", qPrefix, time.Now().UnixNano(), randomHex(4))
-	if err := renameNoReplace(dirfd, name, q.fd, e.name); err != nil {
+// newName is a fresh name in the quarantine: names sort oldest first.
+func (q *Quarantine) newName() string {
+	return fmt.Sprintf("%s%016x-%s", qPrefix, time.Now().UnixNano(), randomHex(4))
+}
+
+// keep renames name in dirfd into the quarantine as the one part of a new
+// entry (whose name it fills in), then evicts past the bound. It returns
+// the entry's token, or "" when the entry itself had to be evicted, and
+// how many names the entry holds.
+func (q *Quarantine) keep(dirfd int, name string, part qPart) (string, int64, error) {
+	part.name = q.newName()
+	if err := renameNoReplace(dirfd, name, q.fd, part.name); err != nil {
 		return "", 0, err
 	}
-	size, count, err := entrySize(q.fd, e.name)
+	size, count, err := entrySize(q.fd, part.name)
 	if err != nil {
 		// Kept, but not measurable: count it as empty rather than fail a
 		// change that already happened.
 		size, count = 0, 1
 	}
-	e.bytes = size
 	unix.Fsync(q.fd)
+	return q.register(&qEntry{bytes: size, parts: []qPart{part}}), count, nil
+}
+
+// register adds e, whose parts are in the quarantine already, and evicts
+// past the bound. It returns e's token, or "" when e itself had to go.
+func (q *Quarantine) register(e *qEntry) string {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.add(e)
 	q.evict()
 	if q.byID[e.id] != e {
-		return "", count, nil
+		return ""
 	}
-	return q.token(e.id), count, nil
+	return q.token(e.id)
 }
 
 // add registers e with a fresh id; q.mu is held.
@@ -198,9 +244,14 @@ func (q *Quarantine) evict() {
 			continue
 		}
 		q.remove(e)
-		w := &walker{ctx: context.Background(), path: e.name}
-		if err := w.removeAll(q.fd, e.name, 0); err != nil {
-			fmt.Fprintf(os.Stderr, "fsmcp worker: quarantine: evicting %s: %v\n", e.name, err)
+		for _, part := range e.parts {
+			if part.name == "" {
+				continue
+			}
+			w := &walker{ctx: context.Background(), path: part.name}
+			if err := w.removeAll(q.fd, part.name, 0); err != nil {
+				fmt.Fprintf(os.Stderr, "fsmcp worker: quarantine: evicting %s: %v\n", part.name, err)
+			}
 		}
 	}
 }

@@ -354,18 +354,16 @@ func TestQuarantineSpecialCases(t *testing.T) {
 		t.Fatalf("undone guarded delete holds %q", got)
 	}
 	noTempLeft(t, root)
-	// fs_patch cannot keep what it replaces yet: it is refused, and its
-	// dry run still answers.
+	// A patch's dry run changes nothing and keeps nothing.
 	wput(t, filepath.Join(root, "pf"), "one\n")
 	patch := []byte("--- a/pf\n+++ b/pf\n@@ -1 +1 @@\n-one\n+two\n")
 	pre := []*fsmcpv1.PatchPrecondition{{Path: []byte("pf"), Sha256: wsum([]byte("one\n"))}}
-	_, err = s.Patch(ctx, &fsmcpv1.PatchRequest{Patch: patch, Preconditions: pre})
-	wantWriteCode(t, "patch with a quarantine", err, fsmcpv1.ErrorCode_ERROR_CODE_UNSUPPORTED)
-	if got := wcontent(t, filepath.Join(root, "pf")); got != "one\n" {
-		t.Fatalf("refused patch left %q", got)
+	before := len(quarantined(t, qdir))
+	if r, err := s.Patch(ctx, &fsmcpv1.PatchRequest{Patch: patch, Preconditions: pre, DryRun: true}); err != nil || r.GetUndo() != "" {
+		t.Errorf("dry-run patch with a quarantine: %v, undo %q", err, r.GetUndo())
 	}
-	if _, err := s.Patch(ctx, &fsmcpv1.PatchRequest{Patch: patch, Preconditions: pre, DryRun: true}); err != nil {
-		t.Errorf("dry-run patch with a quarantine: %v", err)
+	if got := wcontent(t, filepath.Join(root, "pf")); got != "one\n" || len(quarantined(t, qdir)) != before {
+		t.Fatalf("dry-run patch left %q, quarantine %v", got, quarantined(t, qdir))
 	}
 	// A file created by a write displaced nothing: no token.
 	w, err := s.Write(ctx, &fsmcpv1.WriteRequest{Path: []byte("new"), Content: []byte("n"), MustNotExist: true})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"golang.org/x/sys/unix"
@@ -21,8 +22,8 @@ func (s *Service) keepDisplaced(d *parent, tmp, base, p string, newFile *os.File
 	st, err := fstat(newFile)
 	if err == nil {
 		var token string
-		token, _, err = s.quarantine.keep(d.fd, tmp, &qEntry{path: joinRel(d.rel, base), parentDev: d.st.Dev, parentIno: d.st.Ino,
-			base: base, displaced: true, now: idOf(st), nowSHA: newSHA, keptSHA: oldSHA})
+		token, _, err = s.quarantine.keep(d.fd, tmp, qPart{kind: partSwap, path: joinRel(d.rel, base), parentDev: d.st.Dev, parentIno: d.st.Ino,
+			base: base, now: idOf(st), nowSHA: newSHA, keptSHA: oldSHA})
 		if err == nil {
 			return token, nil
 		}
@@ -80,7 +81,7 @@ func (s *Service) deleteToQuarantine(ctx context.Context, d *parent, name, base,
 			}
 		}
 	}
-	token, n, err := s.quarantine.keep(d.fd, name, &qEntry{path: joinRel(d.rel, base), parentDev: d.st.Dev, parentIno: d.st.Ino, base: base})
+	token, n, err := s.quarantine.keep(d.fd, name, qPart{kind: partRestore, path: joinRel(d.rel, base), parentDev: d.st.Dev, parentIno: d.st.Ino, base: base})
 	if err != nil {
 		return nil, fsError("delete", p, err)
 	}
@@ -122,99 +123,237 @@ func (s *Service) Undo(ctx context.Context, req *fsmcpv1.UndoRequest) (*fsmcpv1.
 	return resp, err
 }
 
-// undo restores e. Bringing a name (a directory, perhaps) into the root
-// is a directory move: it holds s.renames exclusively, as fs_move does.
-// The path is the real root-relative path recorded when e was kept, judged
-// again like any mutation of it.
+// undoStep is one part of an undo: the part, the directory that holds
+// its path, and what the undo did, to reverse it if a later part fails.
+type undoStep struct {
+	part qPart
+	d    *parent
+	// typ is the type of what comes back to the path (or, for partTake,
+	// of what goes).
+	typ fsmcpv1.FileType
+	// taken is the quarantine name a partTake moved the file to.
+	taken string
+}
+
+// undo restores every part of e, or none: each path is resolved, every
+// part's precondition is checked under the entry locks (taken in the fixed
+// order of fs_patch), and only then does anything move; should a part
+// still fail (another process raced it), those already done are reversed.
+// Bringing a name (a directory, perhaps) into the root is a directory
+// move: it holds s.renames exclusively, as fs_move does. Each path is the
+// real root-relative path recorded when e was kept, judged again like any
+// mutation of it.
 func (s *Service) undo(ctx context.Context, e *qEntry) (*fsmcpv1.UndoResponse, error) {
-	q, p := s.quarantine, e.path
+	q := s.quarantine
 	unlockRenames := s.lockRenames(true)
 	defer unlockRenames()
+	steps := make([]*undoStep, len(e.parts))
+	for i, part := range e.parts {
+		d, err := s.openPart(part)
+		if err != nil {
+			return nil, err
+		}
+		defer d.close()
+		steps[i] = &undoStep{part: part, d: d}
+	}
+	order := slices.Clone(steps)
+	slices.SortFunc(order, func(a, b *undoStep) int { return cmp3(a.key(), b.key()) })
+	for _, st := range order {
+		unlock, err := s.locks.lock(ctx, st.key())
+		if err != nil {
+			return nil, fsError("undo", st.part.path, err)
+		}
+		defer unlock()
+	}
+	for _, st := range steps {
+		if err := s.checkPart(ctx, st); err != nil {
+			return nil, err
+		}
+	}
+	for i, st := range steps {
+		if err := s.applyPart(st); err != nil {
+			for k := i - 1; k >= 0; k-- {
+				if rerr := s.reversePart(steps[k]); rerr != nil {
+					bug(fmt.Errorf("reverse the undo of %q: %w", steps[k].part.path, rerr))
+				}
+			}
+			return nil, err
+		}
+	}
+	for _, st := range steps {
+		if err := unix.Fsync(st.d.fd); err != nil {
+			return nil, fsError("fsync directory", st.part.path, err)
+		}
+	}
+	unix.Fsync(q.fd)
+	resp := &fsmcpv1.UndoResponse{Path: []byte(e.parts[0].path), Type: steps[0].typ}
+	for _, st := range steps {
+		resp.Paths = append(resp.Paths, []byte(st.part.path))
+	}
+	// What the undo displaced or took stays in the quarantine as an entry
+	// of its own, whose undo redoes the change; a deleted tree that came
+	// back has none.
+	redo := &qEntry{}
+	for _, st := range steps {
+		part, size, ok := st.redo(q)
+		if !ok {
+			return resp, nil
+		}
+		redo.parts = append(redo.parts, part)
+		redo.bytes += size
+	}
+	resp.Undo = q.register(redo)
+	return resp, nil
+}
+
+func (st *undoStep) key() lockKey { return lockKey{st.d.st.Dev, st.d.st.Ino, st.part.base} }
+
+// openPart resolves a part's recorded path for the undo, which must still
+// lead to the very directory that held it.
+func (s *Service) openPart(part qPart) (*parent, error) {
+	p := part.path
 	kind := accessMutate
-	if e.displaced {
+	if part.kind != partRestore {
 		kind = accessRewrite
 	}
 	d, base, err := s.openName("undo", p, kind)
 	if errors.Is(err, &Error{Code: fsmcpv1.ErrorCode_ERROR_CODE_NOT_FOUND}) {
-		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, p, "undo: the directory that held it is gone")
+		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, p, "undo: the directory that held it is gone; nothing was restored")
 	}
 	if err != nil {
 		return nil, err
 	}
-	defer d.close()
-	if d.st.Dev != e.parentDev || d.st.Ino != e.parentIno || base != e.base {
-		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, p, "undo: the path no longer leads to the directory that held it")
+	if d.st.Dev != part.parentDev || d.st.Ino != part.parentIno || base != part.base {
+		d.close()
+		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, p, "undo: the path no longer leads to the directory that held it; nothing was restored")
 	}
-	unlock, err := s.locks.lock(ctx, lockKey{d.st.Dev, d.st.Ino, base})
-	if err != nil {
-		return nil, fsError("undo", p, err)
-	}
-	defer unlock()
-	kept, err := fstatat(q.fd, e.name)
-	if err != nil {
-		return nil, fsError("undo", p, err)
-	}
-	resp := &fsmcpv1.UndoResponse{Path: []byte(p), Type: fileType(kept.Mode)}
-	if !e.displaced {
-		if err := renameNoReplace(q.fd, e.name, d.fd, base); errors.Is(err, unix.EEXIST) || errors.Is(err, unix.ENOTEMPTY) {
-			return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, p, "undo: something new is at the path; nothing was restored")
-		} else if err != nil {
-			return nil, fsError("undo", p, err)
+	return d, nil
+}
+
+// checkPart refuses a part that cannot be undone without losing a newer
+// change: a restore needs a free path; a swap or a take needs the very
+// file the change put there, unchanged (same inode, size and mtime, same
+// sha256).
+func (s *Service) checkPart(ctx context.Context, st *undoStep) error {
+	q, part, p := s.quarantine, st.part, st.part.path
+	if part.kind != partTake {
+		kept, err := fstatat(q.fd, part.name)
+		if err != nil {
+			return fsError("undo", p, err)
 		}
-		if err := unix.Fsync(d.fd); err != nil {
-			return nil, fsError("fsync directory", p, err)
-		}
-		return resp, nil
+		st.typ = fileType(kept.Mode)
 	}
-	// The file at the path must be the one the write put there, with the
-	// content it wrote: same inode, size and mtime, same sha256.
-	cur, err := s.current(ctx, "undo", d, base, p, false)
+	if part.kind == partRestore {
+		if _, err := fstatat(st.d.fd, part.base); !errors.Is(err, unix.ENOENT) {
+			if err != nil {
+				return fsError("undo", p, err)
+			}
+			return newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, p, "undo: something new is at the path; nothing was restored")
+		}
+		return nil
+	}
+	cur, err := s.current(ctx, "undo", st.d, part.base, p, false)
 	if errors.Is(err, &Error{Code: fsmcpv1.ErrorCode_ERROR_CODE_NOT_REGULAR}) {
-		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, p, "undo: something else is at the path now; nothing was restored")
+		return newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, p, "undo: something else is at the path now; nothing was restored")
 	}
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer cur.close()
 	if !cur.exists {
-		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, p, "undo: the file was removed since; nothing was restored")
+		return newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, p, "undo: the file was removed since; nothing was restored")
 	}
-	if idOf(cur.st) != e.now || cur.sha != e.nowSHA {
+	if idOf(cur.st) != part.now || cur.sha != part.nowSHA {
 		ee := newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, p, "undo: the file changed since; restoring would lose the newer change")
 		ee.CurrentSHA256 = cur.sha
-		return nil, ee
+		return ee
 	}
-	if err := unix.Renameat2(q.fd, e.name, d.fd, base, unix.RENAME_EXCHANGE); err != nil {
-		return nil, fsError("undo", p, err)
+	if part.kind == partTake {
+		st.typ = fileType(cur.st.Mode)
 	}
-	// The quarantine name now holds what was at base: it must be the file
-	// checked above, or another writer won the race and gets it back.
-	swapped, err := fstatat(q.fd, e.name)
-	if err != nil || swapped.Dev != e.now.dev || swapped.Ino != e.now.ino {
-		if xerr := unix.Renameat2(q.fd, e.name, d.fd, base, unix.RENAME_EXCHANGE); xerr != nil {
-			bug(fmt.Errorf("exchange back after a lost undo race: %w", xerr))
-			return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, p, "the file changed during the undo and could not be put back")
+	return nil
+}
+
+// applyPart undoes one checked part. A swap or take checks that what left
+// the path is the file checked, else puts it back and fails: another
+// writer won the race.
+func (s *Service) applyPart(st *undoStep) error {
+	q, part, p, d := s.quarantine, st.part, st.part.path, st.d
+	lostRace := func(back func() error) error {
+		if xerr := back(); xerr != nil {
+			bug(fmt.Errorf("put back after a lost undo race: %w", xerr))
+			return newError(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, p, "the file changed during the undo and could not be put back")
 		}
-		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, p, "undo: the file changed during the undo; nothing was restored")
+		return newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, p, "undo: the file changed during the undo; nothing was restored")
 	}
-	if err := unix.Fsync(d.fd); err != nil {
-		return nil, fsError("fsync directory", p, err)
+	switch part.kind {
+	case partRestore:
+		if err := renameNoReplace(q.fd, part.name, d.fd, part.base); errors.Is(err, unix.EEXIST) || errors.Is(err, unix.ENOTEMPTY) {
+			return newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, p, "undo: something new is at the path; nothing was restored")
+		} else if err != nil {
+			return fsError("undo", p, err)
+		}
+	case partSwap:
+		if err := unix.Renameat2(q.fd, part.name, d.fd, part.base, unix.RENAME_EXCHANGE); err != nil {
+			return fsError("undo", p, err)
+		}
+		// The quarantine name now holds what was at the path.
+		if swapped, err := fstatat(q.fd, part.name); err != nil || swapped.Dev != part.now.dev || swapped.Ino != part.now.ino {
+			return lostRace(func() error { return unix.Renameat2(q.fd, part.name, d.fd, part.base, unix.RENAME_EXCHANGE) })
+		}
+	case partTake:
+		st.taken = q.newName()
+		if err := renameNoReplace(d.fd, part.base, q.fd, st.taken); err != nil {
+			return fsError("undo", p, err)
+		}
+		if taken, err := fstatat(q.fd, st.taken); err != nil || taken.Dev != part.now.dev || taken.Ino != part.now.ino {
+			return lostRace(func() error { return renameNoReplace(q.fd, st.taken, d.fd, part.base) })
+		}
 	}
-	unix.Fsync(q.fd)
-	// The successor stays in the quarantine under the same name, as an
-	// entry of its own whose undo redoes the write.
-	restored, err := fstatat(d.fd, base)
-	if err != nil {
-		return nil, fsError("undo", p, err)
+	return nil
+}
+
+// reversePart puts back what applyPart did.
+func (s *Service) reversePart(st *undoStep) error {
+	q, part, d := s.quarantine, st.part, st.d
+	switch part.kind {
+	case partRestore:
+		return renameNoReplace(d.fd, part.base, q.fd, part.name)
+	case partSwap:
+		return unix.Renameat2(q.fd, part.name, d.fd, part.base, unix.RENAME_EXCHANGE)
+	default:
+		return renameNoReplace(q.fd, st.taken, d.fd, part.base)
 	}
-	redo := &qEntry{name: e.name, bytes: swapped.Size, path: p, parentDev: e.parentDev, parentIno: e.parentIno,
-		base: base, displaced: true, now: idOf(restored), nowSHA: e.keptSHA, keptSHA: e.nowSHA}
-	q.mu.Lock()
-	q.add(redo)
-	q.evict()
-	if q.byID[redo.id] == redo {
-		resp.Undo = q.token(redo.id)
+}
+
+// redo is the part that undoes this step's undo, and the bytes it keeps;
+// false when there is none (a deleted entry whose content is unknown came
+// back).
+func (st *undoStep) redo(q *Quarantine) (qPart, int64, bool) {
+	part := st.part
+	back := qPart{path: part.path, parentDev: part.parentDev, parentIno: part.parentIno, base: part.base}
+	switch part.kind {
+	case partRestore:
+		restored, err := fstatat(st.d.fd, part.base)
+		if part.keptSHA == "" || err != nil {
+			return qPart{}, 0, false
+		}
+		back.kind, back.now, back.nowSHA = partTake, idOf(restored), part.keptSHA
+		return back, 0, true
+	case partSwap:
+		restored, err := fstatat(st.d.fd, part.base)
+		successor, serr := fstatat(q.fd, part.name)
+		if err != nil || serr != nil {
+			return qPart{}, 0, false
+		}
+		back.kind, back.name, back.now, back.nowSHA, back.keptSHA = partSwap, part.name, idOf(restored), part.keptSHA, part.nowSHA
+		return back, successor.Size, true
+	default:
+		taken, err := fstatat(q.fd, st.taken)
+		if err != nil {
+			return qPart{}, 0, false
+		}
+		back.kind, back.name, back.keptSHA = partRestore, st.taken, part.nowSHA
+		return back, taken.Size, true
 	}
-	q.mu.Unlock()
-	return resp, nil
 }

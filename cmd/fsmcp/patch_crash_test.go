@@ -74,13 +74,31 @@ func patchCrashState(t *testing.T, root string, old, nw map[string]string) strin
 // undone and swept. Even trials kill anywhere in the call; odd ones wait
 // for the journal, which exists only while files are being placed, and
 // kill inside the commit. FSMCP_PATCH_CRASH_TRIALS sets the number of
-// trials (scripts/crash-patch runs the full count).
+// trials (scripts/crash-patch runs the full count). The trial runs twice:
+// plain, and with --quarantine, where the commit also moves the old
+// versions into the quarantine: there, after every restart that finds the
+// patch applied, the quarantine holds every file's old version, and after
+// one that finds it undone, nothing of the killed patch stays in it.
 func TestEditPatchCrash(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a server per trial")
 	}
+	t.Run("plain", func(t *testing.T) { patchCrashTrials(t, false) })
+	t.Run("quarantine", func(t *testing.T) { patchCrashTrials(t, true) })
+}
+
+func patchCrashTrials(t *testing.T, quarantine bool) {
 	trials := envInt("FSMCP_PATCH_CRASH_TRIALS", 4)
 	root := filepath.Join(t.TempDir(), "root")
+	var flags []string
+	qdir := filepath.Join(filepath.Dir(root), "quarantine")
+	if quarantine {
+		if err := os.Mkdir(qdir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		// Room for five patches' old versions: eviction runs too.
+		flags = []string{"--quarantine", qdir, "--quarantine-bytes", fmt.Sprint(5 * patchCrashFiles * patchCrashFileSize)}
+	}
 	rng := rand.New(rand.NewPCG(*crashSeed, 7))
 	old, nw := patchCrashTree(t, root, rng)
 	scratch := t.TempDir()
@@ -100,7 +118,7 @@ func TestEditPatchCrash(t *testing.T) {
 		"new": {"patch": string(backward), "if_sha256": pre(nw)},
 	}
 	// Calibrate: one whole patch, then back.
-	s := start(t, root)
+	s := start(t, root, flags...)
 	began := time.Now()
 	s.wantOK("fs_patch", args["old"])
 	whole := time.Since(began)
@@ -110,9 +128,25 @@ func TestEditPatchCrash(t *testing.T) {
 
 	var applied, unchanged, inCommit, reportedOK int
 	prev, before := "", ""
+	kept := 0
 	// tally compares the tree after a restart with the one before the
-	// killed patch.
+	// killed patch, and with a quarantine checks what it holds.
 	tally := func(state string) {
+		if quarantine {
+			held := quarantineContents(t, qdir)
+			if before != "" && state != before {
+				versions := map[string]map[string]string{"old": old, "new": nw}[before]
+				for name, c := range versions {
+					if !held[sha([]byte(c))] {
+						t.Fatalf("the patch was applied, and the quarantine lacks the version of %s it replaced", name)
+					}
+				}
+			}
+			if before != "" && state == before && len(held) > kept {
+				t.Fatalf("the killed patch was undone, and the quarantine grew from %d to %d files", kept, len(held))
+			}
+			kept = len(held)
+		}
 		switch {
 		case before == "":
 		case state == before:
@@ -123,7 +157,7 @@ func TestEditPatchCrash(t *testing.T) {
 	}
 	for trial := range trials {
 		rng := rand.New(rand.NewPCG(*crashSeed, uint64(trial)+100))
-		s := spawn(t, root)
+		s := spawn(t, root, flags...)
 		s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		connectWith(t, s, nil, "")
 		// The previous kill has been undone before the first call.
@@ -164,7 +198,7 @@ func TestEditPatchCrash(t *testing.T) {
 			prev = map[string]string{"old": "new", "new": "old"}[state]
 		}
 	}
-	s = start(t, root)
+	s = start(t, root, flags...)
 	state := patchCrashState(t, root, old, nw)
 	if prev != "" && prev != state {
 		t.Fatalf("the last patch was reported done, but the tree is %s", state)
@@ -175,11 +209,28 @@ func TestEditPatchCrash(t *testing.T) {
 	if names := listNames(s.wantOK("fs_list", map[string]any{"path": ""})); fmt.Sprint(names) != "[d0 d1 d2]" {
 		t.Fatalf("fs_list after the trials = %v", names)
 	}
-	t.Logf("%d kills of the process group: after each restart every file old or every file new (%d unchanged, %d wholly patched); %d kills inside the commit (journal on disk); %d patches reported done before the kill",
-		trials, unchanged, applied, inCommit, reportedOK)
+	t.Logf("quarantine %v: %d kills of the process group: after each restart every file old or every file new (%d unchanged, %d wholly patched); %d kills inside the commit (journal on disk); %d patches reported done before the kill",
+		quarantine, trials, unchanged, applied, inCommit, reportedOK)
 	if trials >= 20 && (unchanged == 0 || inCommit == 0) {
 		t.Errorf("the kills do not cover the call: %d unchanged, %d inside the commit", unchanged, inCommit)
 	}
+}
+
+// quarantineContents is the set of sha256s of the regular files in the
+// quarantine.
+func quarantineContents(t *testing.T, qdir string) map[string]bool {
+	t.Helper()
+	entries, err := os.ReadDir(qdir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := map[string]bool{}
+	for _, e := range entries {
+		if e.Type().IsRegular() {
+			held[sha(readFile(t, filepath.Join(qdir, e.Name())))] = true
+		}
+	}
+	return held
 }
 
 // journalOnDisk reports whether a patch journal is in root.

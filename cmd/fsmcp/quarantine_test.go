@@ -120,3 +120,39 @@ func TestQuarantineStartupRefusals(t *testing.T) {
 		})
 	}
 }
+
+// TestQuarantinePatchEndToEnd: through the confined worker, a real
+// fs_patch that changes a.txt, deletes sub/b.txt and creates new.txt
+// replies with one undo token; fs_undo with it restores all three and
+// names them; the patch's token is then spent.
+func TestQuarantinePatchEndToEnd(t *testing.T) {
+	root, qdir := quarantineTree(t)
+	s := start(t, root, "--quarantine", qdir)
+	patch := "--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-hello\n+patched\n" +
+		"--- a/sub/b.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-bee\n" +
+		"--- /dev/null\n+++ b/new.txt\n@@ -0,0 +1 @@\n+new\n"
+	p := s.wantOK("fs_patch", map[string]any{"patch": patch, "if_sha256": map[string]any{
+		"a.txt": sha([]byte("hello\n")), "sub/b.txt": sha([]byte("bee\n")), "new.txt": nil}})
+	if p.str("undo") == "" {
+		t.Fatalf("no undo token: %s", p.text)
+	}
+	noHostPath(t, p.text, filepath.Dir(root))
+	if !exists(t, filepath.Join(root, "new.txt")) || exists(t, filepath.Join(root, "sub", "b.txt")) {
+		t.Fatal("the patch was not applied")
+	}
+	u := s.wantOK("fs_undo", map[string]any{"undo": p.str("undo")})
+	if got := string(readFile(t, filepath.Join(root, "a.txt"))); got != "hello\n" {
+		t.Errorf("a.txt = %q after the undo", got)
+	}
+	if got := string(readFile(t, filepath.Join(root, "sub", "b.txt"))); got != "bee\n" {
+		t.Errorf("sub/b.txt = %q after the undo", got)
+	}
+	if exists(t, filepath.Join(root, "new.txt")) {
+		t.Error("new.txt is still there after the undo")
+	}
+	paths, _ := u.doc["paths"].([]any)
+	if len(paths) != 3 || u.str("undo") == "" {
+		t.Errorf("undo reply: %s", u.text)
+	}
+	s.wantErr("fs_undo", map[string]any{"undo": p.str("undo")}, "precondition_failed")
+}

@@ -3123,7 +3123,10 @@ type UndoResponse struct {
 	// Undoes this undo: the entry it displaced, or what it restored, back
 	// into the quarantine. Empty when nothing was displaced (a deleted entry
 	// came back to a free name).
-	Undo          string `protobuf:"bytes,3,opt,name=undo,proto3" json:"undo,omitempty"`
+	Undo string `protobuf:"bytes,3,opt,name=undo,proto3" json:"undo,omitempty"`
+	// Every path restored, in the order of the change undone: one for a
+	// single entry, each file of a patch.
+	Paths         [][]byte `protobuf:"bytes,4,rep,name=paths,proto3" json:"paths,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3177,6 +3180,13 @@ func (x *UndoResponse) GetUndo() string {
 		return x.Undo
 	}
 	return ""
+}
+
+func (x *UndoResponse) GetPaths() [][]byte {
+	if x != nil {
+		return x.Paths
+	}
+	return nil
 }
 
 type SpliceRequest struct {
@@ -4203,7 +4213,10 @@ func (x *PatchFile) GetDiff() []byte {
 type PatchResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// In the order the patch names them.
-	Files         []*PatchFile `protobuf:"bytes,1,rep,name=files,proto3" json:"files,omitempty"`
+	Files []*PatchFile `protobuf:"bytes,1,rep,name=files,proto3" json:"files,omitempty"`
+	// With a quarantine: one token that undoes the whole patch. Empty for a
+	// dry run, or when the kept versions exceeded --quarantine-bytes.
+	Undo          string `protobuf:"bytes,2,opt,name=undo,proto3" json:"undo,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4243,6 +4256,13 @@ func (x *PatchResponse) GetFiles() []*PatchFile {
 		return x.Files
 	}
 	return nil
+}
+
+func (x *PatchResponse) GetUndo() string {
+	if x != nil {
+		return x.Undo
+	}
+	return ""
 }
 
 type ReadManyRequest struct {
@@ -4731,11 +4751,12 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\aremoved\x18\x01 \x01(\x03R\aremoved\x12\x12\n" +
 	"\x04undo\x18\x02 \x01(\tR\x04undo\"#\n" +
 	"\vUndoRequest\x12\x14\n" +
-	"\x05token\x18\x01 \x01(\tR\x05token\"^\n" +
+	"\x05token\x18\x01 \x01(\tR\x05token\"t\n" +
 	"\fUndoResponse\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\fR\x04path\x12&\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x12.fsmcp.v1.FileTypeR\x04type\x12\x12\n" +
-	"\x04undo\x18\x03 \x01(\tR\x04undo\"\xc7\x01\n" +
+	"\x04undo\x18\x03 \x01(\tR\x04undo\x12\x14\n" +
+	"\x05paths\x18\x04 \x03(\fR\x05paths\"\xc7\x01\n" +
 	"\rSpliceRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\fR\x04path\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12\x16\n" +
@@ -4812,9 +4833,10 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\adeleted\x18\x05 \x01(\bR\adeleted\x12\x14\n" +
 	"\x05hunks\x18\x06 \x01(\x03R\x05hunks\x12&\n" +
 	"\x0fbroke_hard_link\x18\a \x01(\bR\rbrokeHardLink\x12\x12\n" +
-	"\x04diff\x18\b \x01(\fR\x04diff\":\n" +
+	"\x04diff\x18\b \x01(\fR\x04diff\"N\n" +
 	"\rPatchResponse\x12)\n" +
-	"\x05files\x18\x01 \x03(\v2\x13.fsmcp.v1.PatchFileR\x05files\">\n" +
+	"\x05files\x18\x01 \x03(\v2\x13.fsmcp.v1.PatchFileR\x05files\x12\x12\n" +
+	"\x04undo\x18\x02 \x01(\tR\x04undo\">\n" +
 	"\x0fReadManyRequest\x12+\n" +
 	"\x05reads\x18\x01 \x03(\v2\x15.fsmcp.v1.ReadRequestR\x05reads\"c\n" +
 	"\x0eReadManyResult\x12*\n" +
