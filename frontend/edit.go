@@ -242,7 +242,7 @@ func patchTool() *tool {
 		"Each hunk's lines must match the file exactly (no fuzz) at exactly one place, else no_match (with the nearest "+
 		"candidate) or ambiguous_match. if_sha256 maps every touched path to its sha256 from fs_stat or fs_read, or to null "+
 		"for a file it creates. /dev/null creates or deletes a file. dry_run: true answers the diffs and writes nothing. "+
-		"With --quarantine the reply's undo token (fs_undo) reverses the whole patch.",
+		"A reply's undo token, when the server keeps what changes replace, reverses the whole patch with fs_undo.",
 		false, true, false, (*server).patch).titled("Apply patch")
 }
 
