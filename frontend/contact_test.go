@@ -150,6 +150,7 @@ var originalTools = []string{"fs_stat", "fs_list", "fs_read", "fs_glob", "fs_gre
 // weighs what titles and workflow cost, not new features.
 var laterArguments = map[string][]string{
 	"fs_stat":    {"hash"},
+	"fs_list":    {"sort", "totals"},
 	"fs_read":    {"line", "lines", "if_sha256"},
 	"fs_glob":    {"max_depth", "sort", "exclude"},
 	"fs_grep":    {"before", "after", "output", "type", "multiline"},

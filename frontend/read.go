@@ -1,11 +1,15 @@
 package frontend
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
+	"time"
 	"unicode/utf8"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
@@ -21,6 +25,8 @@ type statIn struct {
 type listIn struct {
 	Path       *string `json:"path,omitempty" jsonschema:"\"\" is the root; required unless path_base64"`
 	PathBase64 *string `json:"path_base64,omitempty" jsonschema:"path as base64, for non-UTF-8 names"`
+	Sort       *string `json:"sort,omitempty" jsonschema:"name (default), size (largest first) or mtime (newest first)"`
+	Totals     *bool   `json:"totals,omitempty" jsonschema:"add totals of the whole directory: files, directories, bytes"`
 	Cursor     *string `json:"cursor,omitempty" jsonschema:"cursor from a truncated reply"`
 }
 
@@ -162,46 +168,171 @@ func parseCursor(c *string) ([]byte, bool, error) {
 // the cursor itself.
 const pageTail = len(`],"truncated":true,"cursor":""}`)
 
+// fs_list's cursors. A listing by name continues after the last name
+// returned: its cursor is that name. One sorted by size or mtime continues
+// after the last (number, name) in its order: its cursor is a NUL, the
+// sort's letter, the number as a varint, then the name. A name holds no
+// NUL, so neither kind passes for the other, and a cursor is refused by a
+// listing of another order.
+const (
+	listCursorSize  = 's'
+	listCursorMtime = 'm'
+)
+
+// listSorts maps the sort argument to the worker's order and the cursor's
+// letter (0 for name order).
+var listSorts = map[string]struct {
+	order  fsmcpv1.ListingSort
+	letter byte
+}{
+	"name":  {fsmcpv1.ListingSort_LISTING_SORT_PATH, 0},
+	"size":  {fsmcpv1.ListingSort_LISTING_SORT_SIZE, listCursorSize},
+	"mtime": {fsmcpv1.ListingSort_LISTING_SORT_MTIME, listCursorMtime},
+}
+
+func listCursor(letter byte, key int64, name []byte) string {
+	if letter == 0 {
+		return cursorFor(name)
+	}
+	return cursorFor(append(binary.AppendVarint([]byte{0, letter}, key), name...))
+}
+
+// parseListCursor decodes c for a listing whose cursor letter is letter,
+// into the request.
+func parseListCursor(c *string, letter byte, req *fsmcpv1.ListRequest) error {
+	b, ok, err := parseCursor(c)
+	if err != nil || !ok {
+		return err
+	}
+	var cursorLetter byte
+	if b[0] == 0 {
+		if len(b) < 2 {
+			return invalidf("cursor: not a cursor this server issued")
+		}
+		cursorLetter = b[1]
+		key, n := binary.Varint(b[2:])
+		if n <= 0 || (cursorLetter != listCursorSize && cursorLetter != listCursorMtime) ||
+			(cursorLetter == listCursorSize && key < 0) {
+			return invalidf("cursor: not a cursor this server issued")
+		}
+		req.AfterKey, b = key, b[2+n:]
+	}
+	if len(b) == 0 || bytes.IndexByte(b, 0) >= 0 || bytes.IndexByte(b, '/') >= 0 {
+		return invalidf("cursor: not a cursor this server issued")
+	}
+	if cursorLetter != letter {
+		return invalidf("cursor: it continues a listing sorted by %s; pass that sort, or no cursor", listSortName(cursorLetter))
+	}
+	req.After, req.HasAfter = b, true
+	return nil
+}
+
+func listSortName(letter byte) string {
+	for name, s := range listSorts {
+		if s.letter == letter {
+			return name
+		}
+	}
+	return "name"
+}
+
 func (s *server) list(ctx context.Context, in *listIn, _ *mcp.CallToolRequest) (*obj, error) {
 	p, err := requiredPath("path", in.Path, in.PathBase64)
 	if err != nil {
 		return nil, err
 	}
-	after, hasAfter, err := parseCursor(in.Cursor)
+	order := listSorts["name"]
+	if in.Sort != nil {
+		var ok bool
+		if order, ok = listSorts[*in.Sort]; !ok {
+			return nil, invalidf("sort must be name, size or mtime")
+		}
+	}
+	lreq := &fsmcpv1.ListRequest{Path: p, MaxBytes: s.cfg.MaxResponseBytes, Sort: order.order, Totals: boolArg(in.Totals)}
+	if err := parseListCursor(in.Cursor, order.letter, lreq); err != nil {
+		return nil, err
+	}
+	resp, err := s.wc.List(ctx, lreq)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := s.wc.List(ctx, &fsmcpv1.ListRequest{Path: p, After: after, HasAfter: hasAfter, MaxBytes: s.cfg.MaxResponseBytes})
-	if err != nil {
-		return nil, err
+	var totals []byte
+	if t := resp.GetTotals(); t != nil {
+		totals = newObj().int("files", t.GetFiles()).int("directories", t.GetDirectories()).int("bytes", t.GetBytes()).bytes()
 	}
-	doc := newObj().bool("ok", true).name("path", displayPath(p))
+	max := int(s.cfg.MaxResponseBytes)
+	doc := pageObj(max)
+	doc.bool("ok", true).name("path", displayPath(p))
 	doc.key("entries")
 	doc.b = append(doc.b, '[')
-	max := int(s.cfg.MaxResponseBytes)
-	var last []byte
+	tail := pageTail
+	if totals != nil {
+		tail += len(`,"totals":`) + len(totals)
+	}
+	var last *fsmcpv1.Entry
 	truncated := resp.GetMore()
 	for i, e := range resp.GetEntries() {
-		item := entryFields(newObj().name("name", e.GetName()), e).bytes()
-		need := len(doc.b) + 1 + len(item) + pageTail + base64.RawURLEncoding.EncodedLen(len(e.GetName()))
-		if need > max {
-			truncated = true
-			break
-		}
+		mark := len(doc.b)
 		if i > 0 {
 			doc.b = append(doc.b, ',')
 		}
-		doc.b = append(doc.b, item...)
-		last = e.GetName()
+		doc.b = appendEntry(doc.b, e)
+		if len(doc.b)+tail+base64.RawURLEncoding.EncodedLen(len(e.GetName())+binary.MaxVarintLen64+2) > max {
+			doc.b = doc.b[:mark]
+			truncated = true
+			break
+		}
+		last = e
 	}
 	doc.b = append(doc.b, ']')
+	if totals != nil {
+		doc.rawValue("totals", totals)
+	}
 	if truncated {
 		if last == nil {
 			return nil, errf(fsmcpv1.ErrorCode_ERROR_CODE_TOO_LARGE, "one entry does not fit in --max-response-bytes")
 		}
-		doc.bool("truncated", true).str("cursor", cursorFor(last))
+		key := last.GetSize()
+		if order.letter == listCursorMtime {
+			key = last.GetMtimeUnixNano()
+		}
+		doc.bool("truncated", true).str("cursor", listCursor(order.letter, key, last.GetName()))
 	}
 	return doc, nil
+}
+
+// typeNames holds typeName of every file type.
+var typeNames = func() map[fsmcpv1.FileType]string {
+	m := map[fsmcpv1.FileType]string{}
+	for n := range fsmcpv1.FileType_name {
+		m[fsmcpv1.FileType(n)] = typeName(fsmcpv1.FileType(n))
+	}
+	return m
+}()
+
+// appendEntry appends one listed entry's object to b, as entryFields and
+// name would write it, without building it apart first: a listing writes
+// thousands.
+func appendEntry(b []byte, e *fsmcpv1.Entry) []byte {
+	name := e.GetName()
+	if utf8.Valid(name) {
+		b = append(b, `{"name":`...)
+		b = appendString(b, name)
+	} else {
+		b = append(b, `{"name_base64":"`...)
+		b = base64.StdEncoding.AppendEncode(b, name)
+		b = append(b, '"')
+	}
+	b = append(b, `,"type":"`...)
+	b = append(b, typeNames[e.GetType()]...)
+	b = append(b, `","size":`...)
+	b = strconv.AppendInt(b, e.GetSize(), 10)
+	b = append(b, `,"mtime":"`...)
+	b = time.Unix(0, e.GetMtimeUnixNano()).UTC().AppendFormat(b, timeLayout)
+	b = append(b, `","mode":"`...)
+	m := e.GetMode() & 0o7777
+	b = append(b, byte('0'+m>>9), byte('0'+m>>6&7), byte('0'+m>>3&7), byte('0'+m&7))
+	return append(b, `"}`...)
 }
 
 func (s *server) read(ctx context.Context, in *readIn, _ *mcp.CallToolRequest) (*obj, error) {

@@ -169,8 +169,11 @@ var escapedLens = func() (t [256]uint8) {
 }()
 
 func formatTime(ns int64) string {
-	return time.Unix(0, ns).UTC().Format("2006-01-02T15:04:05.000000000Z07:00")
+	return time.Unix(0, ns).UTC().Format(timeLayout)
 }
+
+// timeLayout is every reply's time: RFC 3339, UTC, nanoseconds.
+const timeLayout = "2006-01-02T15:04:05.000000000Z07:00"
 
 func formatMode(m uint32) string { return fmt.Sprintf("%04o", m&0o7777) }
 

@@ -133,6 +133,10 @@ func fuzzPath(t *testing.T, c fsmcpv1.WorkerServiceClient, p []byte, base string
 	one(c.Stat(ctx, &fsmcpv1.StatRequest{Path: p}))
 	many(workertest.Drain(c.StatStream(ctx, &fsmcpv1.StatStreamRequest{Stat: &fsmcpv1.StatRequest{Path: p}})))
 	one(c.List(ctx, &fsmcpv1.ListRequest{Path: p, MaxBytes: 1 << 16}))
+	// Sorted by mtime with totals, continuing after the fuzzed bytes as a
+	// cursor's name: each entry is lstat'ed, and the position is any.
+	one(c.List(ctx, &fsmcpv1.ListRequest{Path: p, MaxBytes: 1 << 16, Sort: fsmcpv1.ListingSort_LISTING_SORT_MTIME,
+		Totals: true, After: p, AfterKey: int64(len(p)) << 40, HasAfter: len(p) > 0}))
 	one(c.Read(ctx, &fsmcpv1.ReadRequest{Path: p, Length: 1 << 16}))
 	many(workertest.Drain(c.Glob(ctx, &fsmcpv1.GlobRequest{Pattern: "*", Path: p, Hidden: true, NoIgnore: true, MaxBytes: 1 << 16})))
 	one(c.View(ctx, &fsmcpv1.ViewRequest{Path: p}))

@@ -15,9 +15,13 @@ import (
 const mtimeKeyBytes = 8
 
 func mtimeKey(mtime int64, p []byte) []byte {
-	k := make([]byte, mtimeKeyBytes, mtimeKeyBytes+len(p))
-	binary.BigEndian.PutUint64(k, ^(uint64(mtime) ^ 1<<63))
-	return append(k, p...)
+	return append(appendDescending(make([]byte, 0, mtimeKeyBytes+len(p)), mtime), p...)
+}
+
+// appendDescending appends n to b so that bytes order larger numbers
+// first: fs_list's sorts by size and mtime key entries the same way.
+func appendDescending(b []byte, n int64) []byte {
+	return binary.BigEndian.AppendUint64(b, ^(uint64(n) ^ 1<<63))
 }
 
 func splitMtimeKey(k []byte) (int64, []byte) {

@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"path"
-	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -245,69 +244,6 @@ func hashFile(ctx context.Context, f *os.File) (string, error) {
 			return "", err
 		}
 	}
-}
-
-// List implements fsmcpv1.WorkerServiceServer. Entries are sorted by name
-// bytes; a page starts after req.After and ends once the names add up to
-// req.MaxBytes (plus a per-entry allowance for the reply's other fields).
-func (s *Service) List(ctx context.Context, req *fsmcpv1.ListRequest) (*fsmcpv1.ListResponse, error) {
-	d, _, rel, p, err := s.openListing("list", req.GetPath())
-	if err != nil {
-		return nil, err
-	}
-	defer d.Close()
-	names, err := d.Readdirnames(-1)
-	if err != nil {
-		return nil, fsError("readdir", p, err)
-	}
-	sort.Strings(names)
-	start := 0
-	if req.GetHasAfter() {
-		after := string(req.GetAfter())
-		start = sort.Search(len(names), func(i int) bool { return names[i] > after })
-	}
-	budget := req.GetMaxBytes()
-	if budget <= 0 {
-		budget = 1 << 20
-	}
-	resp := &fsmcpv1.ListResponse{}
-	raw, err := d.SyscallConn()
-	if err != nil {
-		return nil, fsError("readdir", p, err)
-	}
-	var used int64
-	for i := start; i < len(names); i++ {
-		if used >= budget {
-			resp.More = true
-			break
-		}
-		if i%256 == 0 && ctx.Err() != nil {
-			return nil, fsError("readdir", p, ctx.Err())
-		}
-		name := names[i]
-		if isTempName(name) {
-			continue
-		}
-		var est unix.Stat_t
-		var serr error
-		// fstatat on the directory's descriptor: no path string outside
-		// the Root is ever walked.
-		if err := raw.Control(func(fd uintptr) {
-			serr = unix.Fstatat(int(fd), name, &est, unix.AT_SYMLINK_NOFOLLOW)
-		}); err != nil {
-			serr = err
-		}
-		if errors.Is(serr, unix.ENOENT) {
-			continue // removed since readdir
-		}
-		if serr != nil {
-			return nil, fsError("lstat", p, serr)
-		}
-		s.note(joinRel(rel, name), &est)
-		resp.Entries = append(resp.Entries, entryFromStat(name, &est))
-		used += int64(len(name)) + entryAllowance
-	}
-	return resp, nil
 }
 
 // entryAllowance is a generous estimate of the JSON an entry costs beyond

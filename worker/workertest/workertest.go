@@ -179,6 +179,9 @@ func calls(p []byte) []call {
 		{"List", true, func(ctx context.Context, c fsmcpv1.WorkerServiceClient) ([]proto.Message, error) {
 			return one(c.List(ctx, &fsmcpv1.ListRequest{Path: p, MaxBytes: 1 << 16}))
 		}},
+		{"List sorted by size, with totals", true, func(ctx context.Context, c fsmcpv1.WorkerServiceClient) ([]proto.Message, error) {
+			return one(c.List(ctx, &fsmcpv1.ListRequest{Path: p, MaxBytes: 1 << 16, Sort: fsmcpv1.ListingSort_LISTING_SORT_SIZE, Totals: true}))
+		}},
 		{"Glob", true, func(ctx context.Context, c fsmcpv1.WorkerServiceClient) ([]proto.Message, error) {
 			return Drain(c.Glob(ctx, &fsmcpv1.GlobRequest{Pattern: "*", Path: p, Hidden: true, NoIgnore: true, MaxBytes: 1 << 16}))
 		}},

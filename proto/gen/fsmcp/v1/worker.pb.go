@@ -1250,7 +1250,15 @@ type ListRequest struct {
 	After    []byte `protobuf:"bytes,2,opt,name=after,proto3" json:"after,omitempty"`
 	HasAfter bool   `protobuf:"varint,3,opt,name=has_after,json=hasAfter,proto3" json:"has_after,omitempty"`
 	// Stop adding entries once their names add up to this many bytes.
-	MaxBytes      int64 `protobuf:"varint,4,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	MaxBytes int64 `protobuf:"varint,4,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	// The order: by name bytes (UNSPECIFIED or PATH), by size (largest
+	// first) or by mtime (newest first), ties by name bytes.
+	Sort ListingSort `protobuf:"varint,5,opt,name=sort,proto3,enum=fsmcp.v1.ListingSort" json:"sort,omitempty"`
+	// With sort SIZE or MTIME: the size or mtime (Unix nanoseconds) of the
+	// entry named by after; the page continues after (after_key, after).
+	AfterKey int64 `protobuf:"varint,6,opt,name=after_key,json=afterKey,proto3" json:"after_key,omitempty"`
+	// Count the whole directory into the response's totals.
+	Totals        bool `protobuf:"varint,7,opt,name=totals,proto3" json:"totals,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1313,11 +1321,34 @@ func (x *ListRequest) GetMaxBytes() int64 {
 	return 0
 }
 
+func (x *ListRequest) GetSort() ListingSort {
+	if x != nil {
+		return x.Sort
+	}
+	return ListingSort_LISTING_SORT_UNSPECIFIED
+}
+
+func (x *ListRequest) GetAfterKey() int64 {
+	if x != nil {
+		return x.AfterKey
+	}
+	return 0
+}
+
+func (x *ListRequest) GetTotals() bool {
+	if x != nil {
+		return x.Totals
+	}
+	return false
+}
+
 type ListResponse struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Entries []*Entry               `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
 	// More entries follow the last one returned.
-	More          bool `protobuf:"varint,2,opt,name=more,proto3" json:"more,omitempty"`
+	More bool `protobuf:"varint,2,opt,name=more,proto3" json:"more,omitempty"`
+	// Set when the request asked for totals.
+	Totals        *ListTotals `protobuf:"bytes,3,opt,name=totals,proto3" json:"totals,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1366,6 +1397,76 @@ func (x *ListResponse) GetMore() bool {
 	return false
 }
 
+func (x *ListResponse) GetTotals() *ListTotals {
+	if x != nil {
+		return x.Totals
+	}
+	return nil
+}
+
+// ListTotals counts a whole directory as one listing of it would show it:
+// directories, every other entry as files, and the sum of those files'
+// sizes.
+type ListTotals struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Files         int64                  `protobuf:"varint,1,opt,name=files,proto3" json:"files,omitempty"`
+	Directories   int64                  `protobuf:"varint,2,opt,name=directories,proto3" json:"directories,omitempty"`
+	Bytes         int64                  `protobuf:"varint,3,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTotals) Reset() {
+	*x = ListTotals{}
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTotals) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTotals) ProtoMessage() {}
+
+func (x *ListTotals) ProtoReflect() protoreflect.Message {
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTotals.ProtoReflect.Descriptor instead.
+func (*ListTotals) Descriptor() ([]byte, []int) {
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ListTotals) GetFiles() int64 {
+	if x != nil {
+		return x.Files
+	}
+	return 0
+}
+
+func (x *ListTotals) GetDirectories() int64 {
+	if x != nil {
+		return x.Directories
+	}
+	return 0
+}
+
+func (x *ListTotals) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
 type ReadRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Path   []byte                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
@@ -1385,7 +1486,7 @@ type ReadRequest struct {
 
 func (x *ReadRequest) Reset() {
 	*x = ReadRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[14]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1397,7 +1498,7 @@ func (x *ReadRequest) String() string {
 func (*ReadRequest) ProtoMessage() {}
 
 func (x *ReadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[14]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1410,7 +1511,7 @@ func (x *ReadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadRequest.ProtoReflect.Descriptor instead.
 func (*ReadRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{14}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ReadRequest) GetPath() []byte {
@@ -1487,7 +1588,7 @@ type ReadResponse struct {
 
 func (x *ReadResponse) Reset() {
 	*x = ReadResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[15]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1499,7 +1600,7 @@ func (x *ReadResponse) String() string {
 func (*ReadResponse) ProtoMessage() {}
 
 func (x *ReadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[15]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1512,7 +1613,7 @@ func (x *ReadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResponse.ProtoReflect.Descriptor instead.
 func (*ReadResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{15}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReadResponse) GetData() []byte {
@@ -1584,7 +1685,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[16]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1596,7 +1697,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[16]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1609,7 +1710,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{16}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Progress) GetFilesSearched() int64 {
@@ -1664,7 +1765,7 @@ type GlobRequest struct {
 
 func (x *GlobRequest) Reset() {
 	*x = GlobRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[17]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1676,7 +1777,7 @@ func (x *GlobRequest) String() string {
 func (*GlobRequest) ProtoMessage() {}
 
 func (x *GlobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[17]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1689,7 +1790,7 @@ func (x *GlobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GlobRequest.ProtoReflect.Descriptor instead.
 func (*GlobRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{17}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GlobRequest) GetPattern() string {
@@ -1788,7 +1889,7 @@ type GlobResponse struct {
 
 func (x *GlobResponse) Reset() {
 	*x = GlobResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[18]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1800,7 +1901,7 @@ func (x *GlobResponse) String() string {
 func (*GlobResponse) ProtoMessage() {}
 
 func (x *GlobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[18]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1813,7 +1914,7 @@ func (x *GlobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GlobResponse.ProtoReflect.Descriptor instead.
 func (*GlobResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{18}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GlobResponse) GetProgress() *Progress {
@@ -1895,7 +1996,7 @@ type GrepRequest struct {
 
 func (x *GrepRequest) Reset() {
 	*x = GrepRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[19]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1907,7 +2008,7 @@ func (x *GrepRequest) String() string {
 func (*GrepRequest) ProtoMessage() {}
 
 func (x *GrepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[19]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1920,7 +2021,7 @@ func (x *GrepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepRequest.ProtoReflect.Descriptor instead.
 func (*GrepRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{19}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GrepRequest) GetPattern() string {
@@ -2061,7 +2162,7 @@ type FileCount struct {
 
 func (x *FileCount) Reset() {
 	*x = FileCount{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[20]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2073,7 +2174,7 @@ func (x *FileCount) String() string {
 func (*FileCount) ProtoMessage() {}
 
 func (x *FileCount) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[20]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2086,7 +2187,7 @@ func (x *FileCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileCount.ProtoReflect.Descriptor instead.
 func (*FileCount) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{20}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *FileCount) GetPath() []byte {
@@ -2113,7 +2214,7 @@ type Submatch struct {
 
 func (x *Submatch) Reset() {
 	*x = Submatch{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[21]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2125,7 +2226,7 @@ func (x *Submatch) String() string {
 func (*Submatch) ProtoMessage() {}
 
 func (x *Submatch) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[21]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2138,7 +2239,7 @@ func (x *Submatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Submatch.ProtoReflect.Descriptor instead.
 func (*Submatch) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{21}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Submatch) GetStart() int64 {
@@ -2176,7 +2277,7 @@ type GrepLine struct {
 
 func (x *GrepLine) Reset() {
 	*x = GrepLine{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[22]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2188,7 +2289,7 @@ func (x *GrepLine) String() string {
 func (*GrepLine) ProtoMessage() {}
 
 func (x *GrepLine) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[22]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2201,7 +2302,7 @@ func (x *GrepLine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepLine.ProtoReflect.Descriptor instead.
 func (*GrepLine) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{22}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GrepLine) GetPath() []byte {
@@ -2278,7 +2379,7 @@ type GrepResponse struct {
 
 func (x *GrepResponse) Reset() {
 	*x = GrepResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[23]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2290,7 +2391,7 @@ func (x *GrepResponse) String() string {
 func (*GrepResponse) ProtoMessage() {}
 
 func (x *GrepResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[23]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2303,7 +2404,7 @@ func (x *GrepResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepResponse.ProtoReflect.Descriptor instead.
 func (*GrepResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{23}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GrepResponse) GetProgress() *Progress {
@@ -2380,7 +2481,7 @@ type WriteRequest struct {
 
 func (x *WriteRequest) Reset() {
 	*x = WriteRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[24]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2392,7 +2493,7 @@ func (x *WriteRequest) String() string {
 func (*WriteRequest) ProtoMessage() {}
 
 func (x *WriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[24]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2405,7 +2506,7 @@ func (x *WriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteRequest.ProtoReflect.Descriptor instead.
 func (*WriteRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{24}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *WriteRequest) GetPath() []byte {
@@ -2468,7 +2569,7 @@ type WriteResponse struct {
 
 func (x *WriteResponse) Reset() {
 	*x = WriteResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[25]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2480,7 +2581,7 @@ func (x *WriteResponse) String() string {
 func (*WriteResponse) ProtoMessage() {}
 
 func (x *WriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[25]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2493,7 +2594,7 @@ func (x *WriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteResponse.ProtoReflect.Descriptor instead.
 func (*WriteResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{25}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *WriteResponse) GetSha256() string {
@@ -2549,7 +2650,7 @@ type Edit struct {
 
 func (x *Edit) Reset() {
 	*x = Edit{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[26]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2561,7 +2662,7 @@ func (x *Edit) String() string {
 func (*Edit) ProtoMessage() {}
 
 func (x *Edit) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[26]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2574,7 +2675,7 @@ func (x *Edit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Edit.ProtoReflect.Descriptor instead.
 func (*Edit) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{26}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Edit) GetOld() []byte {
@@ -2610,7 +2711,7 @@ type ReplaceRequest struct {
 
 func (x *ReplaceRequest) Reset() {
 	*x = ReplaceRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[27]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2622,7 +2723,7 @@ func (x *ReplaceRequest) String() string {
 func (*ReplaceRequest) ProtoMessage() {}
 
 func (x *ReplaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[27]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2635,7 +2736,7 @@ func (x *ReplaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplaceRequest.ProtoReflect.Descriptor instead.
 func (*ReplaceRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{27}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ReplaceRequest) GetPath() []byte {
@@ -2682,7 +2783,7 @@ type ReplaceResponse struct {
 
 func (x *ReplaceResponse) Reset() {
 	*x = ReplaceResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[28]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2694,7 +2795,7 @@ func (x *ReplaceResponse) String() string {
 func (*ReplaceResponse) ProtoMessage() {}
 
 func (x *ReplaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[28]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2707,7 +2808,7 @@ func (x *ReplaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplaceResponse.ProtoReflect.Descriptor instead.
 func (*ReplaceResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{28}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ReplaceResponse) GetSha256() string {
@@ -2761,7 +2862,7 @@ type MkdirRequest struct {
 
 func (x *MkdirRequest) Reset() {
 	*x = MkdirRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[29]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2773,7 +2874,7 @@ func (x *MkdirRequest) String() string {
 func (*MkdirRequest) ProtoMessage() {}
 
 func (x *MkdirRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[29]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2786,7 +2887,7 @@ func (x *MkdirRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MkdirRequest.ProtoReflect.Descriptor instead.
 func (*MkdirRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{29}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *MkdirRequest) GetPath() []byte {
@@ -2805,7 +2906,7 @@ type MkdirResponse struct {
 
 func (x *MkdirResponse) Reset() {
 	*x = MkdirResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[30]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2817,7 +2918,7 @@ func (x *MkdirResponse) String() string {
 func (*MkdirResponse) ProtoMessage() {}
 
 func (x *MkdirResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[30]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2830,7 +2931,7 @@ func (x *MkdirResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MkdirResponse.ProtoReflect.Descriptor instead.
 func (*MkdirResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{30}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *MkdirResponse) GetCreated() bool {
@@ -2854,7 +2955,7 @@ type MoveRequest struct {
 
 func (x *MoveRequest) Reset() {
 	*x = MoveRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[31]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2866,7 +2967,7 @@ func (x *MoveRequest) String() string {
 func (*MoveRequest) ProtoMessage() {}
 
 func (x *MoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[31]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2879,7 +2980,7 @@ func (x *MoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveRequest.ProtoReflect.Descriptor instead.
 func (*MoveRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{31}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *MoveRequest) GetFrom() []byte {
@@ -2918,7 +3019,7 @@ type MoveResponse struct {
 
 func (x *MoveResponse) Reset() {
 	*x = MoveResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[32]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2930,7 +3031,7 @@ func (x *MoveResponse) String() string {
 func (*MoveResponse) ProtoMessage() {}
 
 func (x *MoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[32]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2943,7 +3044,7 @@ func (x *MoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveResponse.ProtoReflect.Descriptor instead.
 func (*MoveResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{32}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{33}
 }
 
 type DeleteRequest struct {
@@ -2960,7 +3061,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[33]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2972,7 +3073,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[33]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2985,7 +3086,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{33}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DeleteRequest) GetPath() []byte {
@@ -3028,7 +3129,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[34]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3040,7 +3141,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[34]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3053,7 +3154,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{34}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *DeleteResponse) GetRemoved() int64 {
@@ -3080,7 +3181,7 @@ type UndoRequest struct {
 
 func (x *UndoRequest) Reset() {
 	*x = UndoRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[35]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3092,7 +3193,7 @@ func (x *UndoRequest) String() string {
 func (*UndoRequest) ProtoMessage() {}
 
 func (x *UndoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[35]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3105,7 +3206,7 @@ func (x *UndoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UndoRequest.ProtoReflect.Descriptor instead.
 func (*UndoRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{35}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *UndoRequest) GetToken() string {
@@ -3133,7 +3234,7 @@ type UndoResponse struct {
 
 func (x *UndoResponse) Reset() {
 	*x = UndoResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[36]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3145,7 +3246,7 @@ func (x *UndoResponse) String() string {
 func (*UndoResponse) ProtoMessage() {}
 
 func (x *UndoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[36]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3158,7 +3259,7 @@ func (x *UndoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UndoResponse.ProtoReflect.Descriptor instead.
 func (*UndoResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{36}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *UndoResponse) GetPath() []byte {
@@ -3207,7 +3308,7 @@ type SpliceRequest struct {
 
 func (x *SpliceRequest) Reset() {
 	*x = SpliceRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[37]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3219,7 +3320,7 @@ func (x *SpliceRequest) String() string {
 func (*SpliceRequest) ProtoMessage() {}
 
 func (x *SpliceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[37]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3232,7 +3333,7 @@ func (x *SpliceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpliceRequest.ProtoReflect.Descriptor instead.
 func (*SpliceRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{37}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *SpliceRequest) GetPath() []byte {
@@ -3300,7 +3401,7 @@ type SpliceResponse struct {
 
 func (x *SpliceResponse) Reset() {
 	*x = SpliceResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[38]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3312,7 +3413,7 @@ func (x *SpliceResponse) String() string {
 func (*SpliceResponse) ProtoMessage() {}
 
 func (x *SpliceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[38]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3325,7 +3426,7 @@ func (x *SpliceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpliceResponse.ProtoReflect.Descriptor instead.
 func (*SpliceResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{38}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SpliceResponse) GetSha256() string {
@@ -3379,7 +3480,7 @@ type DigestRequest struct {
 
 func (x *DigestRequest) Reset() {
 	*x = DigestRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[39]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3391,7 +3492,7 @@ func (x *DigestRequest) String() string {
 func (*DigestRequest) ProtoMessage() {}
 
 func (x *DigestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[39]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3404,7 +3505,7 @@ func (x *DigestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DigestRequest.ProtoReflect.Descriptor instead.
 func (*DigestRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{39}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *DigestRequest) GetPath() []byte {
@@ -3431,7 +3532,7 @@ type DigestResponse struct {
 
 func (x *DigestResponse) Reset() {
 	*x = DigestResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[40]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3443,7 +3544,7 @@ func (x *DigestResponse) String() string {
 func (*DigestResponse) ProtoMessage() {}
 
 func (x *DigestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[40]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3456,7 +3557,7 @@ func (x *DigestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DigestResponse.ProtoReflect.Descriptor instead.
 func (*DigestResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{40}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *DigestResponse) GetProgress() *Progress {
@@ -3519,7 +3620,7 @@ type CopyRequest struct {
 
 func (x *CopyRequest) Reset() {
 	*x = CopyRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[41]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3531,7 +3632,7 @@ func (x *CopyRequest) String() string {
 func (*CopyRequest) ProtoMessage() {}
 
 func (x *CopyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[41]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3544,7 +3645,7 @@ func (x *CopyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyRequest.ProtoReflect.Descriptor instead.
 func (*CopyRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{41}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *CopyRequest) GetFrom() []byte {
@@ -3579,7 +3680,7 @@ type CopyResponse struct {
 
 func (x *CopyResponse) Reset() {
 	*x = CopyResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[42]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3591,7 +3692,7 @@ func (x *CopyResponse) String() string {
 func (*CopyResponse) ProtoMessage() {}
 
 func (x *CopyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[42]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3604,7 +3705,7 @@ func (x *CopyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyResponse.ProtoReflect.Descriptor instead.
 func (*CopyResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{42}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *CopyResponse) GetFiles() int64 {
@@ -3647,7 +3748,7 @@ type TreeRequest struct {
 
 func (x *TreeRequest) Reset() {
 	*x = TreeRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[43]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3659,7 +3760,7 @@ func (x *TreeRequest) String() string {
 func (*TreeRequest) ProtoMessage() {}
 
 func (x *TreeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[43]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3672,7 +3773,7 @@ func (x *TreeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TreeRequest.ProtoReflect.Descriptor instead.
 func (*TreeRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{43}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *TreeRequest) GetPath() []byte {
@@ -3747,7 +3848,7 @@ type TreeEntry struct {
 
 func (x *TreeEntry) Reset() {
 	*x = TreeEntry{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[44]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3759,7 +3860,7 @@ func (x *TreeEntry) String() string {
 func (*TreeEntry) ProtoMessage() {}
 
 func (x *TreeEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[44]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3772,7 +3873,7 @@ func (x *TreeEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TreeEntry.ProtoReflect.Descriptor instead.
 func (*TreeEntry) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{44}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *TreeEntry) GetPath() []byte {
@@ -3819,7 +3920,7 @@ type TreeResponse struct {
 
 func (x *TreeResponse) Reset() {
 	*x = TreeResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[45]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3831,7 +3932,7 @@ func (x *TreeResponse) String() string {
 func (*TreeResponse) ProtoMessage() {}
 
 func (x *TreeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[45]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3844,7 +3945,7 @@ func (x *TreeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TreeResponse.ProtoReflect.Descriptor instead.
 func (*TreeResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{45}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *TreeResponse) GetProgress() *Progress {
@@ -3898,7 +3999,7 @@ type ViewRequest struct {
 
 func (x *ViewRequest) Reset() {
 	*x = ViewRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[46]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3910,7 +4011,7 @@ func (x *ViewRequest) String() string {
 func (*ViewRequest) ProtoMessage() {}
 
 func (x *ViewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[46]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3923,7 +4024,7 @@ func (x *ViewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ViewRequest.ProtoReflect.Descriptor instead.
 func (*ViewRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{46}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ViewRequest) GetPath() []byte {
@@ -3944,7 +4045,7 @@ type ViewResponse struct {
 
 func (x *ViewResponse) Reset() {
 	*x = ViewResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[47]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3956,7 +4057,7 @@ func (x *ViewResponse) String() string {
 func (*ViewResponse) ProtoMessage() {}
 
 func (x *ViewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[47]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3969,7 +4070,7 @@ func (x *ViewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ViewResponse.ProtoReflect.Descriptor instead.
 func (*ViewResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{47}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ViewResponse) GetData() []byte {
@@ -3999,7 +4100,7 @@ type PatchPrecondition struct {
 
 func (x *PatchPrecondition) Reset() {
 	*x = PatchPrecondition{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[48]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4011,7 +4112,7 @@ func (x *PatchPrecondition) String() string {
 func (*PatchPrecondition) ProtoMessage() {}
 
 func (x *PatchPrecondition) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[48]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4024,7 +4125,7 @@ func (x *PatchPrecondition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PatchPrecondition.ProtoReflect.Descriptor instead.
 func (*PatchPrecondition) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{48}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *PatchPrecondition) GetPath() []byte {
@@ -4059,7 +4160,7 @@ type PatchRequest struct {
 
 func (x *PatchRequest) Reset() {
 	*x = PatchRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[49]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4071,7 +4172,7 @@ func (x *PatchRequest) String() string {
 func (*PatchRequest) ProtoMessage() {}
 
 func (x *PatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[49]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4084,7 +4185,7 @@ func (x *PatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PatchRequest.ProtoReflect.Descriptor instead.
 func (*PatchRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{49}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *PatchRequest) GetPatch() []byte {
@@ -4126,7 +4227,7 @@ type PatchFile struct {
 
 func (x *PatchFile) Reset() {
 	*x = PatchFile{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[50]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4138,7 +4239,7 @@ func (x *PatchFile) String() string {
 func (*PatchFile) ProtoMessage() {}
 
 func (x *PatchFile) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[50]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4151,7 +4252,7 @@ func (x *PatchFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PatchFile.ProtoReflect.Descriptor instead.
 func (*PatchFile) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{50}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *PatchFile) GetPath() []byte {
@@ -4223,7 +4324,7 @@ type PatchResponse struct {
 
 func (x *PatchResponse) Reset() {
 	*x = PatchResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[51]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4235,7 +4336,7 @@ func (x *PatchResponse) String() string {
 func (*PatchResponse) ProtoMessage() {}
 
 func (x *PatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[51]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4248,7 +4349,7 @@ func (x *PatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PatchResponse.ProtoReflect.Descriptor instead.
 func (*PatchResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{51}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *PatchResponse) GetFiles() []*PatchFile {
@@ -4274,7 +4375,7 @@ type ReadManyRequest struct {
 
 func (x *ReadManyRequest) Reset() {
 	*x = ReadManyRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[52]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4286,7 +4387,7 @@ func (x *ReadManyRequest) String() string {
 func (*ReadManyRequest) ProtoMessage() {}
 
 func (x *ReadManyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[52]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4299,7 +4400,7 @@ func (x *ReadManyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadManyRequest.ProtoReflect.Descriptor instead.
 func (*ReadManyRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{52}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ReadManyRequest) GetReads() []*ReadRequest {
@@ -4320,7 +4421,7 @@ type ReadManyResult struct {
 
 func (x *ReadManyResult) Reset() {
 	*x = ReadManyResult{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[53]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4332,7 +4433,7 @@ func (x *ReadManyResult) String() string {
 func (*ReadManyResult) ProtoMessage() {}
 
 func (x *ReadManyResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[53]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4345,7 +4446,7 @@ func (x *ReadManyResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadManyResult.ProtoReflect.Descriptor instead.
 func (*ReadManyResult) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{53}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ReadManyResult) GetRead() *ReadResponse {
@@ -4372,7 +4473,7 @@ type ReadManyResponse struct {
 
 func (x *ReadManyResponse) Reset() {
 	*x = ReadManyResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[54]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4384,7 +4485,7 @@ func (x *ReadManyResponse) String() string {
 func (*ReadManyResponse) ProtoMessage() {}
 
 func (x *ReadManyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[54]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4397,7 +4498,7 @@ func (x *ReadManyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadManyResponse.ProtoReflect.Descriptor instead.
 func (*ReadManyResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{54}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ReadManyResponse) GetResults() []*ReadManyResult {
@@ -4419,7 +4520,7 @@ type CheckRequest struct {
 
 func (x *CheckRequest) Reset() {
 	*x = CheckRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[55]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4431,7 +4532,7 @@ func (x *CheckRequest) String() string {
 func (*CheckRequest) ProtoMessage() {}
 
 func (x *CheckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[55]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4444,7 +4545,7 @@ func (x *CheckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckRequest.ProtoReflect.Descriptor instead.
 func (*CheckRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{55}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *CheckRequest) GetTool() string {
@@ -4476,7 +4577,7 @@ type CheckResponse struct {
 
 func (x *CheckResponse) Reset() {
 	*x = CheckResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[56]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4488,7 +4589,7 @@ func (x *CheckResponse) String() string {
 func (*CheckResponse) ProtoMessage() {}
 
 func (x *CheckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[56]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4501,7 +4602,7 @@ func (x *CheckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckResponse.ProtoReflect.Descriptor instead.
 func (*CheckResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{56}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *CheckResponse) GetAction() RuleAction {
@@ -4597,15 +4698,24 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\n" +
 	"has_target\x18\x04 \x01(\bR\thasTarget\x12%\n" +
 	"\x0etarget_escapes\x18\x05 \x01(\bR\rtargetEscapes\x127\n" +
-	"\vconfinement\x18\x06 \x01(\v2\x15.fsmcp.v1.ConfinementR\vconfinement\"q\n" +
+	"\vconfinement\x18\x06 \x01(\v2\x15.fsmcp.v1.ConfinementR\vconfinement\"\xd1\x01\n" +
 	"\vListRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\fR\x04path\x12\x14\n" +
 	"\x05after\x18\x02 \x01(\fR\x05after\x12\x1b\n" +
 	"\thas_after\x18\x03 \x01(\bR\bhasAfter\x12\x1b\n" +
-	"\tmax_bytes\x18\x04 \x01(\x03R\bmaxBytes\"M\n" +
+	"\tmax_bytes\x18\x04 \x01(\x03R\bmaxBytes\x12)\n" +
+	"\x04sort\x18\x05 \x01(\x0e2\x15.fsmcp.v1.ListingSortR\x04sort\x12\x1b\n" +
+	"\tafter_key\x18\x06 \x01(\x03R\bafterKey\x12\x16\n" +
+	"\x06totals\x18\a \x01(\bR\x06totals\"{\n" +
 	"\fListResponse\x12)\n" +
 	"\aentries\x18\x01 \x03(\v2\x0f.fsmcp.v1.EntryR\aentries\x12\x12\n" +
-	"\x04more\x18\x02 \x01(\bR\x04more\"\xb1\x01\n" +
+	"\x04more\x18\x02 \x01(\bR\x04more\x12,\n" +
+	"\x06totals\x18\x03 \x01(\v2\x14.fsmcp.v1.ListTotalsR\x06totals\"Z\n" +
+	"\n" +
+	"ListTotals\x12\x14\n" +
+	"\x05files\x18\x01 \x01(\x03R\x05files\x12 \n" +
+	"\vdirectories\x18\x02 \x01(\x03R\vdirectories\x12\x14\n" +
+	"\x05bytes\x18\x03 \x01(\x03R\x05bytes\"\xb1\x01\n" +
 	"\vReadRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\fR\x04path\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12\x16\n" +
@@ -4940,7 +5050,7 @@ func file_fsmcp_v1_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_fsmcp_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_fsmcp_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
+var file_fsmcp_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
 var file_fsmcp_v1_worker_proto_goTypes = []any{
 	(ProtocolVersion)(0),       // 0: fsmcp.v1.ProtocolVersion
 	(ErrorCode)(0),             // 1: fsmcp.v1.ErrorCode
@@ -4962,49 +5072,50 @@ var file_fsmcp_v1_worker_proto_goTypes = []any{
 	(*StatResponse)(nil),       // 17: fsmcp.v1.StatResponse
 	(*ListRequest)(nil),        // 18: fsmcp.v1.ListRequest
 	(*ListResponse)(nil),       // 19: fsmcp.v1.ListResponse
-	(*ReadRequest)(nil),        // 20: fsmcp.v1.ReadRequest
-	(*ReadResponse)(nil),       // 21: fsmcp.v1.ReadResponse
-	(*Progress)(nil),           // 22: fsmcp.v1.Progress
-	(*GlobRequest)(nil),        // 23: fsmcp.v1.GlobRequest
-	(*GlobResponse)(nil),       // 24: fsmcp.v1.GlobResponse
-	(*GrepRequest)(nil),        // 25: fsmcp.v1.GrepRequest
-	(*FileCount)(nil),          // 26: fsmcp.v1.FileCount
-	(*Submatch)(nil),           // 27: fsmcp.v1.Submatch
-	(*GrepLine)(nil),           // 28: fsmcp.v1.GrepLine
-	(*GrepResponse)(nil),       // 29: fsmcp.v1.GrepResponse
-	(*WriteRequest)(nil),       // 30: fsmcp.v1.WriteRequest
-	(*WriteResponse)(nil),      // 31: fsmcp.v1.WriteResponse
-	(*Edit)(nil),               // 32: fsmcp.v1.Edit
-	(*ReplaceRequest)(nil),     // 33: fsmcp.v1.ReplaceRequest
-	(*ReplaceResponse)(nil),    // 34: fsmcp.v1.ReplaceResponse
-	(*MkdirRequest)(nil),       // 35: fsmcp.v1.MkdirRequest
-	(*MkdirResponse)(nil),      // 36: fsmcp.v1.MkdirResponse
-	(*MoveRequest)(nil),        // 37: fsmcp.v1.MoveRequest
-	(*MoveResponse)(nil),       // 38: fsmcp.v1.MoveResponse
-	(*DeleteRequest)(nil),      // 39: fsmcp.v1.DeleteRequest
-	(*DeleteResponse)(nil),     // 40: fsmcp.v1.DeleteResponse
-	(*UndoRequest)(nil),        // 41: fsmcp.v1.UndoRequest
-	(*UndoResponse)(nil),       // 42: fsmcp.v1.UndoResponse
-	(*SpliceRequest)(nil),      // 43: fsmcp.v1.SpliceRequest
-	(*SpliceResponse)(nil),     // 44: fsmcp.v1.SpliceResponse
-	(*DigestRequest)(nil),      // 45: fsmcp.v1.DigestRequest
-	(*DigestResponse)(nil),     // 46: fsmcp.v1.DigestResponse
-	(*CopyRequest)(nil),        // 47: fsmcp.v1.CopyRequest
-	(*CopyResponse)(nil),       // 48: fsmcp.v1.CopyResponse
-	(*TreeRequest)(nil),        // 49: fsmcp.v1.TreeRequest
-	(*TreeEntry)(nil),          // 50: fsmcp.v1.TreeEntry
-	(*TreeResponse)(nil),       // 51: fsmcp.v1.TreeResponse
-	(*ViewRequest)(nil),        // 52: fsmcp.v1.ViewRequest
-	(*ViewResponse)(nil),       // 53: fsmcp.v1.ViewResponse
-	(*PatchPrecondition)(nil),  // 54: fsmcp.v1.PatchPrecondition
-	(*PatchRequest)(nil),       // 55: fsmcp.v1.PatchRequest
-	(*PatchFile)(nil),          // 56: fsmcp.v1.PatchFile
-	(*PatchResponse)(nil),      // 57: fsmcp.v1.PatchResponse
-	(*ReadManyRequest)(nil),    // 58: fsmcp.v1.ReadManyRequest
-	(*ReadManyResult)(nil),     // 59: fsmcp.v1.ReadManyResult
-	(*ReadManyResponse)(nil),   // 60: fsmcp.v1.ReadManyResponse
-	(*CheckRequest)(nil),       // 61: fsmcp.v1.CheckRequest
-	(*CheckResponse)(nil),      // 62: fsmcp.v1.CheckResponse
+	(*ListTotals)(nil),         // 20: fsmcp.v1.ListTotals
+	(*ReadRequest)(nil),        // 21: fsmcp.v1.ReadRequest
+	(*ReadResponse)(nil),       // 22: fsmcp.v1.ReadResponse
+	(*Progress)(nil),           // 23: fsmcp.v1.Progress
+	(*GlobRequest)(nil),        // 24: fsmcp.v1.GlobRequest
+	(*GlobResponse)(nil),       // 25: fsmcp.v1.GlobResponse
+	(*GrepRequest)(nil),        // 26: fsmcp.v1.GrepRequest
+	(*FileCount)(nil),          // 27: fsmcp.v1.FileCount
+	(*Submatch)(nil),           // 28: fsmcp.v1.Submatch
+	(*GrepLine)(nil),           // 29: fsmcp.v1.GrepLine
+	(*GrepResponse)(nil),       // 30: fsmcp.v1.GrepResponse
+	(*WriteRequest)(nil),       // 31: fsmcp.v1.WriteRequest
+	(*WriteResponse)(nil),      // 32: fsmcp.v1.WriteResponse
+	(*Edit)(nil),               // 33: fsmcp.v1.Edit
+	(*ReplaceRequest)(nil),     // 34: fsmcp.v1.ReplaceRequest
+	(*ReplaceResponse)(nil),    // 35: fsmcp.v1.ReplaceResponse
+	(*MkdirRequest)(nil),       // 36: fsmcp.v1.MkdirRequest
+	(*MkdirResponse)(nil),      // 37: fsmcp.v1.MkdirResponse
+	(*MoveRequest)(nil),        // 38: fsmcp.v1.MoveRequest
+	(*MoveResponse)(nil),       // 39: fsmcp.v1.MoveResponse
+	(*DeleteRequest)(nil),      // 40: fsmcp.v1.DeleteRequest
+	(*DeleteResponse)(nil),     // 41: fsmcp.v1.DeleteResponse
+	(*UndoRequest)(nil),        // 42: fsmcp.v1.UndoRequest
+	(*UndoResponse)(nil),       // 43: fsmcp.v1.UndoResponse
+	(*SpliceRequest)(nil),      // 44: fsmcp.v1.SpliceRequest
+	(*SpliceResponse)(nil),     // 45: fsmcp.v1.SpliceResponse
+	(*DigestRequest)(nil),      // 46: fsmcp.v1.DigestRequest
+	(*DigestResponse)(nil),     // 47: fsmcp.v1.DigestResponse
+	(*CopyRequest)(nil),        // 48: fsmcp.v1.CopyRequest
+	(*CopyResponse)(nil),       // 49: fsmcp.v1.CopyResponse
+	(*TreeRequest)(nil),        // 50: fsmcp.v1.TreeRequest
+	(*TreeEntry)(nil),          // 51: fsmcp.v1.TreeEntry
+	(*TreeResponse)(nil),       // 52: fsmcp.v1.TreeResponse
+	(*ViewRequest)(nil),        // 53: fsmcp.v1.ViewRequest
+	(*ViewResponse)(nil),       // 54: fsmcp.v1.ViewResponse
+	(*PatchPrecondition)(nil),  // 55: fsmcp.v1.PatchPrecondition
+	(*PatchRequest)(nil),       // 56: fsmcp.v1.PatchRequest
+	(*PatchFile)(nil),          // 57: fsmcp.v1.PatchFile
+	(*PatchResponse)(nil),      // 58: fsmcp.v1.PatchResponse
+	(*ReadManyRequest)(nil),    // 59: fsmcp.v1.ReadManyRequest
+	(*ReadManyResult)(nil),     // 60: fsmcp.v1.ReadManyResult
+	(*ReadManyResponse)(nil),   // 61: fsmcp.v1.ReadManyResponse
+	(*CheckRequest)(nil),       // 62: fsmcp.v1.CheckRequest
+	(*CheckResponse)(nil),      // 63: fsmcp.v1.CheckResponse
 }
 var file_fsmcp_v1_worker_proto_depIdxs = []int32{
 	1,  // 0: fsmcp.v1.Error.code:type_name -> fsmcp.v1.ErrorCode
@@ -5016,79 +5127,81 @@ var file_fsmcp_v1_worker_proto_depIdxs = []int32{
 	8,  // 6: fsmcp.v1.HelloResponse.confinement:type_name -> fsmcp.v1.Confinement
 	2,  // 7: fsmcp.v1.Entry.type:type_name -> fsmcp.v1.FileType
 	14, // 8: fsmcp.v1.StatStreamRequest.stat:type_name -> fsmcp.v1.StatRequest
-	22, // 9: fsmcp.v1.StatStreamResponse.progress:type_name -> fsmcp.v1.Progress
+	23, // 9: fsmcp.v1.StatStreamResponse.progress:type_name -> fsmcp.v1.Progress
 	17, // 10: fsmcp.v1.StatStreamResponse.stat:type_name -> fsmcp.v1.StatResponse
 	13, // 11: fsmcp.v1.StatResponse.entry:type_name -> fsmcp.v1.Entry
 	8,  // 12: fsmcp.v1.StatResponse.confinement:type_name -> fsmcp.v1.Confinement
-	13, // 13: fsmcp.v1.ListResponse.entries:type_name -> fsmcp.v1.Entry
-	3,  // 14: fsmcp.v1.GlobRequest.sort:type_name -> fsmcp.v1.ListingSort
-	22, // 15: fsmcp.v1.GlobResponse.progress:type_name -> fsmcp.v1.Progress
-	4,  // 16: fsmcp.v1.GrepRequest.output:type_name -> fsmcp.v1.GrepOutput
-	27, // 17: fsmcp.v1.GrepLine.submatches:type_name -> fsmcp.v1.Submatch
-	22, // 18: fsmcp.v1.GrepResponse.progress:type_name -> fsmcp.v1.Progress
-	28, // 19: fsmcp.v1.GrepResponse.lines:type_name -> fsmcp.v1.GrepLine
-	26, // 20: fsmcp.v1.GrepResponse.files:type_name -> fsmcp.v1.FileCount
-	32, // 21: fsmcp.v1.ReplaceRequest.edits:type_name -> fsmcp.v1.Edit
-	2,  // 22: fsmcp.v1.UndoResponse.type:type_name -> fsmcp.v1.FileType
-	22, // 23: fsmcp.v1.DigestResponse.progress:type_name -> fsmcp.v1.Progress
-	2,  // 24: fsmcp.v1.DigestResponse.type:type_name -> fsmcp.v1.FileType
-	2,  // 25: fsmcp.v1.TreeEntry.type:type_name -> fsmcp.v1.FileType
-	22, // 26: fsmcp.v1.TreeResponse.progress:type_name -> fsmcp.v1.Progress
-	50, // 27: fsmcp.v1.TreeResponse.entries:type_name -> fsmcp.v1.TreeEntry
-	54, // 28: fsmcp.v1.PatchRequest.preconditions:type_name -> fsmcp.v1.PatchPrecondition
-	56, // 29: fsmcp.v1.PatchResponse.files:type_name -> fsmcp.v1.PatchFile
-	20, // 30: fsmcp.v1.ReadManyRequest.reads:type_name -> fsmcp.v1.ReadRequest
-	21, // 31: fsmcp.v1.ReadManyResult.read:type_name -> fsmcp.v1.ReadResponse
-	6,  // 32: fsmcp.v1.ReadManyResult.error:type_name -> fsmcp.v1.Error
-	59, // 33: fsmcp.v1.ReadManyResponse.results:type_name -> fsmcp.v1.ReadManyResult
-	5,  // 34: fsmcp.v1.CheckResponse.action:type_name -> fsmcp.v1.RuleAction
-	11, // 35: fsmcp.v1.WorkerService.Hello:input_type -> fsmcp.v1.HelloRequest
-	14, // 36: fsmcp.v1.WorkerService.Stat:input_type -> fsmcp.v1.StatRequest
-	18, // 37: fsmcp.v1.WorkerService.List:input_type -> fsmcp.v1.ListRequest
-	20, // 38: fsmcp.v1.WorkerService.Read:input_type -> fsmcp.v1.ReadRequest
-	23, // 39: fsmcp.v1.WorkerService.Glob:input_type -> fsmcp.v1.GlobRequest
-	25, // 40: fsmcp.v1.WorkerService.Grep:input_type -> fsmcp.v1.GrepRequest
-	30, // 41: fsmcp.v1.WorkerService.Write:input_type -> fsmcp.v1.WriteRequest
-	33, // 42: fsmcp.v1.WorkerService.Replace:input_type -> fsmcp.v1.ReplaceRequest
-	35, // 43: fsmcp.v1.WorkerService.Mkdir:input_type -> fsmcp.v1.MkdirRequest
-	37, // 44: fsmcp.v1.WorkerService.Move:input_type -> fsmcp.v1.MoveRequest
-	39, // 45: fsmcp.v1.WorkerService.Delete:input_type -> fsmcp.v1.DeleteRequest
-	43, // 46: fsmcp.v1.WorkerService.Splice:input_type -> fsmcp.v1.SpliceRequest
-	45, // 47: fsmcp.v1.WorkerService.Digest:input_type -> fsmcp.v1.DigestRequest
-	47, // 48: fsmcp.v1.WorkerService.Copy:input_type -> fsmcp.v1.CopyRequest
-	49, // 49: fsmcp.v1.WorkerService.Tree:input_type -> fsmcp.v1.TreeRequest
-	52, // 50: fsmcp.v1.WorkerService.View:input_type -> fsmcp.v1.ViewRequest
-	55, // 51: fsmcp.v1.WorkerService.Patch:input_type -> fsmcp.v1.PatchRequest
-	58, // 52: fsmcp.v1.WorkerService.ReadMany:input_type -> fsmcp.v1.ReadManyRequest
-	15, // 53: fsmcp.v1.WorkerService.StatStream:input_type -> fsmcp.v1.StatStreamRequest
-	41, // 54: fsmcp.v1.WorkerService.Undo:input_type -> fsmcp.v1.UndoRequest
-	61, // 55: fsmcp.v1.WorkerService.Check:input_type -> fsmcp.v1.CheckRequest
-	12, // 56: fsmcp.v1.WorkerService.Hello:output_type -> fsmcp.v1.HelloResponse
-	17, // 57: fsmcp.v1.WorkerService.Stat:output_type -> fsmcp.v1.StatResponse
-	19, // 58: fsmcp.v1.WorkerService.List:output_type -> fsmcp.v1.ListResponse
-	21, // 59: fsmcp.v1.WorkerService.Read:output_type -> fsmcp.v1.ReadResponse
-	24, // 60: fsmcp.v1.WorkerService.Glob:output_type -> fsmcp.v1.GlobResponse
-	29, // 61: fsmcp.v1.WorkerService.Grep:output_type -> fsmcp.v1.GrepResponse
-	31, // 62: fsmcp.v1.WorkerService.Write:output_type -> fsmcp.v1.WriteResponse
-	34, // 63: fsmcp.v1.WorkerService.Replace:output_type -> fsmcp.v1.ReplaceResponse
-	36, // 64: fsmcp.v1.WorkerService.Mkdir:output_type -> fsmcp.v1.MkdirResponse
-	38, // 65: fsmcp.v1.WorkerService.Move:output_type -> fsmcp.v1.MoveResponse
-	40, // 66: fsmcp.v1.WorkerService.Delete:output_type -> fsmcp.v1.DeleteResponse
-	44, // 67: fsmcp.v1.WorkerService.Splice:output_type -> fsmcp.v1.SpliceResponse
-	46, // 68: fsmcp.v1.WorkerService.Digest:output_type -> fsmcp.v1.DigestResponse
-	48, // 69: fsmcp.v1.WorkerService.Copy:output_type -> fsmcp.v1.CopyResponse
-	51, // 70: fsmcp.v1.WorkerService.Tree:output_type -> fsmcp.v1.TreeResponse
-	53, // 71: fsmcp.v1.WorkerService.View:output_type -> fsmcp.v1.ViewResponse
-	57, // 72: fsmcp.v1.WorkerService.Patch:output_type -> fsmcp.v1.PatchResponse
-	60, // 73: fsmcp.v1.WorkerService.ReadMany:output_type -> fsmcp.v1.ReadManyResponse
-	16, // 74: fsmcp.v1.WorkerService.StatStream:output_type -> fsmcp.v1.StatStreamResponse
-	42, // 75: fsmcp.v1.WorkerService.Undo:output_type -> fsmcp.v1.UndoResponse
-	62, // 76: fsmcp.v1.WorkerService.Check:output_type -> fsmcp.v1.CheckResponse
-	56, // [56:77] is the sub-list for method output_type
-	35, // [35:56] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	3,  // 13: fsmcp.v1.ListRequest.sort:type_name -> fsmcp.v1.ListingSort
+	13, // 14: fsmcp.v1.ListResponse.entries:type_name -> fsmcp.v1.Entry
+	20, // 15: fsmcp.v1.ListResponse.totals:type_name -> fsmcp.v1.ListTotals
+	3,  // 16: fsmcp.v1.GlobRequest.sort:type_name -> fsmcp.v1.ListingSort
+	23, // 17: fsmcp.v1.GlobResponse.progress:type_name -> fsmcp.v1.Progress
+	4,  // 18: fsmcp.v1.GrepRequest.output:type_name -> fsmcp.v1.GrepOutput
+	28, // 19: fsmcp.v1.GrepLine.submatches:type_name -> fsmcp.v1.Submatch
+	23, // 20: fsmcp.v1.GrepResponse.progress:type_name -> fsmcp.v1.Progress
+	29, // 21: fsmcp.v1.GrepResponse.lines:type_name -> fsmcp.v1.GrepLine
+	27, // 22: fsmcp.v1.GrepResponse.files:type_name -> fsmcp.v1.FileCount
+	33, // 23: fsmcp.v1.ReplaceRequest.edits:type_name -> fsmcp.v1.Edit
+	2,  // 24: fsmcp.v1.UndoResponse.type:type_name -> fsmcp.v1.FileType
+	23, // 25: fsmcp.v1.DigestResponse.progress:type_name -> fsmcp.v1.Progress
+	2,  // 26: fsmcp.v1.DigestResponse.type:type_name -> fsmcp.v1.FileType
+	2,  // 27: fsmcp.v1.TreeEntry.type:type_name -> fsmcp.v1.FileType
+	23, // 28: fsmcp.v1.TreeResponse.progress:type_name -> fsmcp.v1.Progress
+	51, // 29: fsmcp.v1.TreeResponse.entries:type_name -> fsmcp.v1.TreeEntry
+	55, // 30: fsmcp.v1.PatchRequest.preconditions:type_name -> fsmcp.v1.PatchPrecondition
+	57, // 31: fsmcp.v1.PatchResponse.files:type_name -> fsmcp.v1.PatchFile
+	21, // 32: fsmcp.v1.ReadManyRequest.reads:type_name -> fsmcp.v1.ReadRequest
+	22, // 33: fsmcp.v1.ReadManyResult.read:type_name -> fsmcp.v1.ReadResponse
+	6,  // 34: fsmcp.v1.ReadManyResult.error:type_name -> fsmcp.v1.Error
+	60, // 35: fsmcp.v1.ReadManyResponse.results:type_name -> fsmcp.v1.ReadManyResult
+	5,  // 36: fsmcp.v1.CheckResponse.action:type_name -> fsmcp.v1.RuleAction
+	11, // 37: fsmcp.v1.WorkerService.Hello:input_type -> fsmcp.v1.HelloRequest
+	14, // 38: fsmcp.v1.WorkerService.Stat:input_type -> fsmcp.v1.StatRequest
+	18, // 39: fsmcp.v1.WorkerService.List:input_type -> fsmcp.v1.ListRequest
+	21, // 40: fsmcp.v1.WorkerService.Read:input_type -> fsmcp.v1.ReadRequest
+	24, // 41: fsmcp.v1.WorkerService.Glob:input_type -> fsmcp.v1.GlobRequest
+	26, // 42: fsmcp.v1.WorkerService.Grep:input_type -> fsmcp.v1.GrepRequest
+	31, // 43: fsmcp.v1.WorkerService.Write:input_type -> fsmcp.v1.WriteRequest
+	34, // 44: fsmcp.v1.WorkerService.Replace:input_type -> fsmcp.v1.ReplaceRequest
+	36, // 45: fsmcp.v1.WorkerService.Mkdir:input_type -> fsmcp.v1.MkdirRequest
+	38, // 46: fsmcp.v1.WorkerService.Move:input_type -> fsmcp.v1.MoveRequest
+	40, // 47: fsmcp.v1.WorkerService.Delete:input_type -> fsmcp.v1.DeleteRequest
+	44, // 48: fsmcp.v1.WorkerService.Splice:input_type -> fsmcp.v1.SpliceRequest
+	46, // 49: fsmcp.v1.WorkerService.Digest:input_type -> fsmcp.v1.DigestRequest
+	48, // 50: fsmcp.v1.WorkerService.Copy:input_type -> fsmcp.v1.CopyRequest
+	50, // 51: fsmcp.v1.WorkerService.Tree:input_type -> fsmcp.v1.TreeRequest
+	53, // 52: fsmcp.v1.WorkerService.View:input_type -> fsmcp.v1.ViewRequest
+	56, // 53: fsmcp.v1.WorkerService.Patch:input_type -> fsmcp.v1.PatchRequest
+	59, // 54: fsmcp.v1.WorkerService.ReadMany:input_type -> fsmcp.v1.ReadManyRequest
+	15, // 55: fsmcp.v1.WorkerService.StatStream:input_type -> fsmcp.v1.StatStreamRequest
+	42, // 56: fsmcp.v1.WorkerService.Undo:input_type -> fsmcp.v1.UndoRequest
+	62, // 57: fsmcp.v1.WorkerService.Check:input_type -> fsmcp.v1.CheckRequest
+	12, // 58: fsmcp.v1.WorkerService.Hello:output_type -> fsmcp.v1.HelloResponse
+	17, // 59: fsmcp.v1.WorkerService.Stat:output_type -> fsmcp.v1.StatResponse
+	19, // 60: fsmcp.v1.WorkerService.List:output_type -> fsmcp.v1.ListResponse
+	22, // 61: fsmcp.v1.WorkerService.Read:output_type -> fsmcp.v1.ReadResponse
+	25, // 62: fsmcp.v1.WorkerService.Glob:output_type -> fsmcp.v1.GlobResponse
+	30, // 63: fsmcp.v1.WorkerService.Grep:output_type -> fsmcp.v1.GrepResponse
+	32, // 64: fsmcp.v1.WorkerService.Write:output_type -> fsmcp.v1.WriteResponse
+	35, // 65: fsmcp.v1.WorkerService.Replace:output_type -> fsmcp.v1.ReplaceResponse
+	37, // 66: fsmcp.v1.WorkerService.Mkdir:output_type -> fsmcp.v1.MkdirResponse
+	39, // 67: fsmcp.v1.WorkerService.Move:output_type -> fsmcp.v1.MoveResponse
+	41, // 68: fsmcp.v1.WorkerService.Delete:output_type -> fsmcp.v1.DeleteResponse
+	45, // 69: fsmcp.v1.WorkerService.Splice:output_type -> fsmcp.v1.SpliceResponse
+	47, // 70: fsmcp.v1.WorkerService.Digest:output_type -> fsmcp.v1.DigestResponse
+	49, // 71: fsmcp.v1.WorkerService.Copy:output_type -> fsmcp.v1.CopyResponse
+	52, // 72: fsmcp.v1.WorkerService.Tree:output_type -> fsmcp.v1.TreeResponse
+	54, // 73: fsmcp.v1.WorkerService.View:output_type -> fsmcp.v1.ViewResponse
+	58, // 74: fsmcp.v1.WorkerService.Patch:output_type -> fsmcp.v1.PatchResponse
+	61, // 75: fsmcp.v1.WorkerService.ReadMany:output_type -> fsmcp.v1.ReadManyResponse
+	16, // 76: fsmcp.v1.WorkerService.StatStream:output_type -> fsmcp.v1.StatStreamResponse
+	43, // 77: fsmcp.v1.WorkerService.Undo:output_type -> fsmcp.v1.UndoResponse
+	63, // 78: fsmcp.v1.WorkerService.Check:output_type -> fsmcp.v1.CheckResponse
+	58, // [58:79] is the sub-list for method output_type
+	37, // [37:58] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_fsmcp_v1_worker_proto_init() }
@@ -5102,7 +5215,7 @@ func file_fsmcp_v1_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fsmcp_v1_worker_proto_rawDesc), len(file_fsmcp_v1_worker_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   57,
+			NumMessages:   58,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
