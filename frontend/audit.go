@@ -220,7 +220,11 @@ func auditLine(start time.Time, d time.Duration, tool string, req *mcp.CallToolR
 		}
 		scope, _ = res.Meta["scope_violation"].(bool)
 	}
-	auditExit(o, res)
+	if tool == "fs_exec" {
+		// Only a command's reply says how it ended: reading any other
+		// reply again would cost a parse of up to a whole page.
+		auditExit(o, res)
+	}
 	o.str("outcome", outcome).int("duration_us", d.Microseconds()).int("reply_bytes", bytes).bool("scope_violation", scope)
 	if res != nil && err == nil {
 		if policy, _ := res.Meta["policy_violation"].(bool); policy {
