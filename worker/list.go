@@ -1,10 +1,12 @@
 package worker
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
-	"io"
-	"syscall"
+	"sync"
+	"unsafe"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"golang.org/x/sys/unix"
@@ -22,11 +24,9 @@ import (
 // size or mtime, and totals, lstat every entry of the directory on every
 // page, and nothing more is held. The call's deadline bounds the time.
 func (s *Service) List(ctx context.Context, req *fsmcpv1.ListRequest) (*fsmcpv1.ListResponse, error) {
-	var byNumber bool
 	switch req.GetSort() {
-	case fsmcpv1.ListingSort_LISTING_SORT_UNSPECIFIED, fsmcpv1.ListingSort_LISTING_SORT_PATH:
-	case fsmcpv1.ListingSort_LISTING_SORT_SIZE, fsmcpv1.ListingSort_LISTING_SORT_MTIME:
-		byNumber = true
+	case fsmcpv1.ListingSort_LISTING_SORT_UNSPECIFIED, fsmcpv1.ListingSort_LISTING_SORT_PATH,
+		fsmcpv1.ListingSort_LISTING_SORT_SIZE, fsmcpv1.ListingSort_LISTING_SORT_MTIME:
 	default:
 		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "", "list: unknown sort %d", req.GetSort())
 	}
@@ -39,6 +39,20 @@ func (s *Service) List(ctx context.Context, req *fsmcpv1.ListRequest) (*fsmcpv1.
 	if err != nil {
 		return nil, fsError("readdir", p, err)
 	}
+	var resp *fsmcpv1.ListResponse
+	// One hold on the descriptor for the whole listing: every read of the
+	// directory and every fstatat on it uses the same number.
+	if cerr := raw.Control(func(fd uintptr) { resp, err = s.listDir(ctx, int(fd), rel, p, req) }); cerr != nil {
+		return nil, fsError("readdir", p, cerr)
+	}
+	return resp, err
+}
+
+// listDir is List on the open directory fd, whose real root-relative path
+// is rel and client path p.
+func (s *Service) listDir(ctx context.Context, fd int, rel, p string, req *fsmcpv1.ListRequest) (*fsmcpv1.ListResponse, error) {
+	order := req.GetSort()
+	byNumber := order == fsmcpv1.ListingSort_LISTING_SORT_SIZE || order == fsmcpv1.ListingSort_LISTING_SORT_MTIME
 	budget := req.GetMaxBytes()
 	if budget <= 0 {
 		budget = 1 << 20
@@ -59,56 +73,50 @@ func (s *Service) List(ctx context.Context, req *fsmcpv1.ListRequest) (*fsmcpv1.
 	statAll := byNumber || req.GetTotals()
 	var totals fsmcpv1.ListTotals
 	var it listItem
-	seen := 0
-	for {
-		names, rerr := d.Readdirnames(listChunk)
-		for _, name := range names {
-			if seen++; seen%256 == 0 && ctx.Err() != nil {
-				return nil, fsError("readdir", p, ctx.Err())
-			}
-			if isTempName(name) {
-				continue
-			}
-			it.key, it.off, it.stated = it.key[:0], 0, false
-			if statAll {
-				if gone, err := lstatAt(raw, name, &it.st); gone {
-					continue // removed since readdir
-				} else if err != nil {
-					return nil, fsError("lstat", p, err)
-				}
-				it.stated = true
-				count(&totals, &it.st)
-			}
-			if byNumber {
-				n := it.st.Size
-				if req.GetSort() == fsmcpv1.ListingSort_LISTING_SORT_MTIME {
-					n = it.st.Mtim.Nano()
-				}
-				it.key = appendDescending(it.key, n)
-				it.off = len(it.key)
-			}
-			it.key = append(it.key, name...)
-			page.add(&it)
+	err := readNames(ctx, fd, func(name []byte) error {
+		if isTempName(unsafeString(name)) {
+			return nil
 		}
-		if rerr == io.EOF {
-			break
+		it.key, it.off, it.stated = it.key[:0], 0, false
+		if statAll {
+			if gone, err := lstatAt(fd, name, &it.st); gone {
+				return nil // removed since the directory was read
+			} else if err != nil {
+				return fsError("lstat", p, err)
+			}
+			it.stated = true
+			count(&totals, &it.st)
 		}
-		if rerr != nil {
-			return nil, fsError("readdir", p, rerr)
+		if byNumber {
+			n := it.st.Size
+			if order == fsmcpv1.ListingSort_LISTING_SORT_MTIME {
+				n = it.st.Mtim.Nano()
+			}
+			it.key = appendDescending(it.key, n)
+			it.off = len(it.key)
 		}
+		it.key = append(it.key, name...)
+		page.add(&it)
+		return nil
+	})
+	if err != nil {
+		return nil, fsError("readdir", p, err)
 	}
 	items, more := page.result()
 	resp := &fsmcpv1.ListResponse{More: more, Entries: make([]*fsmcpv1.Entry, 0, len(items))}
 	for _, it := range items {
 		name := it.key[it.off:]
 		if !it.stated {
-			if gone, err := lstatAt(raw, string(name), &it.st); gone {
+			if gone, err := lstatAt(fd, name, &it.st); gone {
 				continue
 			} else if err != nil {
 				return nil, fsError("lstat", p, err)
 			}
 		}
-		s.note(joinRel(rel, string(name)), &it.st)
+		if it.st.Nlink > 1 {
+			// Only a file with other names can teach the policy a link.
+			s.note(joinRel(rel, string(name)), &it.st)
+		}
 		resp.Entries = append(resp.Entries, &fsmcpv1.Entry{
 			Name:          name,
 			Type:          fileType(it.st.Mode),
@@ -123,9 +131,6 @@ func (s *Service) List(ctx context.Context, req *fsmcpv1.ListRequest) (*fsmcpv1.
 	}
 	return resp, nil
 }
-
-// listChunk is how many names one read of a directory returns.
-const listChunk = 1024
 
 // listItem is one entry on its way through a page: its key (for a sort by
 // number, the number's descending bytes, then from off the name) and its
@@ -155,17 +160,69 @@ func count(t *fsmcpv1.ListTotals, st *unix.Stat_t) {
 	t.Bytes += st.Size
 }
 
-// lstatAt lstats name in the directory whose descriptor raw holds, with
-// fstatat: no path string outside the Root is ever walked. gone reports a
-// name removed since the directory was read.
-func lstatAt(raw syscall.RawConn, name string, st *unix.Stat_t) (gone bool, err error) {
-	if cerr := raw.Control(func(fd uintptr) {
-		err = unix.Fstatat(int(fd), name, st, unix.AT_SYMLINK_NOFOLLOW)
-	}); cerr != nil {
-		return false, cerr
+// direntBufs holds the buffers readNames reads directories into: 32 KiB
+// takes about a thousand names in one getdents.
+var direntBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// readNames calls each with every name in the directory fd but "." and
+// "..", read with getdents straight into a buffer, so that a name costs
+// no allocation: name is valid only during the call. The context is
+// checked every 256 names.
+func readNames(ctx context.Context, fd int, each func(name []byte) error) error {
+	bp := direntBufs.Get().(*[]byte)
+	defer direntBufs.Put(bp)
+	buf := *bp
+	seen := 0
+	for {
+		n, err := unix.Getdents(fd, buf)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if n <= 0 {
+			return nil
+		}
+		// linux_dirent64: ino (8), off (8), reclen (2), type (1), then
+		// the name, NUL-terminated, padded to reclen.
+		const nameOff = 19
+		for off := 0; off < n; {
+			reclen := int(binary.NativeEndian.Uint16(buf[off+16:]))
+			if reclen <= nameOff || off+reclen > n {
+				err := errors.New("getdents: malformed record")
+				bug(err)
+				return err
+			}
+			name := buf[off+nameOff : off+reclen]
+			if i := bytes.IndexByte(name, 0); i >= 0 {
+				name = name[:i]
+			}
+			off += reclen
+			if len(name) == 0 || string(name) == "." || string(name) == ".." {
+				continue
+			}
+			if seen++; seen%256 == 0 && ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if err := each(name); err != nil {
+				return err
+			}
+		}
 	}
+}
+
+// lstatAt lstats name in the directory fd with fstatat: no path string
+// outside the Root is ever walked. gone reports a name removed since the
+// directory was read.
+func lstatAt(fd int, name []byte, st *unix.Stat_t) (gone bool, err error) {
+	err = unix.Fstatat(fd, unsafeString(name), st, unix.AT_SYMLINK_NOFOLLOW)
 	if errors.Is(err, unix.ENOENT) {
 		return true, nil
 	}
 	return false, err
 }
+
+// unsafeString is b as a string without a copy, for a call that neither
+// keeps the string nor outlives b's contents.
+func unsafeString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
