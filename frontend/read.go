@@ -9,7 +9,6 @@ import (
 	"slices"
 	"sort"
 	"strconv"
-	"time"
 	"unicode/utf8"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
@@ -261,7 +260,13 @@ func (s *server) list(ctx context.Context, in *listIn, _ *mcp.CallToolRequest) (
 		totals = newObj().int("files", t.GetFiles()).int("directories", t.GetDirectories()).int("bytes", t.GetBytes()).bytes()
 	}
 	max := int(s.cfg.MaxResponseBytes)
-	doc := pageObj(max)
+	// Room for what the page will most likely hold, not for the bound:
+	// a short listing does not clear a whole reply's memory.
+	room := 256 + len(totals)
+	for _, e := range resp.GetEntries() {
+		room += len(e.GetName()) + listEntryRoom
+	}
+	doc := pageObj(min(max, room))
 	doc.bool("ok", true).name("path", displayPath(p))
 	doc.key("entries")
 	doc.b = append(doc.b, '[')
@@ -301,6 +306,11 @@ func (s *server) list(ctx context.Context, in *listIn, _ *mcp.CallToolRequest) (
 	return doc, nil
 }
 
+// listEntryRoom is what an entry takes besides its name, but for a name
+// that needs escapes or base64: {"name":"","type":"directory","size":N,
+// "mtime":"…","mode":"0755"}, with a 12-digit size.
+const listEntryRoom = 112
+
 // typeNames holds typeName of every file type.
 var typeNames = func() map[fsmcpv1.FileType]string {
 	m := map[fsmcpv1.FileType]string{}
@@ -328,7 +338,7 @@ func appendEntry(b []byte, e *fsmcpv1.Entry) []byte {
 	b = append(b, `","size":`...)
 	b = strconv.AppendInt(b, e.GetSize(), 10)
 	b = append(b, `,"mtime":"`...)
-	b = time.Unix(0, e.GetMtimeUnixNano()).UTC().AppendFormat(b, timeLayout)
+	b = appendTime(b, e.GetMtimeUnixNano())
 	b = append(b, `","mode":"`...)
 	m := e.GetMode() & 0o7777
 	b = append(b, byte('0'+m>>9), byte('0'+m>>6&7), byte('0'+m>>3&7), byte('0'+m&7))

@@ -168,12 +168,47 @@ var escapedLens = func() (t [256]uint8) {
 	return t
 }()
 
-func formatTime(ns int64) string {
-	return time.Unix(0, ns).UTC().Format(timeLayout)
-}
+func formatTime(ns int64) string { return string(appendTime(nil, ns)) }
 
 // timeLayout is every reply's time: RFC 3339, UTC, nanoseconds.
 const timeLayout = "2006-01-02T15:04:05.000000000Z07:00"
+
+// appendTime appends the time ns (Unix nanoseconds) to b in timeLayout.
+// It writes the digits itself, since AppendFormat interprets the layout
+// each time and a listing writes thousands; a year outside 0–9999, which
+// the layout writes otherwise, goes to AppendFormat.
+func appendTime(b []byte, ns int64) []byte {
+	t := time.Unix(0, ns).UTC()
+	year, month, day := t.Date()
+	if year < 0 || year > 9999 {
+		return t.AppendFormat(b, timeLayout)
+	}
+	hour, minute, sec := t.Clock()
+	b = appendDigits(b, year, 4)
+	b = append(b, '-')
+	b = appendDigits(b, int(month), 2)
+	b = append(b, '-')
+	b = appendDigits(b, day, 2)
+	b = append(b, 'T')
+	b = appendDigits(b, hour, 2)
+	b = append(b, ':')
+	b = appendDigits(b, minute, 2)
+	b = append(b, ':')
+	b = appendDigits(b, sec, 2)
+	b = append(b, '.')
+	b = appendDigits(b, t.Nanosecond(), 9)
+	return append(b, 'Z')
+}
+
+// appendDigits appends the n low decimal digits of v ≥ 0, zero-padded.
+func appendDigits(b []byte, v, n int) []byte {
+	b = append(b, "000000000"[:n]...)
+	for i := len(b) - 1; i >= len(b)-n; i-- {
+		b[i] = byte('0' + v%10)
+		v /= 10
+	}
+	return b
+}
 
 func formatMode(m uint32) string { return fmt.Sprintf("%04o", m&0o7777) }
 
