@@ -3,7 +3,6 @@ package worker
 import (
 	"bufio"
 	"bytes"
-	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -543,13 +542,20 @@ func (s *Service) Glob(req *fsmcpv1.GlobRequest, stream grpc.ServerStreamingServ
 // keyedPage keeps the items with the smallest keys after a cursor whose
 // estimated cost reaches a budget, and no more: memory stays bounded however
 // many items rg lists. Items arrive in any order; the key orders them
-// (bytes), and the cursor is the key of the last item of a page.
+// (bytes), and the cursor is the key of the last item of a page. Items are
+// appended as they come; whenever what is held costs twice the budget, it
+// is sorted and cut back to the page, and from then on an item whose key
+// sorts after the page's last is dropped at once.
 type keyedPage[T any] struct {
 	after    []byte
 	hasAfter bool
 	budget   int64
-	h        keyedHeap[T]
+	items    []T
 	cost     int64
+	// bound, once set, is the key of the page's last item: a key after
+	// it cannot make the page.
+	bound    []byte
+	hasBound bool
 	dropped  bool
 	// key returns an item's key; cost estimates its share of the reply;
 	// keep copies what the page keeps of an item whose memory is shared.
@@ -559,7 +565,7 @@ type keyedPage[T any] struct {
 }
 
 func newKeyedPage[T any](after []byte, hasAfter bool, budget int64, key func(T) []byte, cost func(T) int64, keep func(T) T) *keyedPage[T] {
-	return &keyedPage[T]{after: after, hasAfter: hasAfter, budget: budget, h: keyedHeap[T]{key: key}, keyOf: key, costOf: cost, keep: keep}
+	return &keyedPage[T]{after: after, hasAfter: hasAfter, budget: budget, keyOf: key, costOf: cost, keep: keep}
 }
 
 // pathPage is a keyedPage of paths, ordered by their bytes.
@@ -575,43 +581,40 @@ func (pp *keyedPage[T]) add(item T) {
 	if pp.hasAfter && bytes.Compare(k, pp.after) <= 0 {
 		return
 	}
-	if pp.cost >= pp.budget && len(pp.h.items) > 0 && bytes.Compare(k, pp.keyOf(pp.h.items[0])) > 0 {
+	if pp.hasBound && bytes.Compare(k, pp.bound) > 0 {
 		pp.dropped = true
 		return
 	}
 	item = pp.keep(item)
-	heap.Push(&pp.h, item)
-	pp.cost += pp.costOf(item)
-	for len(pp.h.items) > 1 && pp.cost-pp.costOf(pp.h.items[0]) >= pp.budget {
-		top := heap.Pop(&pp.h).(T)
-		pp.cost -= pp.costOf(top)
-		pp.dropped = true
+	pp.items = append(pp.items, item)
+	if pp.cost += pp.costOf(item); pp.cost >= 2*pp.budget {
+		pp.cut()
 	}
+}
+
+// cut sorts the items and keeps the shortest run of the first ones whose
+// cost reaches the budget.
+func (pp *keyedPage[T]) cut() {
+	slices.SortFunc(pp.items, func(a, b T) int { return bytes.Compare(pp.keyOf(a), pp.keyOf(b)) })
+	var cost int64
+	for i, it := range pp.items {
+		if cost += pp.costOf(it); cost >= pp.budget {
+			if i+1 < len(pp.items) {
+				clear(pp.items[i+1:])
+				pp.items = pp.items[:i+1]
+				pp.dropped = true
+			}
+			pp.bound, pp.hasBound = pp.keyOf(it), true
+			break
+		}
+	}
+	pp.cost = cost
 }
 
 // result returns the page in order and whether items follow it.
 func (pp *keyedPage[T]) result() ([]T, bool) {
-	out := pp.h.items
-	slices.SortFunc(out, func(a, b T) int { return bytes.Compare(pp.keyOf(a), pp.keyOf(b)) })
-	return out, pp.dropped
-}
-
-// keyedHeap is a max-heap of items by key.
-type keyedHeap[T any] struct {
-	items []T
-	key   func(T) []byte
-}
-
-func (h *keyedHeap[T]) Len() int { return len(h.items) }
-func (h *keyedHeap[T]) Less(i, j int) bool {
-	return bytes.Compare(h.key(h.items[i]), h.key(h.items[j])) > 0
-}
-func (h *keyedHeap[T]) Swap(i, j int) { h.items[i], h.items[j] = h.items[j], h.items[i] }
-func (h *keyedHeap[T]) Push(x any)    { h.items = append(h.items, x.(T)) }
-func (h *keyedHeap[T]) Pop() any {
-	x := h.items[len(h.items)-1]
-	h.items = h.items[:len(h.items)-1]
-	return x
+	pp.cut()
+	return pp.items, pp.dropped
 }
 
 // Grep implements fsmcpv1.WorkerServiceServer: rg --json, parsed as
