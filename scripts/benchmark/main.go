@@ -66,6 +66,13 @@ type row struct {
 }
 
 func main() {
+	if len(os.Args) == 4 && os.Args[1] == confinedSubcommand {
+		if err := confinedMain(os.Args[2], os.Args[3]); err != nil {
+			fmt.Fprintf(os.Stderr, "confined rg: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 	var o options
 	flag.BoolVar(&o.json, "json", false, "print JSON instead of a table")
 	flag.BoolVar(&o.smoke, "smoke", false, "a few samples of everything, to check the harness runs")
@@ -75,6 +82,7 @@ func main() {
 	flag.BoolVar(&o.raw, "raw", false, "only the raw-client rows: fsmcp against the official Node server (raw.go)")
 	flag.StringVar(&o.before, "before", "", "with --raw: also build and measure this git revision, in the same rounds")
 	flag.StringVar(&o.node, "node", os.Getenv("FSMCP_BENCH_NODE"), "with --raw: a directory whose node_modules hold @modelcontextprotocol/server-filesystem and @modelcontextprotocol/sdk")
+	flag.BoolVar(&o.search, "search", false, "with --raw: only the Go-tree rows (fs_glob, fs_grep, fs_tree against rg, and rg under the worker's confinement)")
 	flag.BoolVar(&o.memory, "memory", false, "with --raw: only the memory rows (4,000 reads in flight, stdout unread)")
 	flag.DurationVar(&o.soak, "soak", 0, "run the mixed-load soak for this long and report RSS and descriptors over time")
 	flag.DurationVar(&o.soakEvery, "soak-every", 30*time.Second, "how often the soak samples")
@@ -315,6 +323,9 @@ func run(o options) ([]row, error) {
 		if err := build.Run(); err != nil {
 			return nil, fmt.Errorf("build: %w", err)
 		}
+	}
+	if o.raw && o.search {
+		return rawSearchRows(o, o.bin, 10)
 	}
 	root := filepath.Join(tmp, "root")
 	bigSize := int64(512 << 20)

@@ -240,6 +240,7 @@ type rawOptions struct {
 	before string // a revision to build and measure beside this build
 	node   string // directory with node_modules of the official server and SDK
 	memory bool   // only the memory-under-load rows
+	search bool   // only the Go-tree search rows
 }
 
 func rawRows(o options, ro rawOptions, tmp string) ([]row, error) {
@@ -255,6 +256,7 @@ func rawRows(o options, ro rawOptions, tmp string) ([]row, error) {
 	if ro.memory {
 		return memoryUnderLoadRows(o, bins, root)
 	}
+
 	var servers []*rawServer
 	defer func() {
 		for _, s := range servers {
@@ -382,14 +384,29 @@ func compareRows(name string, k int, servers []*rawServer, runs [][]rawRun) []ro
 	return rows
 }
 
-// rawSearchRows: fs_glob and fs_grep over the Go tree, raw client, against
-// rg run directly, interleaved.
+// rawSearchRows: fs_glob, fs_grep and fs_tree over the Go tree, raw
+// client, against rg run directly and against rg run with the worker's own
+// arguments under the worker's own confinement (confined.go), all three
+// interleaved call by call. fs_glob and fs_grep answer in one page of up
+// to 1 MiB (the whole result); fs_tree in the default page.
 func rawSearchRows(o options, bin string, rounds int) ([]row, error) {
 	s, err := startRawServer("fsmcp", []string{bin, "--root", o.gotree, "--read-only", "--max-response-bytes", "1048576"}, false, o.gotree)
 	if err != nil {
 		return nil, err
 	}
 	defer s.close()
+	// fs_tree with the default reply bound, as scripts/bench --read and
+	// a client meet it: a page of 256 KiB of the whole listing.
+	ts, err := startRawServer("fsmcp", []string{bin, "--root", o.gotree, "--read-only"}, false, o.gotree)
+	if err != nil {
+		return nil, err
+	}
+	defer ts.close()
+	confined, err := startConfinedRG(o.gotree)
+	if err != nil {
+		return nil, err
+	}
+	defer confined.close()
 	rg := func(args ...string) func() error {
 		return func() error {
 			cmd := exec.Command("rg", args...)
@@ -402,32 +419,75 @@ func rawSearchRows(o options, bin string, rounds int) ([]row, error) {
 			return err
 		}
 	}
+	// The options the worker passes rg before a search's own (see
+	// worker/search.go commonArgs and pathArgs).
+	worker := func(args ...string) []string {
+		return append(append([]string{"--no-config", "--no-ignore-parent", "--no-ignore-global", "--no-follow", "--no-pre",
+			"--no-search-zip", "--color=never", "--no-ignore-messages"}, args...), "--glob=!.fsmcp-tmp-*", "--", ".")
+	}
 	var rows []row
 	for _, c := range []struct {
 		name, tool string
 		args       map[string]any
 		base       string
 		run        func() error
+		limit      float64
+		// worker is what the worker runs rg with; confinedLimit bounds
+		// the ratio to it, when set.
+		worker        []string
+		confinedLimit float64
 	}{
-		{"raw fs_glob **/*.go (Go tree)", "fs_glob", map[string]any{"path": "", "pattern": "**/*.go"}, "rg --files -g *.go", rg("--files", "-g", "*.go")},
-		{"raw fs_grep 'func Benchmark' (Go tree)", "fs_grep", map[string]any{"path": "", "pattern": "func Benchmark"}, "rg --json", rg("--json", "func Benchmark")},
+		{"raw fs_glob **/*.go (Go tree)", "fs_glob", map[string]any{"path": "", "pattern": "**/*.go"}, "rg --files -g *.go",
+			rg("--files", "-g", "*.go"), 1.15, worker("--files", "--null", "--glob=**/*.go"), 0},
+		{"raw fs_grep 'func Benchmark' (Go tree)", "fs_grep", map[string]any{"path": "", "pattern": "func Benchmark"}, "rg --json",
+			rg("--json", "func Benchmark"), 1.25, worker("--json", "--case-sensitive", "--regexp=func Benchmark"), 1.05},
+		{"raw fs_tree depth 3 (Go tree)", "fs_tree", map[string]any{"path": "", "max_depth": 3}, "rg --files",
+			rg("--files"), 1.3, worker("--files", "--null", "--debug", "--max-depth=4"), 0},
+		{"raw fs_tree depth 16 (Go tree)", "fs_tree", map[string]any{"path": "", "max_depth": 16}, "rg --files",
+			rg("--files"), 1.3, worker("--files", "--null", "--debug", "--max-depth=17"), 0},
 	} {
-		var lat, blat []float64
-		s.tool(c.tool, c.args)
-		for range rounds * 2 {
-			l, err := sample(1, func() error { return s.tool(c.tool, c.args) })
-			if err != nil {
-				return nil, err
+		var lat, blat, clat []float64
+		s := s
+		if c.tool == "fs_tree" {
+			s = ts
+		}
+		if err := s.tool(c.tool, c.args); err != nil {
+			return nil, err
+		}
+		for i := range rounds * 3 {
+			// Each of the three goes first in turn.
+			for j := range 3 {
+				switch (i + j) % 3 {
+				case 0:
+					l, err := sample(1, func() error { return s.tool(c.tool, c.args) })
+					if err != nil {
+						return nil, err
+					}
+					lat = append(lat, l...)
+				case 1:
+					b, err := sample(1, c.run)
+					if err != nil {
+						return nil, err
+					}
+					blat = append(blat, b...)
+				case 2:
+					d, err := confined.run(c.worker)
+					if err != nil {
+						return nil, err
+					}
+					clat = append(clat, float64(d.Nanoseconds())/1e3)
+				}
 			}
-			b, err := sample(1, c.run)
-			if err != nil {
-				return nil, err
-			}
-			lat, blat = append(lat, l...), append(blat, b...)
 		}
 		slices.Sort(lat)
 		slices.Sort(blat)
-		rows = append(rows, latencyRow(c.name, lat, c.base, blat, "", nil))
+		slices.Sort(clat)
+		rows = append(rows, latencyRow(c.name, lat, c.base, blat, fmt.Sprintf("≤ %.2fx", c.limit), ratioAtMost(c.limit)))
+		target, met := "", (func(p50, b50 float64) bool)(nil)
+		if c.confinedLimit > 0 {
+			target, met = fmt.Sprintf("≤ %.2fx", c.confinedLimit), ratioAtMost(c.confinedLimit)
+		}
+		rows = append(rows, latencyRow(c.name+", against confined rg", lat, "rg as the worker runs it, confined", clat, target, met))
 	}
 	return rows, nil
 }
