@@ -3,10 +3,10 @@ package worker
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"io"
 	"os"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -34,21 +34,32 @@ func (b *body) size(cur *current) int64 {
 }
 
 // sha256 hashes the new content without writing it: a spliced body reads
-// the current file around the inserted bytes.
-func (b *body) sha256(ctx context.Context, cur *current) (string, error) {
+// the current file around the inserted bytes, except that an append to a
+// file whose digest state is known (cur.state) hashes only what it adds.
+// hashed counts the bytes read from the current file.
+func (b *body) sha256(ctx context.Context, cur *current, hashed *atomic.Int64) (fileSum, error) {
+	size := b.size(cur)
 	if !b.spliced {
-		sum := sha256.Sum256(b.data)
-		return hex.EncodeToString(sum[:]), nil
+		h := sha256.New()
+		h.Write(b.data)
+		return sumOf(h, size), nil
+	}
+	if b.delete == 0 && b.off == cur.st.Size {
+		if h := resumeSHA256(cur.state); h != nil {
+			h.Write(b.insert)
+			return sumOf(h, size), nil
+		}
 	}
 	h := sha256.New()
 	if err := hashRange(ctx, h, cur.f, 0, b.off); err != nil {
-		return "", err
+		return fileSum{}, err
 	}
 	h.Write(b.insert)
 	if err := hashRange(ctx, h, cur.f, b.off+b.delete, cur.st.Size); err != nil {
-		return "", err
+		return fileSum{}, err
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	hashed.Add(cur.st.Size - b.delete)
+	return sumOf(h, size), nil
 }
 
 // hashRange feeds the bytes [from, to) of f to w.

@@ -1,6 +1,10 @@
 package worker
 
 import (
+	"crypto/sha256"
+	"encoding"
+	"encoding/hex"
+	"hash"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,17 +25,60 @@ func keyOf(st *unix.Stat_t) hashKey {
 	return hashKey{dev: uint64(st.Dev), ino: st.Ino, size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}
 }
 
-// hashCache remembers the sha256 of recently hashed files, so a repeated
-// fs_stat of an unchanged large file does not read it again. It holds at
-// most hashCacheSize entries and forgets the oldest first.
+// fileSum is the sha256 of one version of a file and, for a file of at
+// least stateMinBytes, the SHA-256 digest's state after its last byte
+// (crypto/sha256's digest is an encoding.BinaryMarshaler). From the state,
+// an append hashes only the bytes it adds.
+type fileSum struct {
+	sum   string
+	state []byte
+}
+
+// stateMinBytes: below it, hashing the whole file again costs less than a
+// millisecond, and the state (108 bytes) is not kept. Above it, the cache
+// holds at most hashCacheSize states, 3.5 MiB.
+const stateMinBytes = 1 << 20
+
+// sumOf finishes h, which has hashed size bytes, into a fileSum.
+func sumOf(h hash.Hash, size int64) fileSum {
+	fs := fileSum{sum: hex.EncodeToString(h.Sum(nil))}
+	if size >= stateMinBytes {
+		// crypto/sha256's digest never fails to marshal.
+		fs.state, _ = h.(encoding.BinaryMarshaler).MarshalBinary()
+	}
+	return fs
+}
+
+// resumeSHA256 is a sha256 hash that has already hashed the bytes state
+// (see fileSum) describes; nil when there is no state.
+func resumeSHA256(state []byte) hash.Hash {
+	if state == nil {
+		return nil
+	}
+	h := sha256.New()
+	if h.(encoding.BinaryUnmarshaler).UnmarshalBinary(state) != nil {
+		return nil
+	}
+	return h
+}
+
+// hashCache remembers the sha256 (and state, see fileSum) of recently
+// hashed files, so a repeated fs_stat of an unchanged large file does not
+// read it again, and a precondition on it is checked without reading it.
+// It holds at most hashCacheSize entries and forgets the oldest first.
+//
+// An entry is only ever made under a key that proves the bytes: any write
+// after the entry was made changes the key. put makes entries for files
+// read (the settle rule), putPlaced for the file a commit has just put in
+// place (the mtime rule).
 type hashCache struct {
 	mu    sync.Mutex
-	sums  map[hashKey]string
+	sums  map[hashKey]fileSum
 	order []hashKey
 	next  int
-	// settle: a file whose ctime is younger than this is not cached, so a
-	// write landing in the same timestamp tick as the hash can never be
-	// mistaken for the hashed version.
+	// settle: a file whose ctime was younger than this when hashing began
+	// is not cached, so a write landing in the same timestamp tick as the
+	// hash can never be mistaken for the hashed version.
 	settle time.Duration
 	// hashed counts the bytes read for hashing.
 	hashed atomic.Int64
@@ -39,27 +86,62 @@ type hashCache struct {
 
 // hashCacheSize holds a source tree the size of Go's own (about 12,000
 // files) whole, so that fs_digest of an unchanged tree reads no content;
-// an entry costs about 150 bytes.
+// an entry costs about 150 bytes, and a state 108 more.
 const hashCacheSize = 1 << 15
 
 func newHashCache() *hashCache {
-	return &hashCache{sums: make(map[hashKey]string), order: make([]hashKey, 0, 1024), settle: time.Second}
+	return &hashCache{sums: make(map[hashKey]fileSum), order: make([]hashKey, 0, 1024), settle: time.Second}
 }
 
 func (c *hashCache) get(k hashKey) (string, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s, ok := c.sums[k]
-	return s, ok
+	fs, ok := c.lookup(k)
+	return fs.sum, ok
 }
 
-// put caches sum for before, the stat taken when hashing started, only if
-// after (taken when it ended) shows the same version and it has settled.
-func (c *hashCache) put(before, after *unix.Stat_t, sum string) {
+func (c *hashCache) lookup(k hashKey) (fileSum, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	fs, ok := c.sums[k]
+	return fs, ok
+}
+
+// put caches fs for before, the stat taken when hashing started at start,
+// only if after (taken when it ended) shows the same version and its ctime
+// was at least settle old at start: a later write then falls in a later
+// timestamp tick and changes the ctime.
+func (c *hashCache) put(before, after *unix.Stat_t, start time.Time, fs fileSum) {
 	k := keyOf(before)
-	if keyOf(after) != k || time.Since(time.Unix(0, k.ctime)) < c.settle {
+	if keyOf(after) != k || start.Sub(time.Unix(0, k.ctime)) < c.settle {
 		return
 	}
+	c.insert(k, fs)
+}
+
+// putPlaced caches fs, the sum of the bytes a commit wrote, for the file
+// it placed. staged is the new file's fstat after its last write and
+// fsync, taken before it was renamed into place; placed is its fstat
+// after. The entry is made only when
+//
+//   - placed is the same inode, size and mtime as staged: nothing wrote it
+//     between the two (on kernels with multigrain timestamps, 6.13 and
+//     later, the fstat of staged makes any later write change the mtime);
+//   - placed's ctime, set by the rename, is later than its mtime: a write
+//     through the file's name can only come after the rename, so it gets a
+//     timestamp at least that ctime, and therefore changes the mtime.
+//
+// A write after the entry was made then changes the key. What neither
+// rule sees is a write by another process into the temp name, in the
+// timestamp tick of the worker's own last write, on a kernel without
+// multigrain timestamps: the reply's sha256 rests on the same bytes.
+func (c *hashCache) putPlaced(staged, placed *unix.Stat_t, fs fileSum) {
+	if !sameInode(staged, placed) || staged.Size != placed.Size || staged.Mtim != placed.Mtim ||
+		placed.Ctim.Nano() <= placed.Mtim.Nano() {
+		return
+	}
+	c.insert(keyOf(placed), fs)
+}
+
+func (c *hashCache) insert(k hashKey, fs fileSum) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.sums[k]; ok {
@@ -72,5 +154,5 @@ func (c *hashCache) put(before, after *unix.Stat_t, sum string) {
 		c.order[c.next] = k
 		c.next = (c.next + 1) % hashCacheSize
 	}
-	c.sums[k] = sum
+	c.sums[k] = fs
 }

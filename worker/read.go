@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"io"
 	"os"
@@ -200,20 +199,29 @@ func (s *Service) hashOpen(ctx context.Context, f *os.File, st *unix.Stat_t) (st
 		return "", err
 	}
 	defer done()
-	sum, err := hashFile(ctx, f)
+	fs, err := s.hashVersion(ctx, f, st)
+	return fs.sum, err
+}
+
+// hashVersion hashes the open regular file f, whose fstat st was taken
+// before, from its current offset (its start, for a file just opened),
+// and caches the sum by put's rule.
+func (s *Service) hashVersion(ctx context.Context, f *os.File, st *unix.Stat_t) (fileSum, error) {
+	start := time.Now()
+	fs, err := hashFile(ctx, f)
 	if err != nil {
-		return "", err
+		return fileSum{}, err
 	}
 	s.hashes.hashed.Add(st.Size)
 	if after, err := fstat(f); err == nil {
-		s.hashes.put(st, after, sum)
+		s.hashes.put(st, after, start, fs)
 	}
-	return sum, nil
+	return fs, nil
 }
 
 // hashFile streams f through sha256, checking ctx every buffer (256 KiB),
 // and reports its progress to the hashProgress ctx carries, if any.
-func hashFile(ctx context.Context, f *os.File) (string, error) {
+func hashFile(ctx context.Context, f *os.File) (fileSum, error) {
 	h := sha256.New()
 	bp := hashBufs.Get().(*[]byte)
 	defer hashBufs.Put(bp)
@@ -228,7 +236,7 @@ func hashFile(ctx context.Context, f *os.File) (string, error) {
 	next := time.Now().Add(progressEvery)
 	for {
 		if err := ctx.Err(); err != nil {
-			return "", err
+			return fileSum{}, err
 		}
 		n, err := f.Read(buf)
 		h.Write(buf[:n])
@@ -238,10 +246,10 @@ func hashFile(ctx context.Context, f *os.File) (string, error) {
 			next = time.Now().Add(progressEvery)
 		}
 		if err == io.EOF {
-			return hex.EncodeToString(h.Sum(nil)), nil
+			return sumOf(h, hashed), nil
 		}
 		if err != nil {
-			return "", err
+			return fileSum{}, err
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"golang.org/x/sys/unix"
@@ -281,10 +282,13 @@ type current struct {
 	exists bool
 	// f is open on the inode that was hashed; st is its fstat after the
 	// hash.
-	f    *os.File
-	st   *unix.Stat_t
-	sha  string
-	data []byte
+	f   *os.File
+	st  *unix.Stat_t
+	sha string
+	// state is the digest's state after the file's last byte, when it
+	// is kept (see fileSum).
+	state []byte
+	data  []byte
 	// release returns data's reservation of the memory budget.
 	release func()
 }
@@ -369,6 +373,9 @@ func (s *Service) current(ctx context.Context, op string, d *parent, base, p str
 		c.close()
 		return nil, fsError(op, p, err)
 	}
+	start := time.Now()
+	var fs fileSum
+	cached := false
 	if all {
 		if err := s.CheckFileSize(op, p, before.Size); err != nil {
 			c.close()
@@ -385,10 +392,13 @@ func (s *Service) current(ctx context.Context, op string, d *parent, base, p str
 			c.close()
 			return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, p, "%s: the file changed while it was read", op)
 		}
-		sum := sha256.Sum256(c.data)
-		c.sha = hex.EncodeToString(sum[:])
-	} else {
-		c.sha, err = hashFile(ctx, c.f)
+		h := sha256.New()
+		h.Write(c.data)
+		fs = sumOf(h, before.Size)
+	} else if fs, cached = s.hashes.lookup(keyOf(before)); !cached {
+		// The cache's key proves the bytes (see hashCache): a hit is as
+		// good as reading them.
+		fs, err = hashFile(ctx, c.f)
 	}
 	if err == nil {
 		c.st, err = fstat(c.f)
@@ -403,6 +413,11 @@ func (s *Service) current(ctx context.Context, op string, d *parent, base, p str
 		c.close()
 		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, p, "%s: the file changed while it was read", op)
 	}
+	if !cached {
+		s.hashes.hashed.Add(before.Size)
+		s.hashes.put(before, c.st, start, fs)
+	}
+	c.sha, c.state = fs.sum, fs.state
 	// Replacing a file the process may not write would bypass its
 	// permission bits: rename needs only the directory's.
 	if err := unix.Faccessat(d.fd, base, unix.W_OK, unix.AT_EACCESS|unix.AT_SYMLINK_NOFOLLOW); err != nil {
@@ -430,7 +445,7 @@ func (s *Service) commitOrPreview(ctx context.Context, d *parent, base, p string
 	if !dryRun {
 		return s.commit(ctx, d, base, p, cur, b)
 	}
-	sum, err := b.sha256(ctx, cur)
+	sum, err := b.sha256(ctx, cur, &s.hashes.hashed)
 	if err != nil {
 		return nil, fsError("read", p, err)
 	}
@@ -438,7 +453,7 @@ func (s *Service) commitOrPreview(ctx context.Context, d *parent, base, p string
 	if err != nil {
 		return nil, fsError("read", p, err)
 	}
-	return &commitResult{sha256: sum, size: b.size(cur), diff: diff}, nil
+	return &commitResult{sha256: sum.sum, size: b.size(cur), diff: diff}, nil
 }
 
 // commit writes b to a new temp file in d, gives it cur's metadata
@@ -470,7 +485,7 @@ func (s *Service) commit(ctx context.Context, d *parent, base, p string, cur *cu
 			rerr = st.discardReport(p, rerr)
 		}
 	}()
-	sum, err := b.sha256(ctx, cur)
+	sum, err := b.sha256(ctx, cur, &s.hashes.hashed)
 	if err != nil {
 		return nil, fsError("read", p, err)
 	}
@@ -480,7 +495,7 @@ func (s *Service) commit(ctx context.Context, d *parent, base, p string, cur *cu
 	if s.beforeCommit != nil {
 		s.beforeCommit(p)
 	}
-	res := &commitResult{sha256: sum, size: b.size(cur)}
+	res := &commitResult{sha256: sum.sum, size: b.size(cur)}
 	if res.brokeHardLink, err = s.place(ctx, st, base, p, cur); err != nil {
 		if st.kept {
 			placed = true
@@ -489,6 +504,10 @@ func (s *Service) commit(ctx context.Context, d *parent, base, p string, cur *cu
 		return nil, err
 	}
 	placed, st.placed = true, true
+	// The new file as placed: the hash cache keeps its sum and state
+	// under this key (see putPlaced), so that the next precondition on it,
+	// or an append to it, reads none of it again.
+	now, nowErr := fstat(st.f)
 	if err := unix.Fsync(d.fd); err != nil {
 		// the old file, if any, is under the temp name
 		return nil, st.discardReport(p, fsError("fsync directory", p, err))
@@ -503,9 +522,13 @@ func (s *Service) commit(ctx context.Context, d *parent, base, p string, cur *cu
 			return nil, st.discardReport(p, err)
 		}
 		st.f.Close()
-		return res, nil
+	} else if err := st.discardReport(p, nil); err != nil {
+		return nil, err
 	}
-	return res, st.discardReport(p, nil)
+	if nowErr == nil {
+		s.hashes.putPlaced(st.stat, now, sum)
+	}
+	return res, nil
 }
 
 // staged is a complete new file under a temp name in d, not yet in place.
@@ -515,6 +538,8 @@ type staged struct {
 	f   *os.File
 	// ino is the new file's inode, by which a journal recognises it.
 	ino uint64
+	// stat is its fstat after its last write and fsync.
+	stat *unix.Stat_t
 	// kept: a failed place left both files in the directory (our file in
 	// place, the other under tmp), which must not be removed.
 	kept bool
@@ -629,7 +654,7 @@ func (s *Service) stage(ctx context.Context, d *parent, p string, cur *current, 
 	if err != nil {
 		return nil, fsError("fstat", p, err)
 	}
-	st.ino = fst.Ino
+	st.ino, st.stat = fst.Ino, fst
 	ok = true
 	return st, nil
 }
