@@ -14,6 +14,7 @@ command -v git >/dev/null || missing+=(git)
 command -v diff >/dev/null || missing+=(diffutils)
 command -v systemd-socket-activate >/dev/null || missing+=(systemd)
 command -v chromium >/dev/null || missing+=(chromium)
+command -v mkfs.xfs >/dev/null || missing+=(xfsprogs)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "scripts/test.sh: install ${missing[*]} first" >&2
