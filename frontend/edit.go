@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"maps"
+	"slices"
 	"unicode/utf8"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
@@ -80,14 +82,11 @@ func fitLines(diff []byte, budget int, text bool) int {
 // fs_splice
 
 type spliceIn struct {
-	Path       *string `json:"path,omitempty" jsonschema:"file; required unless path_base64"`
-	PathBase64 *string `json:"path_base64,omitempty" jsonschema:"path as base64, for non-UTF-8 names"`
-	Offset     int64   `json:"offset" jsonschema:"byte offset where the change starts, at most the file's size"`
-	Delete     *int64  `json:"delete,omitempty" jsonschema:"bytes to remove at offset; default 0"`
-	Insert     *string `json:"insert,omitempty" jsonschema:"bytes to put at offset; default none"`
-	Encoding   *string `json:"encoding,omitempty" jsonschema:"how insert is encoded; default utf8"`
-	IfSHA256   *string `json:"if_sha256" jsonschema:"the file's sha256 now, or null to create it"`
-	DryRun     *bool   `json:"dry_run,omitempty" jsonschema:"change nothing; answer the sha256, size and diff it would give"`
+	fileEditIn
+	Offset   int64   `json:"offset" jsonschema:"byte offset where the change starts, at most the file's size"`
+	Delete   *int64  `json:"delete,omitempty" jsonschema:"bytes to remove at offset; default 0"`
+	Insert   *string `json:"insert,omitempty" jsonschema:"bytes to put at offset; default none"`
+	Encoding *string `json:"encoding,omitempty" jsonschema:"how insert is encoded; default utf8"`
 }
 
 func spliceTool() *tool {
@@ -99,7 +98,7 @@ func spliceTool() *tool {
 }
 
 func (s *server) splice(ctx context.Context, in *spliceIn, _ *mcp.CallToolRequest) (*obj, error) {
-	p, err := requiredPath("path", in.Path, in.PathBase64)
+	p, sum, mustNotExist, dry, err := in.args()
 	if err != nil {
 		return nil, err
 	}
@@ -116,20 +115,12 @@ func (s *server) splice(ctx context.Context, in *spliceIn, _ *mcp.CallToolReques
 	if in.Offset < 0 || del < 0 {
 		return nil, bug(fmt.Errorf("offset %d, delete %d passed the schema", in.Offset, del))
 	}
-	sum, mustNotExist, err := precondition(in.IfSHA256)
-	if err != nil {
-		return nil, err
-	}
-	dry := in.DryRun != nil && *in.DryRun
 	resp, err := s.wc.Splice(ctx, &fsmcpv1.SpliceRequest{Path: p, Offset: in.Offset, Delete: del, Insert: insert,
 		IfSha256: sum, MustNotExist: mustNotExist, DryRun: dry})
 	if err != nil {
 		return nil, err
 	}
-	doc := newObj().bool("ok", true).name("path", displayPath(p)).
-		str("sha256", resp.GetSha256()).int("size", resp.GetSize()).
-		bool("created", resp.GetCreated()).bool("broke_hard_link", resp.GetBrokeHardLink())
-	return withUndo(ctx, s.previewFields(doc, resp.GetDiff(), dry), resp.GetUndo()), nil
+	return s.fileEditDoc(ctx, p, resp, dry), nil
 }
 
 // editTools lists the editing tools in the order tools/list shows them.
@@ -231,10 +222,11 @@ func (s *server) copy(ctx context.Context, in *copyIn, _ *mcp.CallToolRequest) (
 // fs_patch
 
 type patchIn struct {
-	Patch    string             `json:"patch" jsonschema:"a unified diff as diff -u or git diff write it; one or more files"`
-	Encoding *string            `json:"encoding,omitempty" jsonschema:"how patch is encoded; default utf8 (base64 for bytes that are not UTF-8)"`
-	IfSHA256 map[string]*string `json:"if_sha256" jsonschema:"every path the patch touches, as the patch names it, to its sha256 now, or to null for a file the patch creates"`
-	DryRun   *bool              `json:"dry_run,omitempty" jsonschema:"change nothing; answer each file's sha256, size and diff"`
+	Patch          string             `json:"patch" jsonschema:"a unified diff as diff -u or git diff write it; one or more files"`
+	Encoding       *string            `json:"encoding,omitempty" jsonschema:"how patch is encoded; default utf8 (base64 for bytes that are not UTF-8)"`
+	IfSHA256       map[string]*string `json:"if_sha256,omitempty" jsonschema:"every path the patch touches, as the patch names it, to its sha256 now, or to null for a file the patch creates"`
+	IfSHA256Base64 map[string]*string `json:"if_sha256_base64,omitempty" jsonschema:"as if_sha256, keyed by each path as base64, for names that are not UTF-8"`
+	DryRun         *bool              `json:"dry_run,omitempty" jsonschema:"change nothing; answer each file's sha256, size and diff"`
 }
 
 func patchTool() *tool {
@@ -254,16 +246,9 @@ func (s *server) patch(ctx context.Context, in *patchIn, _ *mcp.CallToolRequest)
 	if len(patch) == 0 {
 		return nil, invalidf("patch is empty")
 	}
-	if in.IfSHA256 == nil {
-		return nil, invalidf("if_sha256 is required: an object from each path the patch touches to its sha256, or null for a file it creates")
-	}
-	pre := make([]*fsmcpv1.PatchPrecondition, 0, len(in.IfSHA256))
-	for p, h := range in.IfSHA256 {
-		sum, mustNotExist, err := precondition(h)
-		if err != nil {
-			return nil, invalidf("if_sha256[%q] must be 64 lowercase hex digits (a sha256 from fs_stat) or null", p)
-		}
-		pre = append(pre, &fsmcpv1.PatchPrecondition{Path: []byte(p), Sha256: sum, MustNotExist: mustNotExist})
+	pre, err := patchPreconditions(in.IfSHA256, in.IfSHA256Base64)
+	if err != nil {
+		return nil, err
 	}
 	dry := boolArg(in.DryRun)
 	resp, err := s.wc.Patch(ctx, &fsmcpv1.PatchRequest{Patch: patch, Preconditions: pre, DryRun: dry})
@@ -303,4 +288,40 @@ func (s *server) patch(ctx context.Context, in *patchIn, _ *mcp.CallToolRequest)
 		doc.bool("diff_truncated", truncated)
 	}
 	return withUndo(ctx, doc, resp.GetUndo()), nil
+}
+
+// patchPreconditions turns if_sha256 and its twin if_sha256_base64 (the
+// same object keyed by each path as base64, for names that are not UTF-8)
+// into the worker's preconditions. At least one must be given; the worker
+// refuses a path named twice (in both, say), one the patch does not touch
+// and a touched one missing.
+func patchPreconditions(text, b64 map[string]*string) ([]*fsmcpv1.PatchPrecondition, error) {
+	if text == nil && b64 == nil {
+		return nil, invalidf("if_sha256 is required: an object from each path the patch touches to its sha256, or null for a file it creates " +
+			"(if_sha256_base64 for names that are not UTF-8)")
+	}
+	pre := make([]*fsmcpv1.PatchPrecondition, 0, len(text)+len(b64))
+	add := func(field, key string, p []byte, h *string) error {
+		sum, mustNotExist, err := precondition(h)
+		if err != nil {
+			return invalidf("%s[%q] must be 64 lowercase hex digits (a sha256 from fs_stat) or null", field, key)
+		}
+		pre = append(pre, &fsmcpv1.PatchPrecondition{Path: p, Sha256: sum, MustNotExist: mustNotExist})
+		return nil
+	}
+	for _, k := range slices.Sorted(maps.Keys(text)) {
+		if err := add("if_sha256", k, []byte(k), text[k]); err != nil {
+			return nil, err
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(b64)) {
+		p, err := base64.StdEncoding.DecodeString(k)
+		if err != nil {
+			return nil, invalidf("if_sha256_base64[%q]: each key must be a path in standard base64 (RFC 4648, with padding)", k)
+		}
+		if err := add("if_sha256_base64", k, p, b64[k]); err != nil {
+			return nil, err
+		}
+	}
+	return pre, nil
 }

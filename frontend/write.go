@@ -12,14 +12,49 @@ import (
 // if_sha256 is a *string without omitempty: the schema makes it required
 // and lets it be null, so "absent" and "null" are two different requests.
 
-type writeIn struct {
+// fileEditIn is what fs_write and fs_splice both take: the file, its
+// precondition and dry_run. Each embeds it; the schema lists its fields
+// first.
+type fileEditIn struct {
 	Path       *string `json:"path,omitempty" jsonschema:"file; required unless path_base64"`
 	PathBase64 *string `json:"path_base64,omitempty" jsonschema:"path as base64, for non-UTF-8 names"`
-	Content    string  `json:"content" jsonschema:"the whole new content"`
-	Encoding   *string `json:"encoding,omitempty" jsonschema:"how content is encoded; default utf8"`
 	IfSHA256   *string `json:"if_sha256" jsonschema:"the file's sha256 now, or null to create it"`
-	Append     *bool   `json:"append,omitempty" jsonschema:"add content at the end; if_sha256 is the hash before, so a retry fails"`
 	DryRun     *bool   `json:"dry_run,omitempty" jsonschema:"change nothing; answer the sha256, size and diff it would give"`
+}
+
+// args checks the path and the precondition.
+func (in *fileEditIn) args() (p []byte, sum string, mustNotExist, dry bool, err error) {
+	if p, err = requiredPath("path", in.Path, in.PathBase64); err != nil {
+		return nil, "", false, false, err
+	}
+	if sum, mustNotExist, err = precondition(in.IfSHA256); err != nil {
+		return nil, "", false, false, err
+	}
+	return p, sum, mustNotExist, boolArg(in.DryRun), nil
+}
+
+// fileEditReply is what fs_write and fs_splice both answer.
+type fileEditReply interface {
+	GetSha256() string
+	GetSize() int64
+	GetCreated() bool
+	GetBrokeHardLink() bool
+	GetDiff() []byte
+	GetUndo() string
+}
+
+func (s *server) fileEditDoc(ctx context.Context, p []byte, resp fileEditReply, dry bool) *obj {
+	doc := newObj().bool("ok", true).name("path", displayPath(p)).
+		str("sha256", resp.GetSha256()).int("size", resp.GetSize()).
+		bool("created", resp.GetCreated()).bool("broke_hard_link", resp.GetBrokeHardLink())
+	return withUndo(ctx, s.previewFields(doc, resp.GetDiff(), dry), resp.GetUndo())
+}
+
+type writeIn struct {
+	fileEditIn
+	Content  string  `json:"content" jsonschema:"the whole new content"`
+	Encoding *string `json:"encoding,omitempty" jsonschema:"how content is encoded; default utf8"`
+	Append   *bool   `json:"append,omitempty" jsonschema:"add content at the end; if_sha256 is the hash before, so a retry fails"`
 }
 
 type editIn struct {
@@ -119,7 +154,7 @@ func precondition(ifSHA *string) (string, bool, error) {
 }
 
 func (s *server) write(ctx context.Context, in *writeIn, _ *mcp.CallToolRequest) (*obj, error) {
-	p, err := requiredPath("path", in.Path, in.PathBase64)
+	p, sum, mustNotExist, dry, err := in.args()
 	if err != nil {
 		return nil, err
 	}
@@ -127,20 +162,12 @@ func (s *server) write(ctx context.Context, in *writeIn, _ *mcp.CallToolRequest)
 	if err != nil {
 		return nil, err
 	}
-	sum, mustNotExist, err := precondition(in.IfSHA256)
-	if err != nil {
-		return nil, err
-	}
-	dry := in.DryRun != nil && *in.DryRun
 	resp, err := s.wc.Write(ctx, &fsmcpv1.WriteRequest{Path: p, Content: content, IfSha256: sum, MustNotExist: mustNotExist,
-		Append: in.Append != nil && *in.Append, DryRun: dry})
+		Append: boolArg(in.Append), DryRun: dry})
 	if err != nil {
 		return nil, err
 	}
-	doc := newObj().bool("ok", true).name("path", displayPath(p)).
-		str("sha256", resp.GetSha256()).int("size", resp.GetSize()).
-		bool("created", resp.GetCreated()).bool("broke_hard_link", resp.GetBrokeHardLink())
-	return withUndo(ctx, s.previewFields(doc, resp.GetDiff(), dry), resp.GetUndo()), nil
+	return s.fileEditDoc(ctx, p, resp, dry), nil
 }
 
 func (s *server) replace(ctx context.Context, in *replaceIn, _ *mcp.CallToolRequest) (*obj, error) {

@@ -220,6 +220,10 @@ func matchPreconditions(files []*patchFile, pre []*fsmcpv1.PatchPrecondition) er
 		if err := checkPrecondition(p, c.GetSha256(), c.GetMustNotExist()); err != nil {
 			return err
 		}
+		if _, dup := byPath[p]; dup {
+			return newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, p,
+				"patch: the preconditions name %q twice (in if_sha256 and if_sha256_base64, or as two spellings); give each path once", p)
+		}
 		byPath[p] = c
 	}
 	for _, f := range files {
@@ -227,7 +231,8 @@ func matchPreconditions(files []*patchFile, pre []*fsmcpv1.PatchPrecondition) er
 		switch {
 		case !ok:
 			return newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, f.path,
-				"patch: if_sha256 has no entry for %q, which the patch touches (its sha256, or null if the patch creates it)", f.path)
+				"patch: if_sha256 has no entry for %q, which the patch touches (its sha256, or null if the patch creates it; "+
+					"if_sha256_base64 carries names that are not UTF-8)", f.path)
 		case f.create && !c.GetMustNotExist():
 			return newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, f.path, "patch: the patch creates %q, so its if_sha256 must be null", f.path)
 		case !f.create && c.GetMustNotExist():

@@ -234,3 +234,86 @@ func TestEditPatchRefusals(t *testing.T) {
 	sameSnapshot(t, "refused patches", before, snapshot(t, root))
 	noTempFiles(t, root)
 }
+
+// A patch touching a file whose name is not UTF-8 (as git diff writes it,
+// quoted with octal escapes) carries that file's precondition in
+// if_sha256_base64, keyed by the name as base64, beside if_sha256 for the
+// others. Each way of getting that wrong is refused with nothing changed.
+func TestEditPatchNonUTF8Preconditions(t *testing.T) {
+	const odd = "caf\xe9.txt"
+	before := map[string]string{odd: "one\ntwo\nthree\n", "plain.txt": "a\nb\n"}
+	after := map[string]string{odd: "one\nTWO\nthree\n", "plain.txt": "a\nB\n"}
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	dir := t.TempDir()
+	writeTree(t, dir, before)
+	run(t, dir, nil, "git", "init", "-q")
+	run(t, dir, nil, "git", "add", "-A")
+	run(t, dir, nil, "git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "old")
+	writeTree(t, dir, after)
+	patch := run(t, dir, nil, "git", "diff", "--text")
+	if !bytes.Contains(patch, []byte(`"a/caf\351.txt"`)) {
+		t.Fatalf("git did not quote the name as expected:\n%s", patch)
+	}
+	root := editRoot(t, before)
+	s := start(t, root)
+	b64 := base64.StdEncoding.EncodeToString(patch)
+	oddKey := base64.StdEncoding.EncodeToString([]byte(odd))
+	call := func(text, twin map[string]any, code string) reply {
+		t.Helper()
+		args := map[string]any{"patch": b64, "encoding": "base64"}
+		if text != nil {
+			args["if_sha256"] = text
+		}
+		if twin != nil {
+			args["if_sha256_base64"] = twin
+		}
+		if code == "" {
+			return s.wantOK("fs_patch", args)
+		}
+		return s.wantErr("fs_patch", args, code)
+	}
+	plain := map[string]any{"plain.txt": sha([]byte(before["plain.txt"]))}
+	snap := snapshot(t, root)
+	// The name missing: if_sha256 alone cannot carry it.
+	r := call(plain, nil, "invalid_argument")
+	if !strings.Contains(r.text, "if_sha256_base64") {
+		t.Errorf("missing non-UTF-8 precondition: %s does not point to if_sha256_base64", r.text)
+	}
+	// A key that is not base64; a value that is not a sha256.
+	call(plain, map[string]any{"caf\u00e9.txt": sha([]byte(before[odd]))}, "invalid_argument")
+	call(plain, map[string]any{oddKey: "not-a-sha"}, "invalid_argument")
+	// The wrong kind: null for a file the patch changes.
+	call(plain, map[string]any{oddKey: nil}, "invalid_argument")
+	// A path named in both objects.
+	both := map[string]any{oddKey: sha([]byte(before[odd])), base64.StdEncoding.EncodeToString([]byte("plain.txt")): sha([]byte(before["plain.txt"]))}
+	call(plain, both, "invalid_argument")
+	// A path the patch does not touch.
+	call(plain, map[string]any{oddKey: sha([]byte(before[odd])), base64.StdEncoding.EncodeToString([]byte("other\xff")): nil}, "invalid_argument")
+	// Stale: precondition_failed with the current hash.
+	r = call(plain, map[string]any{oddKey: sha([]byte("stale"))}, "precondition_failed")
+	if r.doc["error"].(map[string]any)["current_sha256"] != sha([]byte(before[odd])) {
+		t.Errorf("stale twin precondition = %s", r.text)
+	}
+	sameSnapshot(t, "refused patches", snap, snapshot(t, root))
+
+	// Right: both files change, and the reply names the odd one as base64.
+	r = call(plain, map[string]any{oddKey: sha([]byte(before[odd]))}, "")
+	checkTree(t, root, after)
+	var named bool
+	for _, f := range r.doc["files"].([]any) {
+		m := f.(map[string]any)
+		if m["path_base64"] == oddKey {
+			named = m["sha256"] == sha([]byte(after[odd]))
+		}
+	}
+	if !named {
+		t.Errorf("the reply does not name %q as path_base64 with its new sha256: %s", odd, r.text)
+	}
+	// The twin alone, for a patch that touches only the odd name.
+	one := "--- \"a/caf\\351.txt\"\n+++ \"b/caf\\351.txt\"\n@@ -3 +3 @@\n-three\n+THREE\n"
+	s.wantOK("fs_patch", map[string]any{"patch": one, "if_sha256_base64": map[string]any{oddKey: sha([]byte(after[odd]))}})
+	checkTree(t, root, map[string]string{odd: "one\nTWO\nTHREE\n"})
+	noTempFiles(t, root)
+}
