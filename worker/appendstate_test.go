@@ -21,6 +21,19 @@ func appendOnce(t *testing.T, s *Service, p, sum string, data []byte) (string, e
 	return resp.GetSha256(), err
 }
 
+// newLogService serves a fresh directory holding log, 2 MiB, whose path
+// and content it returns.
+func newLogService(t *testing.T) (*Service, string, string, []byte) {
+	t.Helper()
+	s, dir := newWriteService(t)
+	p := filepath.Join(dir, "log")
+	content := bytes.Repeat([]byte("x"), 2<<20)
+	if err := os.WriteFile(p, content, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return s, dir, p, content
+}
+
 // Successive appends to a large file read none of it for hashing after
 // the first: the precondition is answered from the cache's entry for the
 // version the last append placed, and the new sha256 continues the digest
@@ -57,12 +70,7 @@ func TestAppendStateHashesOnlyAppended(t *testing.T) {
 // changes its ctime, even when it keeps size and mtime: the next append's
 // precondition then hashes the file and refuses.
 func TestAppendStateOutsideWriteRefused(t *testing.T) {
-	s, dir := newWriteService(t)
-	p := filepath.Join(dir, "log")
-	content := bytes.Repeat([]byte("x"), 2<<20)
-	if err := os.WriteFile(p, content, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	s, _, p, content := newLogService(t)
 	sum, err := appendOnce(t, s, "log", wsum(content), []byte("one\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -103,12 +111,7 @@ func TestAppendStateOutsideWriteRefused(t *testing.T) {
 // the worker's own, so even a kernel without multigrain timestamps sees
 // it.
 func TestAppendStateTempWriteNotCached(t *testing.T) {
-	s, dir := newWriteService(t)
-	p := filepath.Join(dir, "log")
-	content := bytes.Repeat([]byte("x"), 2<<20)
-	if err := os.WriteFile(p, content, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	s, dir, _, content := newLogService(t)
 	s.beforeCommit = func(string) {
 		time.Sleep(20 * time.Millisecond)
 		ents, err := os.ReadDir(dir)

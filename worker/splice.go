@@ -11,41 +11,19 @@ import (
 // before and after are copied file to file (see body.fill), never through
 // the request.
 func (s *Service) Splice(ctx context.Context, req *fsmcpv1.SpliceRequest) (*fsmcpv1.SpliceResponse, error) {
-	p, err := clientPath(req.GetPath())
+	p, err := editPath(req.GetPath(), req.GetIfSha256(), req.GetMustNotExist())
 	if err != nil {
-		return nil, err
-	}
-	if err := checkPrecondition(p, req.GetIfSha256(), req.GetMustNotExist()); err != nil {
 		return nil, err
 	}
 	if req.GetOffset() < 0 || req.GetDelete() < 0 {
 		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, p, "splice: offset and delete must not be negative")
 	}
-	done, err := s.Heavy(ctx, "splice", p)
+	t, err := s.openEdit(ctx, "splice", p, false, req.GetIfSha256())
 	if err != nil {
 		return nil, err
 	}
-	defer done()
-	// accessRewrite: the precondition hashes the current file.
-	d, base, unlockRenames, err := s.openMutationPath("splice", p, accessRewrite)
-	if err != nil {
-		return nil, err
-	}
-	defer unlockRenames()
-	defer d.close()
-	unlock, err := s.locks.lock(ctx, lockKey{d.st.Dev, d.st.Ino, base})
-	if err != nil {
-		return nil, fsError("splice", p, err)
-	}
-	defer unlock()
-	cur, err := s.current(ctx, "splice", d, base, p, false)
-	if err != nil {
-		return nil, err
-	}
-	defer cur.close()
-	if err := cur.check(p, req.GetIfSha256()); err != nil {
-		return nil, err
-	}
+	defer t.close()
+	cur := t.cur
 	var size int64
 	if cur.exists {
 		size = cur.st.Size
@@ -60,7 +38,7 @@ func (s *Service) Splice(ctx context.Context, req *fsmcpv1.SpliceRequest) (*fsmc
 	if cur.exists {
 		b = &body{spliced: true, off: req.GetOffset(), delete: req.GetDelete(), insert: req.GetInsert()}
 	}
-	res, err := s.commitOrPreview(ctx, d, base, p, cur, b, req.GetDryRun())
+	res, err := s.commitOrPreview(ctx, t.d, t.base, p, cur, b, req.GetDryRun())
 	if err != nil {
 		return nil, err
 	}

@@ -25,11 +25,8 @@ const newFileMode = 0o644
 // regular file at the path atomically, if the precondition holds; with
 // append, it commits the current content followed by the new.
 func (s *Service) Write(ctx context.Context, req *fsmcpv1.WriteRequest) (*fsmcpv1.WriteResponse, error) {
-	p, err := clientPath(req.GetPath())
+	p, err := editPath(req.GetPath(), req.GetIfSha256(), req.GetMustNotExist())
 	if err != nil {
-		return nil, err
-	}
-	if err := checkPrecondition(p, req.GetIfSha256(), req.GetMustNotExist()); err != nil {
 		return nil, err
 	}
 	op := "write"
@@ -41,37 +38,18 @@ func (s *Service) Write(ctx context.Context, req *fsmcpv1.WriteRequest) (*fsmcpv
 	if err := s.CheckFileSize(op, p, int64(len(req.GetContent()))); err != nil {
 		return nil, err
 	}
-	done, err := s.Heavy(ctx, op, p)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	// accessRewrite: the precondition hashes the current file.
-	d, base, unlockRenames, err := s.openMutationPath(op, p, accessRewrite)
-	if err != nil {
-		return nil, err
-	}
-	defer unlockRenames()
-	defer d.close()
-	unlock, err := s.locks.lock(ctx, lockKey{d.st.Dev, d.st.Ino, base})
-	if err != nil {
-		return nil, fsError(op, p, err)
-	}
-	defer unlock()
 	// A dry run reads the old content for its diff; an append splices it.
-	cur, err := s.current(ctx, op, d, base, p, req.GetDryRun() && !req.GetAppend())
+	t, err := s.openEdit(ctx, op, p, req.GetDryRun() && !req.GetAppend(), req.GetIfSha256())
 	if err != nil {
 		return nil, err
 	}
-	defer cur.close()
-	if err := cur.check(p, req.GetIfSha256()); err != nil {
-		return nil, err
-	}
+	defer t.close()
+	cur := t.cur
 	b := &body{data: req.GetContent()}
 	if req.GetAppend() && cur.exists {
 		b = &body{spliced: true, off: cur.st.Size, insert: req.GetContent()}
 	}
-	res, err := s.commitOrPreview(ctx, d, base, p, cur, b, req.GetDryRun())
+	res, err := s.commitOrPreview(ctx, t.d, t.base, p, cur, b, req.GetDryRun())
 	if err != nil {
 		return nil, err
 	}
@@ -100,44 +78,83 @@ func (s *Service) Replace(ctx context.Context, req *fsmcpv1.ReplaceRequest) (*fs
 	if err := checkPrecondition(p, req.GetIfSha256(), req.GetIfSha256() == ""); err != nil {
 		return nil, err
 	}
-	done, err := s.Heavy(ctx, "replace", p)
+	t, err := s.openEdit(ctx, "replace", p, true, req.GetIfSha256())
 	if err != nil {
 		return nil, err
 	}
-	defer done()
-	d, base, unlockRenames, err := s.openMutationPath("replace", p, accessRewrite)
-	if err != nil {
-		return nil, err
-	}
-	defer unlockRenames()
-	defer d.close()
-	unlock, err := s.locks.lock(ctx, lockKey{d.st.Dev, d.st.Ino, base})
-	if err != nil {
-		return nil, fsError("replace", p, err)
-	}
-	defer unlock()
-	cur, err := s.current(ctx, "replace", d, base, p, true)
-	if err != nil {
-		return nil, err
-	}
-	defer cur.close()
-	if req.GetIfSha256() == "" && !cur.exists {
+	defer t.close()
+	cur := t.cur
+	if !cur.exists {
+		// if_sha256 was null, which the check lets pass for no file.
 		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_NOT_FOUND, p, "replace: the file does not exist")
-	}
-	if err := cur.check(p, req.GetIfSha256()); err != nil {
-		return nil, err
 	}
 	data, n, release, err := s.applyEdits(ctx, p, cur.data, req.GetEdits())
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	res, err := s.commitOrPreview(ctx, d, base, p, cur, &body{data: data}, req.GetDryRun())
+	res, err := s.commitOrPreview(ctx, t.d, t.base, p, cur, &body{data: data}, req.GetDryRun())
 	if err != nil {
 		return nil, err
 	}
 	return &fsmcpv1.ReplaceResponse{Sha256: res.sha256, Size: res.size, Replacements: n,
 		BrokeHardLink: res.brokeHardLink, Diff: res.diff, Undo: res.undo}, nil
+}
+
+// editTarget is the file a single-file edit (write, append, replace,
+// splice) works on, held for the call: a heavy-call slot, the parent
+// resolved for a rewrite, the per-entry lock, and the current file as
+// hashed.
+type editTarget struct {
+	d    *parent
+	base string
+	cur  *current
+	done []func()
+}
+
+// openEdit takes, in this order, a heavy-call slot, the parent of p
+// through the resolver (accessRewrite: the precondition hashes the current
+// file), the per-entry lock, and the current file (with all, its bytes),
+// and checks it against ifSHA ("": it must not exist). close releases them
+// in reverse.
+func (s *Service) openEdit(ctx context.Context, op, p string, all bool, ifSHA string) (_ *editTarget, rerr error) {
+	t := &editTarget{}
+	defer func() {
+		if rerr != nil {
+			t.close()
+		}
+	}()
+	done, err := s.Heavy(ctx, op, p)
+	if err != nil {
+		return nil, err
+	}
+	t.done = append(t.done, done)
+	d, base, unlockRenames, err := s.openMutationPath(op, p, accessRewrite)
+	if err != nil {
+		return nil, err
+	}
+	t.d, t.base = d, base
+	t.done = append(t.done, unlockRenames, d.close)
+	unlock, err := s.locks.lock(ctx, lockKey{d.st.Dev, d.st.Ino, base})
+	if err != nil {
+		return nil, fsError(op, p, err)
+	}
+	t.done = append(t.done, unlock)
+	if t.cur, err = s.current(ctx, op, d, base, p, all); err != nil {
+		return nil, err
+	}
+	t.done = append(t.done, t.cur.close)
+	if err := t.cur.check(p, ifSHA); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+func (t *editTarget) close() {
+	for i := len(t.done) - 1; i >= 0; i-- {
+		t.done[i]()
+	}
+	t.done = nil
 }
 
 // applyEdits applies edits in order to a copy of data. Each edit must match
@@ -251,6 +268,16 @@ func replaceAll(ctx context.Context, data, old, repl []byte, size int64) ([]byte
 		data = data[i+len(old):]
 		scanned += i + len(old)
 	}
+}
+
+// editPath is the client path of a file edit whose precondition is
+// ifSHA or mustNotExist, once both are well formed.
+func editPath(raw []byte, ifSHA string, mustNotExist bool) (string, error) {
+	p, err := clientPath(raw)
+	if err != nil {
+		return "", err
+	}
+	return p, checkPrecondition(p, ifSHA, mustNotExist)
 }
 
 func checkPrecondition(p, ifSHA string, mustNotExist bool) error {

@@ -41,34 +41,15 @@ func (g *modelGen) appendOp() *modelOp {
 	ifSHA, malformed := g.precondition(p)
 	args["if_sha256"] = ifSHA
 	op := &modelOp{tool: "fs_write", args: args}
-	n := m[p]
-	switch {
-	case malformed:
-		op.want = "invalid_argument"
-	case m.parentCode(spelled) != "":
-		op.want = m.parentCode(spelled)
-	case n != nil && n.dir:
-		op.want = "is_a_directory"
-	case n == nil && ifSHA != nil:
-		op.want, op.check = "precondition_failed", wantCurrent("")
-	case n != nil && (ifSHA == nil || ifSHA != sha(n.content)):
-		op.want, op.check = "precondition_failed", wantCurrent(sha(n.content))
-	default:
-		var result []byte
-		if n != nil {
-			result = append(bytes.Clone(n.content), add...)
-		} else {
-			result = add
-		}
-		op.check = wantResult(result)
-		op.apply = func() {
-			if n == nil {
-				m[p] = &mnode{mode: 0o644, content: result}
-			} else {
-				n.content = result
-			}
-		}
+	if g.refusedEdit(op, p, spelled, ifSHA, malformed) {
+		return op
 	}
+	result := add
+	if n := m[p]; n != nil {
+		result = append(bytes.Clone(n.content), add...)
+	}
+	op.check = wantResult(result)
+	op.apply = g.setFile(p, result)
 	return op
 }
 
@@ -95,16 +76,7 @@ func (g *modelGen) spliceOp() *modelOp {
 	args["if_sha256"] = ifSHA
 	op := &modelOp{tool: "fs_splice", args: args}
 	switch {
-	case malformed:
-		op.want = "invalid_argument"
-	case m.parentCode(spelled) != "":
-		op.want = m.parentCode(spelled)
-	case n != nil && n.dir:
-		op.want = "is_a_directory"
-	case n == nil && ifSHA != nil:
-		op.want, op.check = "precondition_failed", wantCurrent("")
-	case n != nil && (ifSHA == nil || ifSHA != sha(n.content)):
-		op.want, op.check = "precondition_failed", wantCurrent(sha(n.content))
+	case g.refusedEdit(op, p, spelled, ifSHA, malformed):
 	case offset > size || del > size-offset:
 		op.want = "invalid_argument"
 	default:
@@ -114,13 +86,7 @@ func (g *modelGen) spliceOp() *modelOp {
 		}
 		result := slices.Concat(cur[:offset], insert, cur[offset+del:])
 		op.check = wantResult(result)
-		op.apply = func() {
-			if n == nil {
-				m[p] = &mnode{mode: 0o644, content: result}
-			} else {
-				n.content = result
-			}
-		}
+		op.apply = g.setFile(p, result)
 	}
 	return op
 }
@@ -128,15 +94,7 @@ func (g *modelGen) spliceOp() *modelOp {
 func (g *modelGen) copyOp() *modelOp {
 	m := g.m
 	from := g.path(85, 0, anyNode)
-	to := g.freshPath()
-	switch r := g.rng.IntN(100); {
-	case r < 30:
-		to = g.path(0, 100, anyNode)
-	case r < 40:
-		to = g.path(100, 0, anyNode)
-	case r < 45:
-		to = from + "/" + g.name()
-	}
+	to := g.destination(from, 30, 40, 45)
 	recursive := g.pct(60)
 	sFrom, sTo := g.spell(from, false), g.spell(to, false)
 	args := map[string]any{"from": sFrom, "to": sTo}
@@ -145,10 +103,7 @@ func (g *modelGen) copyOp() *modelOp {
 	}
 	op := &modelOp{tool: "fs_copy", args: args}
 	src := m[from]
-	toDir := ""
-	if i := strings.LastIndexByte(to, '/'); i >= 0 {
-		toDir = to[:i]
-	}
+	toDir := dirOf(to)
 	switch {
 	case m.parentCode(sFrom) != "":
 		op.want = m.parentCode(sFrom)

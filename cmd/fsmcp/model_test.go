@@ -379,6 +379,49 @@ func (g *modelGen) write() *modelOp {
 	ifSHA, malformed := g.precondition(p)
 	args["if_sha256"] = ifSHA
 	op := &modelOp{tool: "fs_write", args: args}
+	if g.refusedEdit(op, p, spelled, ifSHA, malformed) {
+		return op
+	}
+	created := m[p] == nil
+	op.check = func(r reply) string {
+		if r.str("sha256") != sha(content) || r.num("size") != int64(len(content)) || r.doc["created"] != created {
+			return fmt.Sprintf("want sha256 %s, size %d, created %v", sha(content), len(content), created)
+		}
+		return ""
+	}
+	op.apply = g.setFile(p, content)
+	return op
+}
+
+// destination draws where a move or copy of from goes: with cumulative
+// percentages into, onto and self, into an existing directory (maybe
+// from's own, maybe below it), onto an existing entry, into from itself;
+// otherwise a fresh path.
+func (g *modelGen) destination(from string, into, onto, self int) string {
+	switch r := g.rng.IntN(100); {
+	case r < into:
+		return g.path(0, 100, anyNode)
+	case r < onto:
+		return g.path(100, 0, anyNode)
+	case r < self:
+		return from + "/" + g.name()
+	}
+	return g.freshPath()
+}
+
+// dirOf is the model path of p's parent directory, "" for the root.
+func dirOf(p string) string {
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		return p[:i]
+	}
+	return ""
+}
+
+// refusedEdit predicts the refusals every edit of the one file p (spelled
+// spelled) with precondition ifSHA shares, in the order the server makes
+// them, into op; it reports whether there was one.
+func (g *modelGen) refusedEdit(op *modelOp, p, spelled string, ifSHA any, malformed bool) bool {
+	m := g.m
 	n := m[p]
 	switch {
 	case malformed:
@@ -388,30 +431,26 @@ func (g *modelGen) write() *modelOp {
 	case n != nil && n.dir:
 		op.want = "is_a_directory"
 	case n == nil && ifSHA != nil:
-		op.want = "precondition_failed"
-		op.check = wantCurrent("")
+		op.want, op.check = "precondition_failed", wantCurrent("")
 	case n != nil && (ifSHA == nil || ifSHA != sha(n.content)):
-		op.want = "precondition_failed"
-		op.check = wantCurrent(sha(n.content))
+		op.want, op.check = "precondition_failed", wantCurrent(sha(n.content))
 	default:
-		created := n == nil
-		op.check = func(r reply) string {
-			if r.str("sha256") != sha(content) || r.num("size") != int64(len(content)) || r.doc["created"] != created {
-				return fmt.Sprintf("want sha256 %s, size %d, created %v", sha(content), len(content), created)
-			}
-			return ""
-		}
-		op.apply = func() {
-			if n == nil {
-				// A new file is 0644 whatever the umask.
-				m[p] = &mnode{mode: 0o644, content: content}
-			} else {
-				// The mode is preserved; only the bytes change.
-				n.content = content
-			}
+		return false
+	}
+	return true
+}
+
+// setFile applies an edit that leaves content at p: a new file is 0644
+// whatever the umask; an existing one keeps its mode, only its bytes
+// change.
+func (g *modelGen) setFile(p string, content []byte) func() {
+	return func() {
+		if n := g.m[p]; n != nil {
+			n.content = content
+		} else {
+			g.m[p] = &mnode{mode: 0o644, content: content}
 		}
 	}
-	return op
 }
 
 // wantCurrent checks the current_sha256 of a precondition_failed reply:
@@ -612,27 +651,11 @@ func (g *modelGen) mkdir() *modelOp {
 func (g *modelGen) move() *modelOp {
 	m := g.m
 	from := g.path(85, 0, anyNode)
-	var to string
-	switch r := g.rng.IntN(100); {
-	case r < 40:
-		// Into an existing directory (maybe from's own, maybe below it).
-		to = g.path(0, 100, anyNode)
-	case r < 55:
-		// Onto an existing entry.
-		to = g.path(100, 0, anyNode)
-	case r < 63:
-		// Into from itself.
-		to = from + "/" + g.name()
-	default:
-		to = g.freshPath()
-	}
+	to := g.destination(from, 40, 55, 63)
 	sFrom, sTo := g.spell(from, true), g.spell(to, true)
 	op := &modelOp{tool: "fs_move", args: map[string]any{"from": sFrom, "to": sTo}}
 	src := m[from]
-	toDir := ""
-	if i := strings.LastIndexByte(to, '/'); i >= 0 {
-		toDir = to[:i]
-	}
+	toDir := dirOf(to)
 	switch {
 	case m.parentCode(sFrom) != "":
 		op.want = m.parentCode(sFrom)
