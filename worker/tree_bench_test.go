@@ -46,3 +46,25 @@ func BenchmarkWalkTreeGoTree(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkWalkGrepGoTree is one Grep RPC ("func Benchmark") of
+// $GOROOT/src, one 1 MiB page, through an in-process gRPC connection.
+func BenchmarkWalkGrepGoTree(b *testing.B) {
+	c := goTreeService(b)
+	for b.Loop() {
+		if _, err := workertest.Drain(c.Grep(context.Background(), &fsmcpv1.GrepRequest{Pattern: "func Benchmark", MaxBytes: 1 << 20})); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkWalkGlobGoTree is one Glob RPC ("**/*.go") of $GOROOT/src, one
+// 1 MiB page, through an in-process gRPC connection.
+func BenchmarkWalkGlobGoTree(b *testing.B) {
+	c := goTreeService(b)
+	for b.Loop() {
+		if _, err := workertest.Drain(c.Glob(context.Background(), &fsmcpv1.GlobRequest{Pattern: "**/*.go", MaxBytes: 1 << 20})); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
