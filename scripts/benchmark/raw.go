@@ -396,7 +396,7 @@ func rawSearchRows(o options, bin string, rounds int) ([]row, error) {
 	}
 	defer s.close()
 	// fs_tree with the default reply bound, as scripts/bench --read and
-	// a client meet it: a page of 256 KiB of the whole listing.
+	// a client meet it: the first page (64 KiB) of the whole listing.
 	ts, err := startRawServer("fsmcp", []string{bin, "--root", o.gotree, "--read-only"}, false, o.gotree)
 	if err != nil {
 		return nil, err
