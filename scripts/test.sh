@@ -34,5 +34,5 @@ go vet ./...
 go test -race -count=1 -timeout 30m "$@" ./...
 # The exhaustion tests whose memory figures the race detector would distort
 # (and one it would slow twentyfold), once more without it.
-go test -count=1 -run 'TestHugeRequest|TestHugeSparseFile|TestHundredThousandEntries' -v ./cmd/fsmcp |
+go test -count=1 -run 'TestHugeRequest|TestHugeSparseFile|TestHundredThousandEntries|TestRobustViewBudgetEndToEnd' -v ./cmd/fsmcp |
   grep -E '^(--- |ok|FAIL|PASS)|peak RSS|entries in'

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"sync"
 	"time"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"golang.org/x/sync/semaphore"
+	"google.golang.org/grpc/stats"
 )
 
 // Limits are the worker's per-process budgets. They come from the trusted
@@ -199,6 +201,66 @@ func (s *Service) CheckFileSize(op, p string, n int64) error {
 func (s *Service) Reserve(ctx context.Context, op, p string, n int64) (func(), error) {
 	return s.budgets.memory.Acquire(ctx, op, p, n)
 }
+
+// ReserveReply is Reserve for bytes that leave in the RPC's reply: gRPC
+// encodes the reply (a second copy) after the handler returned, so the
+// release, which the caller defers as usual, takes effect only when the
+// RPC has ended (releaseAfterReply), its reply encoded and handed to the
+// transport. Called outside a gRPC server, the release is immediate.
+func (s *Service) ReserveReply(ctx context.Context, op, p string, n int64) (func(), error) {
+	release, err := s.Reserve(ctx, op, p, n)
+	if err != nil {
+		return nil, err
+	}
+	h, _ := ctx.Value(replyHoldKey{}).(*replyHold)
+	if h == nil {
+		return release, nil
+	}
+	return func() { h.add(release) }, nil
+}
+
+// releaseAfterReply is the worker's gRPC stats handler: each RPC's
+// context carries a replyHold, whose releases run when the RPC has ended
+// (stats.End, after the reply was encoded and queued for the transport).
+type releaseAfterReply struct{}
+
+type replyHoldKey struct{}
+
+type replyHold struct {
+	mu  sync.Mutex
+	fns []func()
+}
+
+func (h *replyHold) add(f func()) {
+	h.mu.Lock()
+	h.fns = append(h.fns, f)
+	h.mu.Unlock()
+}
+
+func (releaseAfterReply) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context {
+	return context.WithValue(ctx, replyHoldKey{}, &replyHold{})
+}
+
+func (releaseAfterReply) HandleRPC(ctx context.Context, st stats.RPCStats) {
+	if _, end := st.(*stats.End); !end {
+		return
+	}
+	if h, _ := ctx.Value(replyHoldKey{}).(*replyHold); h != nil {
+		h.mu.Lock()
+		fns := h.fns
+		h.fns = nil
+		h.mu.Unlock()
+		for _, f := range fns {
+			f()
+		}
+	}
+}
+
+func (releaseAfterReply) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
+	return ctx
+}
+
+func (releaseAfterReply) HandleConn(context.Context, stats.ConnStats) {}
 
 // Heavy takes one heavy-call slot for op. A call takes at most one, at its
 // start: one that holds a slot must not take another (hashOpen takes one),

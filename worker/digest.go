@@ -203,6 +203,17 @@ func (dg *digester) file(fd int, name, p, rel string, st *unix.Stat_t) ([32]byte
 	return nodeSum(digestFile, st.Mode&0o7777, raw), nil
 }
 
+// listingBytes is what a directory's listing of names holds in memory,
+// and the payload digesting it appends: each name twice, a string header
+// per name, and a length and a digest per child.
+func listingBytes(names []string) int64 {
+	n := int64(len(names)) * (16 + 4 + sha256.Size)
+	for _, name := range names {
+		n += 2 * int64(len(name))
+	}
+	return n
+}
+
 // dir digests the open directory fd, whose client path is p and real
 // root-relative path rel.
 func (dg *digester) dir(fd int, p, rel string, depth int) ([32]byte, error) {
@@ -222,6 +233,16 @@ func (dg *digester) dir(fd int, p, rel string, depth int) ([32]byte, error) {
 	if err != nil {
 		return [32]byte{}, err
 	}
+	// The listing and the payload built from it are held while the
+	// directory's children are digested, deeper listings with them: they
+	// take from the memory budget, so that concurrent digests of large
+	// directories wait for it (then unavailable) instead of together
+	// exceeding the worker's memory.
+	release, err := dg.s.Reserve(dg.ctx, "digest", p, listingBytes(names))
+	if err != nil {
+		return [32]byte{}, err
+	}
+	defer release()
 	slices.Sort(names) // Go compares strings as bytes
 	var payload []byte
 	for _, n := range names {

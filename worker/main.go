@@ -279,6 +279,8 @@ func serveConn(conn net.Conn, register func(*grpc.Server), unary []grpc.UnarySer
 		// The front-end runs at most --max-calls (≤ MaxStreams) calls at
 		// once; a peer opening more waits for gRPC stream quota.
 		grpc.MaxConcurrentStreams(MaxStreams),
+		// Memory reserved for a reply is released once it was sent.
+		grpc.StatsHandler(releaseAfterReply{}),
 		// The front-end's sizing (frontend/client.go): static windows end
 		// the BDP pings and mid-message window updates; 64 KiB per read
 		// or write system call.

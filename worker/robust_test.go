@@ -514,3 +514,157 @@ func TestRobustMemoryBudget(t *testing.T) {
 		r()
 	}
 }
+
+// budgetService is a Service with a 64 MiB worker (a 32 MiB budget) that
+// views files up to 20 MiB, served over a real gRPC connection, so that
+// replies are encoded and sent as in fsmcp.
+func budgetService(t *testing.T) (*Service, fsmcpv1.WorkerServiceClient, string) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "root")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	s, err := New(root, Options{MaxMedia: 20 << 20, Limits: Limits{MemoryBytes: 64 << 20, QueueTimeout: 200 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, serveInProcess(t, s), dir
+}
+
+// budgetFree waits until the whole budget can be reserved again: the
+// reservations of answered calls are released once their replies were
+// sent, just after the client has them.
+func budgetFree(t *testing.T, s *Service) {
+	t.Helper()
+	capacity := int64(64<<20) - memoryReserve
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		release, err := s.Reserve(context.Background(), "test", "", capacity)
+		if err == nil {
+			release()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the budget is still taken after the calls answered: %v", err)
+		}
+	}
+}
+
+// fs_view holds a file twice (as read, and encoded in its reply) and
+// reserves both from the memory budget until the reply is sent: a file
+// whose two copies exceed the budget is too_large unread; one that does
+// not fit while others hold the budget waits, then is unavailable; with
+// the budget free it is served, and its reservation is returned.
+func TestRobustViewReservesMemory(t *testing.T) {
+	s, c, dir := budgetService(t)
+	capacity := int64(64<<20) - memoryReserve
+	ctx := context.Background()
+	wput(t, filepath.Join(dir, "big"), strings.Repeat("b", 17<<20))
+	_, err := c.View(ctx, &fsmcpv1.ViewRequest{Path: []byte("big")})
+	if e := errorOf(err); e.GetCode() != fsmcpv1.ErrorCode_ERROR_CODE_TOO_LARGE || !strings.Contains(e.GetMessage(), "memory budget") {
+		t.Fatalf("view of 17 MiB with a 32 MiB budget: %v, want too_large naming the memory budget", err)
+	}
+
+	const size = 4 << 20
+	wput(t, filepath.Join(dir, "pic"), strings.Repeat("p", size))
+	held, err := s.Reserve(ctx, "test", "", capacity-size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	_, err = c.View(ctx, &fsmcpv1.ViewRequest{Path: []byte("pic")})
+	if e := errorOf(err); e.GetCode() != fsmcpv1.ErrorCode_ERROR_CODE_UNAVAILABLE || !strings.Contains(e.GetMessage(), "busy") {
+		t.Fatalf("view of 4 MiB with 4 MiB of the budget free: %v, want unavailable (busy)", err)
+	}
+	if waited := time.Since(began); waited < 200*time.Millisecond {
+		t.Errorf("refused after %v, before the queue timeout", waited)
+	}
+	held()
+	resp, err := c.View(ctx, &fsmcpv1.ViewRequest{Path: []byte("pic")})
+	if err != nil || len(resp.GetData()) != size {
+		t.Fatalf("view with the budget free: %d bytes, %v", len(resp.GetData()), err)
+	}
+	budgetFree(t, s)
+}
+
+// Concurrent fs_view calls beyond the budget take turns: each is served
+// (the budget holds one 12 MiB file's two copies at a time, not two), and
+// every reservation is returned.
+func TestRobustViewsTakeTurns(t *testing.T) {
+	s, c, dir := budgetService(t)
+	const size = 12 << 20
+	wput(t, filepath.Join(dir, "pic"), strings.Repeat("p", size))
+	// Long enough for eight views one after another on a loaded machine.
+	s.budgets.memory.queue = time.Minute
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			resp, err := c.View(context.Background(), &fsmcpv1.ViewRequest{Path: []byte("pic")})
+			if err == nil && len(resp.GetData()) != size {
+				err = fmt.Errorf("%d bytes", len(resp.GetData()))
+			}
+			errs <- err
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Errorf("view: %v", err)
+		}
+	}
+	budgetFree(t, s)
+}
+
+// fs_digest reserves each directory's listing (and the payload digesting
+// it builds) while it digests the directory's children: with the budget
+// taken it waits, then is unavailable; with it free, it answers the same
+// digest as always and returns its reservation.
+func TestRobustDigestReservesMemory(t *testing.T) {
+	s, c, dir := budgetService(t)
+	capacity := int64(64<<20) - memoryReserve
+	ctx := context.Background()
+	sub := filepath.Join(dir, "many")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		wput(t, filepath.Join(sub, fmt.Sprintf("entry-%04d", i)), "x")
+	}
+	digest := func() (*fsmcpv1.DigestResponse, error) {
+		stream, err := c.Digest(ctx, &fsmcpv1.DigestRequest{Path: []byte("many")})
+		if err != nil {
+			return nil, err
+		}
+		for {
+			m, err := stream.Recv()
+			if err != nil || m.GetDone() {
+				return m, err
+			}
+		}
+	}
+	want, err := digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	budgetFree(t, s)
+	// 200 names of 10 bytes: 200×(16+4+32) + 2×2,000 bytes, more than the
+	// 1,000 left free.
+	held, err := s.Reserve(ctx, "test", "", capacity-1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = digest()
+	if e := errorOf(err); e.GetCode() != fsmcpv1.ErrorCode_ERROR_CODE_UNAVAILABLE || !strings.Contains(e.GetMessage(), "memory budget") {
+		t.Fatalf("digest of a 200-entry directory with 1,000 bytes of the budget free: %v, want unavailable", err)
+	}
+	held()
+	got, err := digest()
+	if err != nil || got.GetTreeSha256() != want.GetTreeSha256() || got.GetFiles() != 200 {
+		t.Fatalf("digest with the budget free: %v %v, want %s over 200 files", got, err, want.GetTreeSha256())
+	}
+	budgetFree(t, s)
+}

@@ -12,7 +12,10 @@ import (
 // View implements fsmcpv1.WorkerServiceServer: the whole of a regular file
 // no larger than the media bound (--max-media-bytes, from the trusted
 // command line), with its sha256. A larger file is too_large before a
-// byte of it is read. What the bytes are is the front-end's to judge.
+// byte of it is read. The file's bytes are reserved from the memory
+// budget, twice (as read, and as encoded in the reply), until the reply
+// is encoded: calls beyond the budget wait, then answer unavailable. What
+// the bytes are is the front-end's to judge.
 func (s *Service) View(ctx context.Context, req *fsmcpv1.ViewRequest) (*fsmcpv1.ViewResponse, error) {
 	const op = "view"
 	f, st, _, err := s.openContent(op, req.GetPath())
@@ -25,6 +28,13 @@ func (s *Service) View(ctx context.Context, req *fsmcpv1.ViewRequest) (*fsmcpv1.
 		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_TOO_LARGE, p,
 			"%s: %d bytes, more than the %d of --max-media-bytes", op, st.Size, s.maxMedia)
 	}
+	// The worker holds the file twice, as read and as gRPC encodes the
+	// reply, until the reply is encoded and queued.
+	release, err := s.ReserveReply(ctx, op, p, 2*(st.Size+1))
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	// One byte more than the size: a file that grew since the fstat is
 	// seen to have grown.
 	data := make([]byte, st.Size+1)
