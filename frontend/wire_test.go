@@ -29,11 +29,13 @@ type wireSession struct {
 	done  chan error
 	// started counts tool handlers entered.
 	started atomic.Int64
+	// gate holds the gated tool until the test closes it.
+	gate chan struct{}
 }
 
 // wireServer has the tools the framing tests need: block waits for its
-// cancellation, big returns 64 KiB, progress reports progress and asks
-// the client for its roots.
+// cancellation, gated for the test to close gate, big returns 64 KiB,
+// progress reports progress and asks the client for its roots.
 func (w *wireSession) wireServer() *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "wire-test", Version: "1"}, &mcp.ServerOptions{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	schema := &mcp.Tool{InputSchema: map[string]any{"type": "object"}}
@@ -51,6 +53,10 @@ func (w *wireSession) wireServer() *mcp.Server {
 	add("block", func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		<-ctx.Done()
 		return text("cancelled: " + ctx.Err().Error()), nil
+	})
+	add("gated", func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		<-w.gate
+		return text("gated done"), nil
 	})
 	add("slow", func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		time.Sleep(200 * time.Millisecond)
@@ -78,7 +84,7 @@ func startWire(t *testing.T, configure func(*stdioConn)) *wireSession {
 	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	w := &wireSession{t: t, in: inW, outR: outR, lines: make(chan map[string]any, 1024), done: make(chan error, 1)}
+	w := &wireSession{t: t, in: inW, outR: outR, lines: make(chan map[string]any, 1024), done: make(chan error, 1), gate: make(chan struct{})}
 	w.conn = newStdioConn(inR, outW)
 	if configure != nil {
 		configure(w.conn)
@@ -269,21 +275,40 @@ func TestWireProgressAndServerRequests(t *testing.T) {
 	}
 }
 
+// On stdin EOF the calls in flight have the grace to answer: one that
+// finishes within it answers its result, one that outlives it is answered
+// unavailable, and the session ends. The first call is released only once
+// the connection is draining, and both are running before EOF, whatever
+// the machine's load.
 func TestWireEOFDrainsCallsInFlight(t *testing.T) {
-	w := startWire(t, func(c *stdioConn) { c.grace = 300 * time.Millisecond })
+	w := startWire(t, func(c *stdioConn) { c.grace = 2 * time.Second })
 	w.readReplies()
 	w.initialize()
-	w.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow","arguments":{}}}`)
+	w.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"gated","arguments":{}}}`)
 	w.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"block","arguments":{}}}`)
 	w.send(`{"jsonrpc":"2.0","id":3,"method":"tools/list"}`)
+	within := func(what string, cond func() bool) {
+		for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within a minute", what)
+			}
+		}
+	}
+	within("both calls running", func() bool { return w.started.Load() >= 2 })
 	w.in.Close()
+	within("draining after EOF", func() bool {
+		w.conn.mu.Lock()
+		defer w.conn.mu.Unlock()
+		return w.conn.stopping
+	})
+	close(w.gate)
 	got := map[float64]map[string]any{}
 	for len(got) < 3 {
 		m := w.next()
 		id, _ := m["id"].(float64)
 		got[id] = m
 	}
-	if toolText(got[1]) != "slow done" {
+	if toolText(got[1]) != "gated done" {
 		t.Errorf("the call finishing after EOF: %v", got[1])
 	}
 	if txt := toolText(got[2]); !strings.Contains(txt, `"code":"unavailable"`) || !strings.Contains(txt, "closed stdin") {

@@ -177,8 +177,10 @@ func TestContactHTTPSessionReaping(t *testing.T) {
 		}
 	}
 
-	// Long enough for connect and a first call on a loaded machine.
-	idle := startHTTP(t, root, "--http-session-idle", "3s")
+	// The idle clock runs between requests: long enough for the gap
+	// between connect and a first call on a loaded machine.
+	const sessionIdle = 5 * time.Second
+	idle := startHTTP(t, root, "--http-session-idle", sessionIdle.String())
 	cs, err := connectHTTP(idle)
 	if err != nil {
 		t.Fatal(err)
@@ -187,9 +189,33 @@ func TestContactHTTPSessionReaping(t *testing.T) {
 	if err := statErr(cs); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(6 * time.Second)
-	if err := statErr(cs); err == nil {
-		t.Errorf("a session unused for 6s still answers with --http-session-idle 3s")
+	lastUse := time.Now()
+	// The server closing the session ends the client's event stream, and
+	// with it the client session: wait for that, not for a fixed time.
+	closed := make(chan struct{})
+	go func() { cs.Wait(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("a session unused for 2 minutes is still open with --http-session-idle %v", sessionIdle)
+	}
+	if unused := time.Since(lastUse); unused < sessionIdle {
+		t.Errorf("the session was closed after %v unused, before --http-session-idle %v", unused, sessionIdle)
+	}
+	// The server no longer knows it.
+	gone := &rawHTTPSession{t: t, h: idle, protocol: "2025-11-25", id: cs.ID()}
+	resp := gone.post(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"fs_stat","arguments":{"path":"a.txt"}}}`)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("a call in the session closed for idleness: %s, want 404", resp.Status)
+	}
+	cs2, err := connectHTTP(idle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs2.Close()
+	if err := statErr(cs2); err != nil {
+		t.Errorf("a new session after the idle one was closed: %v", err)
 	}
 }
 

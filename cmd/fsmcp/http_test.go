@@ -484,9 +484,11 @@ func TestHTTPFrontendCannotConnect(t *testing.T) {
 
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); {
+	// Generous: a loaded machine (eight test suites on two cores) may take
+	// seconds to start a process; a condition met sooner returns sooner.
+	for deadline := time.Now().Add(time.Minute); !cond(); {
 		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5s")
+			t.Fatal("condition not met within a minute")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -949,30 +951,54 @@ func TestSystemdSocketActivate(t *testing.T) {
 		t.Skip("systemd-socket-activate not installed (Debian package systemd); TestSocketActivation covers the protocol")
 	}
 	root, _ := tree(t)
-	// systemd-socket-activate wants a fixed port: take a free one.
-	free, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := free.Addr().String()
-	free.Close()
-	cmd := exec.Command(sa, "-l", addr, "-E", "FSMCP_TEST_FRONTEND=1", "-E", "PATH="+os.Getenv("PATH"),
-		os.Args[0], "--root", root, "--transport", "http", "--listen", "127.0.0.1:0")
+	// systemd-socket-activate wants a fixed port: take a free one. Another
+	// process may take it before systemd-socket-activate binds it; then
+	// it exits, and the test tries another port.
+	var cmd *exec.Cmd
+	var addr string
 	stderr := &syncBuffer{}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
+	for attempt := 0; ; attempt++ {
+		free, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
 		}
-	})
+		addr = free.Addr().String()
+		free.Close()
+		stderr = &syncBuffer{}
+		cmd = exec.Command(sa, "-l", addr, "-E", "FSMCP_TEST_FRONTEND=1", "-E", "PATH="+os.Getenv("PATH"),
+			os.Args[0], "--root", root, "--transport", "http", "--listen", "127.0.0.1:0")
+		cmd.Stderr = stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan struct{})
+		go func() { cmd.Wait(); close(exited) }()
+		var bound bool
+		waitFor(t, func() bool {
+			select {
+			case <-exited:
+				return true
+			default:
+			}
+			bound = len(listeningSockets(t, cmd.Process.Pid)) == 1
+			return bound
+		})
+		if bound {
+			t.Cleanup(func() {
+				cmd.Process.Signal(syscall.SIGTERM)
+				select {
+				case <-exited:
+				case <-time.After(10 * time.Second):
+					cmd.Process.Kill()
+				}
+			})
+			break
+		}
+		if attempt == 4 {
+			t.Fatalf("systemd-socket-activate could not listen on a free port:\n%s", stderr.String())
+		}
+		t.Logf("systemd-socket-activate exited before listening on %s (taken meanwhile?):\n%s", addr, stderr.String())
+	}
 	port, inode := listeningPort(t, cmd.Process.Pid)
 	if fmt.Sprintf("127.0.0.1:%d", port) != addr {
 		t.Fatalf("systemd-socket-activate listens on port %d, want %s", port, addr)
