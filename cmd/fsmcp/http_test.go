@@ -1013,8 +1013,11 @@ func TestSystemdSocketActivate(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("GET /health = %d", resp.StatusCode)
 	}
-	m := servingLine.FindStringSubmatch(stderr.String())
-	if m == nil || m[2] != "socket-activated" || m[1] != addr {
+	// fsmcp says where it serves before serving, but its stderr reaches
+	// the test through a pipe and a copier: wait for the line.
+	var m []string
+	waitFor(t, func() bool { m = servingLine.FindStringSubmatch(stderr.String()); return m != nil })
+	if m[2] != "socket-activated" || m[1] != addr {
 		t.Fatalf("not serving the activated socket:\n%s", stderr.String())
 	}
 	h := &httpServer{t: t, cmd: cmd, base: "http://" + m[1], token: m[3], stderr: stderr}
@@ -1042,13 +1045,16 @@ func TestSystemdStdioPerConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	waitFor(t, func() bool { _, err := os.Stat(sock); return err == nil })
 	var sessions []*mcp.ClientSession
 	for i := range 2 {
-		conn, err := net.Dial("unix", sock)
-		if err != nil {
-			t.Fatal(err)
-		}
+		// The socket's file appears at bind, before it listens: until then
+		// a connection is refused.
+		var conn net.Conn
+		waitFor(t, func() bool {
+			var err error
+			conn, err = net.Dial("unix", sock)
+			return err == nil
+		})
 		client := mcp.NewClient(&mcp.Implementation{Name: "stdio-socket", Version: "1"}, nil)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		cs, err := client.Connect(ctx, &mcp.IOTransport{Reader: conn, Writer: conn}, nil)
