@@ -21,6 +21,9 @@ type toolError struct {
 	currentSHA256 string
 	count         int64
 	nearest       *fsmcpv1.Nearest
+	// missingDirectory is, on not_found, the directory a new name needs
+	// (fs_mkdir creates it).
+	missingDirectory []byte
 	// policyViolation marks a refusal by the operator's policy or rules.
 	policyViolation bool
 }
@@ -275,6 +278,9 @@ func errorDoc(e *toolError) *obj {
 			near.int("matched_bytes", n.GetMatchedBytes())
 		}
 		inner.object("nearest", near)
+	}
+	if len(e.missingDirectory) > 0 {
+		inner.name("missing_directory", e.missingDirectory)
 	}
 	return inner
 }

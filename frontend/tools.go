@@ -365,6 +365,13 @@ func (s *server) callError(ctx context.Context, err error) *toolError {
 	if te.code == fsmcpv1.ErrorCode_ERROR_CODE_CANCELLED && ctx.Err() == context.DeadlineExceeded {
 		te = errf(fsmcpv1.ErrorCode_ERROR_CODE_TIMEOUT, "the call exceeded --call-timeout")
 	}
+	if len(te.missingDirectory) > 0 {
+		// What to do about it, in the tool names the client was given.
+		c := *te
+		c.message += prefixToolNames("; the directory missing_directory names does not exist: "+
+			"create it with fs_mkdir, then call again", s.cfg.ToolsPrefix)
+		te = &c
+	}
 	return te
 }
 

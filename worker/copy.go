@@ -56,7 +56,7 @@ func (s *Service) Copy(ctx context.Context, req *fsmcpv1.CopyRequest) (*fsmcpv1.
 	defer fd.close()
 	td, tbase, err := s.openName("copy", to, accessMutate)
 	if err != nil {
-		return nil, err
+		return nil, missingDirectory(err, to)
 	}
 	defer td.close()
 	unlock, err := s.locks.lock(ctx, lockKey{td.st.Dev, td.st.Ino, tbase})

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
+	"strings"
 	"syscall"
 	"unicode/utf8"
 
@@ -42,6 +44,9 @@ type Error struct {
 	PolicyViolation bool
 	// Nearest is set on no_match when a close candidate was found.
 	Nearest *fsmcpv1.Nearest
+	// MissingDirectory is set on not_found when the directory a new name
+	// needs does not exist.
+	MissingDirectory string
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -89,14 +94,32 @@ func (e *Error) GRPCStatus() *status.Status {
 // detail is e as it travels, clipped.
 func (e *Error) detail() *fsmcpv1.Error {
 	return &fsmcpv1.Error{
-		Code:            e.Code,
-		Message:         clip(e.Message, maxErrorMessage),
-		Path:            []byte(clip(e.Path, maxErrorPath)),
-		CurrentSha256:   e.CurrentSHA256,
-		Count:           e.Count,
-		PolicyViolation: e.PolicyViolation,
-		Nearest:         e.Nearest,
+		Code:             e.Code,
+		Message:          clip(e.Message, maxErrorMessage),
+		Path:             []byte(clip(e.Path, maxErrorPath)),
+		CurrentSha256:    e.CurrentSHA256,
+		Count:            e.Count,
+		PolicyViolation:  e.PolicyViolation,
+		Nearest:          e.Nearest,
+		MissingDirectory: []byte(clip(e.MissingDirectory, maxErrorPath)),
 	}
+}
+
+// missingDirectory marks err, a failure to open the directory that would
+// hold the new name p, when that directory does not exist: the client
+// creates it with fs_mkdir and tries again.
+func missingDirectory(err error, p string) error {
+	var e *Error
+	if !errors.As(err, &e) || e.Code != fsmcpv1.ErrorCode_ERROR_CODE_NOT_FOUND {
+		return err
+	}
+	dir, _ := path.Split(p)
+	if dir = strings.TrimSuffix(dir, "/"); dir == "" {
+		return err
+	}
+	c := *e
+	c.MissingDirectory = dir
+	return &c
 }
 
 func newError(code fsmcpv1.ErrorCode, path, format string, args ...any) *Error {

@@ -300,7 +300,7 @@ func (s *Service) Move(ctx context.Context, req *fsmcpv1.MoveRequest) (*fsmcpv1.
 	defer fd.close()
 	td, tbase, err := s.openName("move", to, accessMutate)
 	if err != nil {
-		return nil, err
+		return nil, missingDirectory(err, to)
 	}
 	defer td.close()
 	if g != nil {

@@ -60,6 +60,9 @@ func (s *Service) Patch(ctx context.Context, req *fsmcpv1.PatchRequest) (*fsmcpv
 	for _, f := range files {
 		d, base, err := s.openName("patch", f.path, accessRewrite)
 		if err != nil {
+			if f.create {
+				err = missingDirectory(err, f.path)
+			}
 			return nil, err
 		}
 		defer d.close()

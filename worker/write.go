@@ -41,6 +41,9 @@ func (s *Service) Write(ctx context.Context, req *fsmcpv1.WriteRequest) (*fsmcpv
 	// A dry run reads the old content for its diff; an append splices it.
 	t, err := s.openEdit(ctx, op, p, req.GetDryRun() && !req.GetAppend(), req.GetIfSha256())
 	if err != nil {
+		if req.GetMustNotExist() {
+			err = missingDirectory(err, p)
+		}
 		return nil, err
 	}
 	defer t.close()

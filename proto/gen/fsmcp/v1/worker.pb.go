@@ -419,9 +419,12 @@ type Error struct {
 	// refused the call.
 	PolicyViolation bool `protobuf:"varint,6,opt,name=policy_violation,json=policyViolation,proto3" json:"policy_violation,omitempty"`
 	// For no_match: where the closest candidate is. Never applied.
-	Nearest       *Nearest `protobuf:"bytes,7,opt,name=nearest,proto3" json:"nearest,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Nearest *Nearest `protobuf:"bytes,7,opt,name=nearest,proto3" json:"nearest,omitempty"`
+	// For not_found from a call that creates a name: the directory that
+	// would hold it does not exist (root-relative). fs_mkdir creates it.
+	MissingDirectory []byte `protobuf:"bytes,8,opt,name=missing_directory,json=missingDirectory,proto3" json:"missing_directory,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Error) Reset() {
@@ -499,6 +502,13 @@ func (x *Error) GetPolicyViolation() bool {
 func (x *Error) GetNearest() *Nearest {
 	if x != nil {
 		return x.Nearest
+	}
+	return nil
+}
+
+func (x *Error) GetMissingDirectory() []byte {
+	if x != nil {
+		return x.MissingDirectory
 	}
 	return nil
 }
@@ -4637,7 +4647,7 @@ var File_fsmcp_v1_worker_proto protoreflect.FileDescriptor
 
 const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\n" +
-	"\x15fsmcp/v1/worker.proto\x12\bfsmcp.v1\"\xf3\x01\n" +
+	"\x15fsmcp/v1/worker.proto\x12\bfsmcp.v1\"\xa0\x02\n" +
 	"\x05Error\x12'\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x13.fsmcp.v1.ErrorCodeR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x12\n" +
@@ -4645,7 +4655,8 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\x0ecurrent_sha256\x18\x04 \x01(\tR\rcurrentSha256\x12\x14\n" +
 	"\x05count\x18\x05 \x01(\x03R\x05count\x12)\n" +
 	"\x10policy_violation\x18\x06 \x01(\bR\x0fpolicyViolation\x12+\n" +
-	"\anearest\x18\a \x01(\v2\x11.fsmcp.v1.NearestR\anearest\"\x81\x01\n" +
+	"\anearest\x18\a \x01(\v2\x11.fsmcp.v1.NearestR\anearest\x12+\n" +
+	"\x11missing_directory\x18\b \x01(\fR\x10missingDirectory\"\x81\x01\n" +
 	"\aNearest\x12\x1f\n" +
 	"\vline_number\x18\x01 \x01(\x03R\n" +
 	"lineNumber\x12\x16\n" +
