@@ -153,7 +153,7 @@ var laterArguments = map[string][]string{
 	"fs_list":    {"sort", "totals"},
 	"fs_read":    {"line", "lines", "if_sha256"},
 	"fs_glob":    {"max_depth", "sort", "exclude"},
-	"fs_grep":    {"before", "after", "output", "type", "multiline"},
+	"fs_grep":    {"before", "after", "output", "type", "multiline", "max_results"},
 	"fs_write":   {"append", "dry_run"},
 	"fs_replace": {"dry_run"},
 	"fs_move":    {"if_sha256", "if_tree_sha256"},

@@ -36,8 +36,9 @@ var argumentRules = map[string]func(*jsonschema.Schema){
 		lo, hi := 1, maxReadManyPaths
 		s.Type, s.Types, s.MinItems, s.MaxItems = "array", nil, &lo, &hi
 	},
-	"max_count": minimum(1),
-	"edits":     nonEmptyArray,
+	"max_count":   minimum(1),
+	"max_results": minimum(1),
+	"edits":       nonEmptyArray,
 }
 
 // nonEmptyArray is a required list that must hold something: null, which

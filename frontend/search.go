@@ -1,11 +1,13 @@
 package frontend
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -42,6 +44,7 @@ type grepIn struct {
 	Multiline  *bool    `json:"multiline,omitempty" jsonschema:"the pattern may match across lines"`
 	Hidden     *bool    `json:"hidden,omitempty" jsonschema:"include hidden files"`
 	NoIgnore   *bool    `json:"no_ignore,omitempty" jsonschema:"include .gitignored files"`
+	MaxResults *int64   `json:"max_results,omitempty" jsonschema:"results of the whole search, at most: matching lines (files with output files); pass it again with cursor"`
 	Cursor     *string  `json:"cursor,omitempty" jsonschema:"cursor from a truncated reply"`
 }
 
@@ -256,22 +259,53 @@ func parseKeyCursor(c *string) (path []byte, key int64, ok bool, err error) {
 	return b[n:], key, true, nil
 }
 
-// grepCursor encodes the position after a line: its offset, then its path.
-func grepCursor(path []byte, offset int64) string {
-	b := binary.AppendUvarint(nil, uint64(offset))
+// grepCursor encodes the position after a line: its offset, then its
+// path. A search bounded by max_results (bound) starts with how many
+// results the pages so far returned, so that the next page returns no
+// more than the bound leaves.
+func grepCursor(path []byte, offset int64, bound *resultBound) string {
+	var b []byte
+	if bound != nil {
+		b = binary.AppendUvarint(b, uint64(bound.returned))
+	}
+	b = binary.AppendUvarint(b, uint64(offset))
 	return cursorFor(append(b, path...))
 }
 
-func parseGrepCursor(c *string) (path []byte, offset int64, ok bool, err error) {
+// parseGrepCursor reads a cursor grepCursor made, with the count of
+// results returned so far when bounded.
+func parseGrepCursor(c *string, bounded bool) (path []byte, offset, returned int64, ok bool, err error) {
 	b, ok, err := parseCursor(c)
 	if err != nil || !ok {
-		return nil, 0, false, err
+		return nil, 0, 0, false, err
+	}
+	notOurs := invalidf("cursor: not a cursor this server issued for these arguments")
+	if bounded {
+		r, n := binary.Uvarint(b)
+		if n <= 0 || r > 1<<62 {
+			return nil, 0, 0, false, notOurs
+		}
+		returned, b = int64(r), b[n:]
 	}
 	off, n := binary.Uvarint(b)
 	if n <= 0 || n == len(b) || off > 1<<62 {
-		return nil, 0, false, invalidf("cursor: not a cursor this server issued")
+		return nil, 0, 0, false, notOurs
 	}
-	return b[n:], int64(off), true, nil
+	return b[n:], int64(off), returned, true, nil
+}
+
+// resultBound is fs_grep's max_results on one page: the bound of the
+// whole search, and how many results the pages before returned.
+type resultBound struct {
+	max, returned int64
+}
+
+// left is how many results this page may still return.
+func (b *resultBound) left() int64 {
+	if b == nil {
+		return math.MaxInt64
+	}
+	return max(b.max-b.returned, 0)
 }
 
 func (s *server) grep(ctx context.Context, in *grepIn, req *mcp.CallToolRequest) (*obj, error) {
@@ -279,9 +313,14 @@ func (s *server) grep(ctx context.Context, in *grepIn, req *mcp.CallToolRequest)
 	if err != nil {
 		return nil, err
 	}
-	afterPath, afterOffset, hasAfter, err := parseGrepCursor(in.Cursor)
+	afterPath, afterOffset, returned, hasAfter, err := parseGrepCursor(in.Cursor, in.MaxResults != nil)
 	if err != nil {
 		return nil, err
+	}
+	var bound *resultBound
+	if in.MaxResults != nil {
+		// The schema holds it at 1 or more.
+		bound = &resultBound{max: *in.MaxResults, returned: returned}
 	}
 	// The schema holds both within their bounds.
 	var maxCount, context int64
@@ -317,6 +356,9 @@ func (s *server) grep(ctx context.Context, in *grepIn, req *mcp.CallToolRequest)
 		if output != fsmcpv1.GrepOutput_GREP_OUTPUT_MATCHES && (in.Context != nil || in.Before != nil || in.After != nil) {
 			return nil, invalidf("context, before and after apply only to output matches")
 		}
+		if output == fsmcpv1.GrepOutput_GREP_OUTPUT_COUNT && bound != nil {
+			return nil, invalidf("max_results applies to output matches and files; output count counts every match")
+		}
 	}
 	var fileType string
 	if in.Type != nil {
@@ -342,9 +384,9 @@ func (s *server) grep(ctx context.Context, in *grepIn, req *mcp.CallToolRequest)
 		return nil, translateRGHints(err, s.cfg.ToolsPrefix)
 	}
 	if output != fsmcpv1.GrepOutput_GREP_OUTPUT_MATCHES {
-		return s.grepFilesPage(p, output, resp)
+		return s.grepFilesPage(p, output, resp, bound)
 	}
-	return s.grepPage(p, resp)
+	return s.grepPage(p, resp, bound, after)
 }
 
 // isTypeName reports whether t can name one of rg's built-in types: a
@@ -363,7 +405,8 @@ func isTypeName(t string) bool {
 
 // grepFilesPage renders a search by file: files with their count of
 // matching lines, cut at a whole entry; count mode leads with the total.
-func (s *server) grepFilesPage(p []byte, output fsmcpv1.GrepOutput, resp *fsmcpv1.GrepResponse) (*obj, error) {
+// Files mode lists at most what bound leaves.
+func (s *server) grepFilesPage(p []byte, output fsmcpv1.GrepOutput, resp *fsmcpv1.GrepResponse, bound *resultBound) (*obj, error) {
 	max := int(s.cfg.MaxResponseBytes)
 	doc := pageObj(max)
 	doc.bool("ok", true).name("path", displayPath(p))
@@ -374,12 +417,18 @@ func (s *server) grepFilesPage(p []byte, output fsmcpv1.GrepOutput, resp *fsmcpv
 	}
 	doc.key("files")
 	doc.b = append(doc.b, '[')
+	// The cursor: an offset, and with max_results a count, then the path.
 	tail := len(`,"files_searched":,"matches":,"unreadable":`) + 3*20 + pageTail +
-		base64.RawURLEncoding.EncodedLen(binary.MaxVarintLen64)
+		base64.RawURLEncoding.EncodedLen(2*binary.MaxVarintLen64)
 	var last []byte
 	truncated := resp.GetMore()
 	item := &obj{b: make([]byte, 0, 256)}
+	left, reached, kept := bound.left(), false, int64(0)
 	for i, f := range resp.GetFiles() {
+		if kept == left {
+			reached = true
+			break
+		}
 		item.reset()
 		item.name("path", f.GetPath()).int(field, f.GetCount())
 		item.b = append(item.b, '}')
@@ -392,6 +441,7 @@ func (s *server) grepFilesPage(p []byte, output fsmcpv1.GrepOutput, resp *fsmcpv
 		}
 		doc.b = append(doc.b, item.b...)
 		last = f.GetPath()
+		kept++
 	}
 	doc.b = append(doc.b, ']')
 	doc.int("files_searched", resp.GetFilesSearched())
@@ -401,30 +451,47 @@ func (s *server) grepFilesPage(p []byte, output fsmcpv1.GrepOutput, resp *fsmcpv
 	if n := resp.GetErrors(); n > 0 {
 		doc.int("unreadable", n)
 	}
-	if truncated {
+	// A page that ends at the bound with more to come ends the search.
+	switch {
+	case reached || truncated && kept == left:
+		doc.bool("max_results_reached", true)
+	case truncated:
 		if last == nil {
 			return nil, errf(fsmcpv1.ErrorCode_ERROR_CODE_TOO_LARGE, "one path does not fit in --max-response-bytes")
 		}
-		doc.bool("truncated", true).str("cursor", grepCursor(last, 0))
+		if bound != nil {
+			bound.returned += kept
+		}
+		doc.bool("truncated", true).str("cursor", grepCursor(last, 0, bound))
 	}
 	return doc, nil
 }
 
 // grepPage renders the worker's page, cut to --max-response-bytes at a
 // whole line. A first line too long for the reply on its own is cut to
-// fit, so that every page makes progress.
-func (s *server) grepPage(p []byte, resp *fsmcpv1.GrepResponse) (*obj, error) {
+// fit, so that every page makes progress. It returns at most the matching
+// lines bound leaves, each with the context lines after it (after) that
+// the page holds.
+func (s *server) grepPage(p []byte, resp *fsmcpv1.GrepResponse, bound *resultBound, after int64) (*obj, error) {
 	max := int(s.cfg.MaxResponseBytes)
 	doc := pageObj(max)
 	doc.bool("ok", true).name("path", displayPath(p))
 	doc.key("results")
 	doc.b = append(doc.b, '[')
+	// The cursor: an offset, and with max_results a count, then the path.
 	tail := len(`,"files_searched":,"matches":,"unreadable":`) + 3*20 + pageTail +
-		base64.RawURLEncoding.EncodedLen(binary.MaxVarintLen64)
-	var last *fsmcpv1.GrepLine
+		base64.RawURLEncoding.EncodedLen(2*binary.MaxVarintLen64)
+	var last, lastMatch *fsmcpv1.GrepLine
 	truncated := resp.GetMore()
 	buf := &obj{b: make([]byte, 0, 1024)}
+	left, reached, kept := bound.left(), false, int64(0)
 	for i, l := range resp.GetLines() {
+		if kept == left && (!l.GetContext() || lastMatch == nil || !bytes.Equal(l.GetPath(), lastMatch.GetPath()) ||
+			l.GetLineNumber() > lastMatch.GetLineNumber()+after) {
+			// The bound's last match and its context are in.
+			reached = true
+			break
+		}
 		fixed := len(doc.b) + 1 + tail + base64.RawURLEncoding.EncodedLen(len(l.GetPath()))
 		item := grepItem(buf, l, l.GetText())
 		if fixed+len(item) > max {
@@ -441,17 +508,28 @@ func (s *server) grepPage(p []byte, resp *fsmcpv1.GrepResponse) (*obj, error) {
 		}
 		doc.b = append(doc.b, item...)
 		last = l
+		if !l.GetContext() {
+			lastMatch = l
+			kept++
+		}
 	}
 	doc.b = append(doc.b, ']')
 	doc.int("files_searched", resp.GetFilesSearched()).int("matches", resp.GetMatches())
 	if n := resp.GetErrors(); n > 0 {
 		doc.int("unreadable", n)
 	}
-	if truncated {
+	// A page that ends at the bound with more to come ends the search.
+	switch {
+	case reached || truncated && kept == left:
+		doc.bool("max_results_reached", true)
+	case truncated:
 		if last == nil {
 			return nil, errf(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "BUG(fsmcp): an empty page with more to come")
 		}
-		doc.bool("truncated", true).str("cursor", grepCursor(last.GetPath(), last.GetOffset()))
+		if bound != nil {
+			bound.returned += kept
+		}
+		doc.bool("truncated", true).str("cursor", grepCursor(last.GetPath(), last.GetOffset(), bound))
 	}
 	return doc, nil
 }
