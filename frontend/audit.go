@@ -190,10 +190,12 @@ func auditLine(start time.Time, d time.Duration, tool string, req *mcp.CallToolR
 				o.bool("paths_clipped", true)
 			}
 		}
-		if argv, clipped := auditArgv(req.Params.Arguments); argv != nil {
-			o.rawValue("argv", argv)
-			if clipped {
-				o.bool("argv_clipped", true)
+		if tool == execToolName {
+			if argv, clipped := auditArgv(req.Params.Arguments); argv != nil {
+				o.rawValue("argv", argv)
+				if clipped {
+					o.bool("argv_clipped", true)
+				}
 			}
 		}
 	}
@@ -220,9 +222,10 @@ func auditLine(start time.Time, d time.Duration, tool string, req *mcp.CallToolR
 		}
 		scope, _ = res.Meta["scope_violation"].(bool)
 	}
-	if tool == "fs_exec" {
-		// Only a command's reply says how it ended: reading any other
-		// reply again would cost a parse of up to a whole page.
+	if tool == execToolName {
+		// Only a command's reply says how it ended; decoding every
+		// tool's reply to find out cost a 1 MiB read half the
+		// front-end's CPU.
 		auditExit(o, res)
 	}
 	o.str("outcome", outcome).int("duration_us", d.Microseconds()).int("reply_bytes", bytes).bool("scope_violation", scope)

@@ -106,12 +106,16 @@ type execIn struct {
 	Grep          *string  `json:"grep,omitempty" jsonschema:"only the stdout lines matching this regular expression (ripgrep syntax) are returned"`
 }
 
+// execToolName is the command tool's name, unprefixed; the audit line of
+// its calls alone carries argv and how the command ended.
+const execToolName = "fs_exec"
+
 // commandTools lists the command tools the flags turn on.
 func commandTools(cfg *Config) []*tool {
 	var ts []*tool
 	if len(cfg.Exec.Programs) > 0 {
 		writable := cfg.Exec.Writable
-		t := defineTool("fs_exec", "Run one of the operator's granted programs (an argv, never a shell string) in a kernel "+
+		t := defineTool(execToolName, "Run one of the operator's granted programs (an argv, never a shell string) in a kernel "+
 			"confinement: the root read-only unless the operator allowed writes, a private scratch HOME and TMPDIR, no network, "+
 			"nothing beneath the root executable. Reply: exit or signal, timed_out, duration_ms, stdout and stderr each with "+
 			"its encoding (utf8 or base64) and truncated. A non-zero exit is an ordinary result.",
