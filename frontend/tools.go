@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"reflect"
 	"runtime/debug"
 	"slices"
 	"time"
@@ -51,8 +52,17 @@ type tool struct {
 	// maxArgs bounds the raw arguments.
 	maxArgs int
 	// decode validates the raw arguments and decodes them into the
-	// tool's input type.
+	// tool's input type: through typed when it covers the tool's schema
+	// and is sure of the arguments, else through decodeFull.
 	decode func(ctx context.Context, req *mcp.CallToolRequest) (any, error)
+	// typed decodes and checks arguments in one pass (args.go); nil when
+	// the schema asks for more than it checks.
+	typed *typedArgs
+	// newInput returns a new *In.
+	newInput func() any
+	// decodeFull validates the arguments against the schema, explaining
+	// a refusal, and decodes them; it returns the decoded arguments too.
+	decodeFull func(raw json.RawMessage) (any, map[string]any, error)
 	// call decodes, then runs the tool.
 	call func(ctx context.Context, s *server, req *mcp.CallToolRequest) (*obj, error)
 	// ownDeadline: the tool bounds its own call (a command's timeout_s
@@ -95,22 +105,37 @@ func defineTool[In any](name, description string, readOnly, destructive, idempot
 		}
 	}
 	t.maxArgs = maxArgs
+	t.newInput = func() any { return new(In) }
+	t.typed = newTypedArgs(reflect.TypeFor[In](), schema)
+	t.decodeFull = func(raw json.RawMessage) (any, map[string]any, error) {
+		args, err := validateArguments(raw, resolved)
+		if err != nil {
+			return nil, nil, err
+		}
+		in := new(In)
+		if err := json.Unmarshal(raw, in); err != nil {
+			return nil, nil, invalidf("arguments: %v", err)
+		}
+		m, _ := args.(map[string]any)
+		return in, m, nil
+	}
 	t.decode = func(ctx context.Context, req *mcp.CallToolRequest) (any, error) {
 		if n := len(req.Params.Arguments); n > maxArgs {
 			return nil, argumentsTooLarge(n, maxArgs)
 		}
-		raw, args, err := checkArguments(req, resolved)
+		raw, err := rawArguments(req)
 		if err != nil {
 			return nil, err
 		}
-		if m, ok := args.(map[string]any); ok {
-			if rec := recordOf(ctx); rec != nil {
-				rec.args = m // the audit line reads its paths from here
-			}
+		var in any
+		var args map[string]any
+		if typed := new(In); t.typed != nil && t.typed.decode(raw, typed) {
+			in, args = typed, t.typed.auditArgs(typed)
+		} else if in, args, err = t.decodeFull(raw); err != nil {
+			return nil, err
 		}
-		in := new(In)
-		if err := json.Unmarshal(raw, in); err != nil {
-			return nil, invalidf("arguments: %v", err)
+		if rec := recordOf(ctx); rec != nil && args != nil {
+			rec.args = args // the audit line reads its paths from here
 		}
 		return in, nil
 	}
@@ -131,10 +156,11 @@ func (t *tool) titled(title string) *tool {
 	return t
 }
 
-// checkArguments verifies _meta.args_sha256 over the exact received bytes,
-// then validates the arguments against the tool's schema. Nothing reaches
-// the worker unless both pass.
-func checkArguments(req *mcp.CallToolRequest, resolved *jsonschema.Resolved) (json.RawMessage, any, error) {
+// rawArguments verifies _meta.args_sha256 over the exact received bytes,
+// and that they hold only text a decoder would not repair; the arguments
+// are then validated against the tool's schema (typedArgs.decode or
+// validateArguments). Nothing reaches the worker unless all pass.
+func rawArguments(req *mcp.CallToolRequest) (json.RawMessage, error) {
 	raw := req.Params.Arguments
 	if len(raw) == 0 {
 		raw = json.RawMessage("{}")
@@ -142,30 +168,36 @@ func checkArguments(req *mcp.CallToolRequest, resolved *jsonschema.Resolved) (js
 	if want, ok := req.Params.Meta["args_sha256"]; ok {
 		ws, ok := want.(string)
 		if !ok || len(ws) != 64 || !isLowerHex(ws) {
-			return nil, nil, invalidf("_meta.args_sha256 must be 64 lowercase hex digits")
+			return nil, invalidf("_meta.args_sha256 must be 64 lowercase hex digits")
 		}
 		sum := sha256.Sum256(raw)
 		if got := hex.EncodeToString(sum[:]); got != ws {
-			return nil, nil, errf(fsmcpv1.ErrorCode_ERROR_CODE_ARGS_MISMATCH,
+			return nil, errf(fsmcpv1.ErrorCode_ERROR_CODE_ARGS_MISMATCH,
 				"the arguments received hash to %s, not to _meta.args_sha256", got)
 		}
 	}
 	// encoding/json would silently repair invalid UTF-8 and lone
 	// surrogates to U+FFFD; a repaired name must never address a file.
 	if !utf8.Valid(raw) {
-		return nil, nil, invalidf("arguments are not valid UTF-8; use the _base64 form of a path")
+		return nil, invalidf("arguments are not valid UTF-8; use the _base64 form of a path")
 	}
 	if err := checkSurrogates(raw); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
+	return raw, nil
+}
+
+// validateArguments decodes raw and validates it against the tool's
+// schema, explaining a refusal.
+func validateArguments(raw json.RawMessage, resolved *jsonschema.Resolved) (any, error) {
 	var v any
 	if err := json.Unmarshal(raw, &v); err != nil {
-		return nil, nil, invalidf("arguments: %v", err)
+		return nil, invalidf("arguments: %v", err)
 	}
 	if err := resolved.Validate(v); err != nil {
-		return nil, nil, invalidf("%s", explainInvalid(resolved.Schema(), v, err))
+		return nil, invalidf("%s", explainInvalid(resolved.Schema(), v, err))
 	}
-	return raw, v, nil
+	return v, nil
 }
 
 func isLowerHex(s string) bool {
