@@ -83,6 +83,7 @@ func main() {
 	flag.StringVar(&o.before, "before", "", "with --raw: also build and measure this git revision, in the same rounds")
 	flag.StringVar(&o.node, "node", os.Getenv("FSMCP_BENCH_NODE"), "with --raw: a directory whose node_modules hold @modelcontextprotocol/server-filesystem and @modelcontextprotocol/sdk")
 	flag.BoolVar(&o.search, "search", false, "with --raw: only the Go-tree rows (fs_glob, fs_grep, fs_tree against rg, and rg under the worker's confinement)")
+	flag.StringVar(&o.rows, "rows", "", "with --raw: only the raw-client rows whose name matches this regular expression (no search, TS-client or memory rows)")
 	flag.BoolVar(&o.memory, "memory", false, "with --raw: only the memory rows (4,000 reads in flight, stdout unread)")
 	flag.DurationVar(&o.soak, "soak", 0, "run the mixed-load soak for this long and report RSS and descriptors over time")
 	flag.DurationVar(&o.soakEvery, "soak-every", 30*time.Second, "how often the soak samples")

@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -241,6 +242,9 @@ type rawOptions struct {
 	node   string // directory with node_modules of the official server and SDK
 	memory bool   // only the memory-under-load rows
 	search bool   // only the Go-tree search rows
+	// rows, when set, keeps only the raw-client rows whose name it
+	// matches (the search, TS-client and memory rows are skipped).
+	rows string
 }
 
 func rawRows(o options, ro rawOptions, tmp string) ([]row, error) {
@@ -282,6 +286,13 @@ func rawRows(o options, ro rawOptions, tmp string) ([]row, error) {
 	if o.smoke {
 		rounds, per = 2, 5
 	}
+	var only *regexp.Regexp
+	if ro.rows != "" {
+		var err error
+		if only, err = regexp.Compile(ro.rows); err != nil {
+			return nil, fmt.Errorf("--rows: %w", err)
+		}
+	}
 	var rows []row
 	for _, c := range []struct {
 		name string
@@ -296,6 +307,9 @@ func rawRows(o options, ro rawOptions, tmp string) ([]row, error) {
 		{"raw fs_stat, 8 in flight", "fs_stat", map[string]any{"path": "f4k"}, 8},
 		{"raw fs_read 4 KiB, 8 in flight", "fs_read", map[string]any{"path": "f4k"}, 8},
 	} {
+		if only != nil && !only.MatchString(c.name) {
+			continue
+		}
 		n := per
 		if c.tool == "fs_read" && c.args["path"] == "f1m" || c.tool == "fs_list" {
 			n = max(per/5, 3)
@@ -319,6 +333,9 @@ func rawRows(o options, ro rawOptions, tmp string) ([]row, error) {
 			}
 		}
 		rows = append(rows, compareRows(c.name, c.k, servers, runs)...)
+	}
+	if only != nil {
+		return rows, nil
 	}
 	more, err := rawSearchRows(o, bins[0].bin, rounds)
 	if err != nil {
