@@ -508,7 +508,15 @@ func fitContent(data []byte, avail int) (n, encoded int, encoding string) {
 	// byte its escape. Past the budget, the cut backs up to the start of
 	// the rune that did not fit.
 	used := 0
-	for i, c := range data {
+	for i := 0; i < len(data); i++ {
+		// A word of bytes that need no escape costs its length.
+		for i+8 <= len(data) && used+8 <= avail && plainWord(load64(data, i)) {
+			i, used = i+8, used+8
+		}
+		if i == len(data) {
+			break
+		}
+		c := data[i]
 		cost := escapedLen(c)
 		if used+cost > avail {
 			for i > 0 && !utf8.RuneStart(data[i]) {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -109,12 +110,15 @@ func (o *obj) rawValue(k string, v []byte) *obj {
 
 func (o *obj) bytes() []byte { return append(o.b[:len(o.b):len(o.b)], '}') }
 
-// text closes the document and returns it; o is not used afterwards. It
-// copies the document once, where string(o.bytes()) would copy it twice: a
-// page is up to --max-response-bytes.
+// text closes the document and returns it; o is not used afterwards. The
+// string is the document's own bytes, as strings.Builder hands over its
+// buffer: a page is up to --max-response-bytes, and string(o.b) would copy
+// it once more.
 func (o *obj) text() string {
 	o.b = append(o.b, '}')
-	return string(o.b)
+	b := o.b
+	o.b = nil // nothing writes to b again
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
 // size is the length of the document if it were closed now.
@@ -129,6 +133,14 @@ func appendString[S string | []byte](b []byte, s S) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); i++ {
+		// Eight bytes at a time past what needs no escape: text has
+		// long runs between its newlines and quotes.
+		for i+8 <= len(s) && plainWord(load64(s, i)) {
+			i += 8
+		}
+		if i == len(s) {
+			break
+		}
 		c := s[i]
 		if c >= 0x20 && c != '"' && c != '\\' {
 			continue
@@ -150,6 +162,26 @@ func appendString[S string | []byte](b []byte, s S) []byte {
 	}
 	b = append(b, s[start:]...)
 	return append(b, '"')
+}
+
+// load64 reads the eight bytes of s at i, the first the lowest.
+func load64[S string | []byte](s S, i int) uint64 {
+	s = s[i : i+8]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+// plainWord reports whether none of the eight bytes of w needs a JSON
+// escape: none is below 0x20, a quote or a backslash. Each test is the
+// exact "has a byte that is zero" (or "below n") trick, which borrows
+// only from a byte that is itself a match, so it has no false negative
+// and, when no byte matches, no false positive either.
+func plainWord(w uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	below := (w - 0x20*ones) &^ w
+	q := w ^ ('"' * ones)
+	bs := w ^ ('\\' * ones)
+	return (below|(q-ones)&^q|(bs-ones)&^bs)&highs == 0
 }
 
 // escapedLen is the length appendString adds for the byte c, beyond quotes.
