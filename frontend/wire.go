@@ -540,27 +540,47 @@ func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		}
 		data = append(data, '\n')
 	} else {
-		data = make([]byte, 0, len(result)+64)
+		data = make([]byte, 0, 64)
 		data = append(data, `{"jsonrpc":"2.0","id":`...)
 		data = appendID(data, resp.ID)
 		data = append(data, `,"result":`...)
+		if len(result) >= copyResultBelow {
+			// A page is written where it lies, between the envelope's
+			// head and tail, rather than copied after the head.
+			return c.writeLine(data, result, []byte("}\n"))
+		}
 		data = append(data, result...)
 		data = append(data, "}\n"...)
 	}
 	return c.writeLine(data)
 }
 
-// writeLine writes one whole message, counting it as pending meanwhile.
-func (c *stdioConn) writeLine(data []byte) error {
+// copyResultBelow: a result shorter than this is copied into its
+// envelope and written in one system call; a longer one is written in
+// place, in three.
+const copyResultBelow = 64 << 10
+
+// writeLine writes one whole message, made of parts, counting it as
+// pending meanwhile. No other message comes between its parts.
+func (c *stdioConn) writeLine(parts ...[]byte) error {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
 	c.mu.Lock()
-	c.pending += len(data)
+	c.pending += n
 	c.writers++
 	c.mu.Unlock()
 	c.wmu.Lock()
-	_, err := c.out.Write(data)
+	var err error
+	for _, p := range parts {
+		if _, err = c.out.Write(p); err != nil {
+			break
+		}
+	}
 	c.wmu.Unlock()
 	c.mu.Lock()
-	c.pending -= len(data)
+	c.pending -= n
 	c.writers--
 	c.cond.Broadcast()
 	c.mu.Unlock()

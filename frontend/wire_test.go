@@ -495,3 +495,28 @@ func TestWireBackpressureCountsReplies(t *testing.T) {
 		w.next()
 	}
 }
+
+// TestWireLargeResultsWholeLines: a result written in place, in parts
+// (copyResultBelow), is never split by another reply written meanwhile.
+func TestWireLargeResultsWholeLines(t *testing.T) {
+	w := startWire(t, nil)
+	w.readReplies()
+	w.initialize()
+	for i := range 40 {
+		if i%2 == 0 {
+			w.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"big","arguments":{}}}`, i))
+		} else {
+			w.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"ping"}`, i))
+		}
+	}
+	for range 40 {
+		m := w.next()
+		if m["unparsable"] != nil {
+			t.Fatalf("a reply line is not one JSON message: %.200s", m["unparsable"])
+		}
+		id, _ := m["id"].(float64)
+		if int(id)%2 == 0 && len(toolText(m)) != 64<<10 {
+			t.Fatalf("reply %v: %d bytes of text, want %d", id, len(toolText(m)), 64<<10)
+		}
+	}
+}
