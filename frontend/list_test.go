@@ -35,7 +35,7 @@ func TestListEntryRendering(t *testing.T) {
 			for _, mode := range []uint32{0, 0o644, 0o7777, 0o4755, 0o100644} {
 				e := &fsmcpv1.Entry{Name: name, Type: fsmcpv1.FileType(tp), Size: int64(tp) * 4099, MtimeUnixNano: 1764590000_123456789, Mode: mode}
 				want := string(entryFields(newObj().name("name", e.GetName()), e).bytes())
-				if got := string(appendEntry(nil, e)); got != want {
+				if got := string(appendEntry(nil, e.Name, e.Type, e.Size, e.MtimeUnixNano, e.Mode)); got != want {
 					t.Errorf("appendEntry = %s, want %s", got, want)
 				}
 			}

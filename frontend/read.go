@@ -259,14 +259,17 @@ func (s *server) list(ctx context.Context, in *listIn, _ *mcp.CallToolRequest) (
 	if t := resp.GetTotals(); t != nil {
 		totals = newObj().int("files", t.GetFiles()).int("directories", t.GetDirectories()).int("bytes", t.GetBytes()).bytes()
 	}
+	c := resp.GetColumns()
+	names, ends := c.GetNames(), c.GetNameEnds()
+	n := len(ends)
+	if len(c.GetTypes()) != n || len(c.GetSizes()) != n || len(c.GetMtimesUnixNano()) != n || len(c.GetModes()) != n ||
+		!slices.IsSorted(ends) || n > 0 && int(ends[n-1]) > len(names) {
+		return nil, errf(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "list: the worker's page is inconsistent")
+	}
 	max := int(s.cfg.MaxResponseBytes)
 	// Room for what the page will most likely hold, not for the bound:
 	// a short listing does not clear a whole reply's memory.
-	room := 256 + len(totals)
-	for _, e := range resp.GetEntries() {
-		room += len(e.GetName()) + listEntryRoom
-	}
-	doc := pageObj(min(max, room))
+	doc := pageObj(min(max, 256+len(totals)+len(names)+n*listEntryRoom))
 	doc.bool("ok", true).name("path", displayPath(p))
 	doc.key("entries")
 	doc.b = append(doc.b, '[')
@@ -274,34 +277,41 @@ func (s *server) list(ctx context.Context, in *listIn, _ *mcp.CallToolRequest) (
 	if totals != nil {
 		tail += len(`,"totals":`) + len(totals)
 	}
-	var last *fsmcpv1.Entry
+	last := -1
 	truncated := resp.GetMore()
-	for i, e := range resp.GetEntries() {
+	start := uint32(0)
+	for i := range n {
+		name := names[start:ends[i]]
+		start = ends[i]
 		mark := len(doc.b)
 		if i > 0 {
 			doc.b = append(doc.b, ',')
 		}
-		doc.b = appendEntry(doc.b, e)
-		if len(doc.b)+tail+base64.RawURLEncoding.EncodedLen(len(e.GetName())+binary.MaxVarintLen64+2) > max {
+		doc.b = appendEntry(doc.b, name, c.Types[i], c.Sizes[i], c.MtimesUnixNano[i], c.Modes[i])
+		if len(doc.b)+tail+base64.RawURLEncoding.EncodedLen(len(name)+binary.MaxVarintLen64+2) > max {
 			doc.b = doc.b[:mark]
 			truncated = true
 			break
 		}
-		last = e
+		last = i
 	}
 	doc.b = append(doc.b, ']')
 	if totals != nil {
 		doc.rawValue("totals", totals)
 	}
 	if truncated {
-		if last == nil {
+		if last < 0 {
 			return nil, errf(fsmcpv1.ErrorCode_ERROR_CODE_TOO_LARGE, "one entry does not fit in --max-response-bytes")
 		}
-		key := last.GetSize()
+		key := c.Sizes[last]
 		if order.letter == listCursorMtime {
-			key = last.GetMtimeUnixNano()
+			key = c.MtimesUnixNano[last]
 		}
-		doc.bool("truncated", true).str("cursor", listCursor(order.letter, key, last.GetName()))
+		from := uint32(0)
+		if last > 0 {
+			from = ends[last-1]
+		}
+		doc.bool("truncated", true).str("cursor", listCursor(order.letter, key, names[from:ends[last]]))
 	}
 	return doc, nil
 }
@@ -323,8 +333,7 @@ var typeNames = func() map[fsmcpv1.FileType]string {
 // appendEntry appends one listed entry's object to b, as entryFields and
 // name would write it, without building it apart first: a listing writes
 // thousands.
-func appendEntry(b []byte, e *fsmcpv1.Entry) []byte {
-	name := e.GetName()
+func appendEntry(b, name []byte, typ fsmcpv1.FileType, size, mtime int64, mode uint32) []byte {
 	if utf8.Valid(name) {
 		b = append(b, `{"name":`...)
 		b = appendString(b, name)
@@ -334,13 +343,13 @@ func appendEntry(b []byte, e *fsmcpv1.Entry) []byte {
 		b = append(b, '"')
 	}
 	b = append(b, `,"type":"`...)
-	b = append(b, typeNames[e.GetType()]...)
+	b = append(b, typeNames[typ]...)
 	b = append(b, `","size":`...)
-	b = strconv.AppendInt(b, e.GetSize(), 10)
+	b = strconv.AppendInt(b, size, 10)
 	b = append(b, `,"mtime":"`...)
-	b = appendTime(b, e.GetMtimeUnixNano())
+	b = appendTime(b, mtime)
 	b = append(b, `","mode":"`...)
-	m := e.GetMode() & 0o7777
+	m := mode & 0o7777
 	b = append(b, byte('0'+m>>9), byte('0'+m>>6&7), byte('0'+m>>3&7), byte('0'+m&7))
 	return append(b, `"}`...)
 }

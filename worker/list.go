@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
 )
 
@@ -103,29 +104,40 @@ func (s *Service) listDir(ctx context.Context, fd int, rel, p string, req *fsmcp
 		return nil, fsError("readdir", p, err)
 	}
 	items, more := page.result()
-	resp := &fsmcpv1.ListResponse{More: more, Entries: make([]*fsmcpv1.Entry, 0, len(items))}
-	for _, it := range items {
-		name := it.key[it.off:]
-		if !it.stated {
-			if gone, err := lstatAt(fd, name, &it.st); gone {
-				continue
-			} else if err != nil {
-				return nil, fsError("lstat", p, err)
-			}
+	if !statAll {
+		if err := statItems(fd, items); err != nil {
+			return nil, fsError("lstat", p, err)
 		}
+	}
+	cols := &fsmcpv1.EntryColumns{
+		NameEnds:       make([]uint32, 0, len(items)),
+		Types:          make([]fsmcpv1.FileType, 0, len(items)),
+		Sizes:          make([]int64, 0, len(items)),
+		MtimesUnixNano: make([]int64, 0, len(items)),
+		Modes:          make([]uint32, 0, len(items)),
+	}
+	room := 0
+	for _, it := range items {
+		room += len(it.key) - it.off
+	}
+	cols.Names = make([]byte, 0, room)
+	for _, it := range items {
+		if it.gone {
+			continue
+		}
+		name := it.key[it.off:]
 		if it.st.Nlink > 1 {
 			// Only a file with other names can teach the policy a link.
 			s.note(joinRel(rel, string(name)), &it.st)
 		}
-		resp.Entries = append(resp.Entries, &fsmcpv1.Entry{
-			Name:          name,
-			Type:          fileType(it.st.Mode),
-			Size:          it.st.Size,
-			MtimeUnixNano: it.st.Mtim.Nano(),
-			Mode:          it.st.Mode & 0o7777,
-			Nlink:         uint64(it.st.Nlink),
-		})
+		cols.Names = append(cols.Names, name...)
+		cols.NameEnds = append(cols.NameEnds, uint32(len(cols.Names)))
+		cols.Types = append(cols.Types, fileType(it.st.Mode))
+		cols.Sizes = append(cols.Sizes, it.st.Size)
+		cols.MtimesUnixNano = append(cols.MtimesUnixNano, it.st.Mtim.Nano())
+		cols.Modes = append(cols.Modes, it.st.Mode&0o7777)
 	}
+	resp := &fsmcpv1.ListResponse{More: more, Columns: cols}
 	if req.GetTotals() {
 		resp.Totals = &totals
 	}
@@ -139,8 +151,44 @@ type listItem struct {
 	key    []byte
 	off    int
 	stated bool
+	gone   bool
 	st     unix.Stat_t
 }
+
+// statItems lstats a page's items, a long page in up to listStatters
+// goroutines at once: the kernel's lookups of the names are independent,
+// and they are most of a listing's time. An item removed since the
+// directory was read is marked gone.
+func statItems(fd int, items []*listItem) error {
+	stat := func(part []*listItem) error {
+		for _, it := range part {
+			gone, err := lstatAt(fd, it.key[it.off:], &it.st)
+			if err != nil {
+				return err
+			}
+			it.gone = gone
+		}
+		return nil
+	}
+	workers := min(listStatters, len(items)/listStatRun)
+	if workers <= 1 {
+		return stat(items)
+	}
+	var g errgroup.Group
+	per := (len(items) + workers - 1) / workers
+	for start := 0; start < len(items); start += per {
+		part := items[start:min(start+per, len(items))]
+		g.Go(func() error { return stat(part) })
+	}
+	return g.Wait()
+}
+
+// listStatters bounds the goroutines that lstat one page; each takes at
+// least listStatRun names, so a short page is one run.
+const (
+	listStatters = 4
+	listStatRun  = 128
+)
 
 // clone copies an item that the page keeps: the loop reuses its own.
 func (it *listItem) clone() *listItem {

@@ -1358,7 +1358,10 @@ type ListResponse struct {
 	// More entries follow the last one returned.
 	More bool `protobuf:"varint,2,opt,name=more,proto3" json:"more,omitempty"`
 	// Set when the request asked for totals.
-	Totals        *ListTotals `protobuf:"bytes,3,opt,name=totals,proto3" json:"totals,omitempty"`
+	Totals *ListTotals `protobuf:"bytes,3,opt,name=totals,proto3" json:"totals,omitempty"`
+	// The page, in order, as columns rather than entries: decoding them
+	// costs a few slices where entries cost a message each.
+	Columns       *EntryColumns `protobuf:"bytes,4,opt,name=columns,proto3" json:"columns,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1414,6 +1417,99 @@ func (x *ListResponse) GetTotals() *ListTotals {
 	return nil
 }
 
+func (x *ListResponse) GetColumns() *EntryColumns {
+	if x != nil {
+		return x.Columns
+	}
+	return nil
+}
+
+// EntryColumns are entries as Entry describes them, one value per entry
+// in each list; the names are concatenated, name i ending at name_ends[i].
+type EntryColumns struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Names          []byte                 `protobuf:"bytes,1,opt,name=names,proto3" json:"names,omitempty"`
+	NameEnds       []uint32               `protobuf:"varint,2,rep,packed,name=name_ends,json=nameEnds,proto3" json:"name_ends,omitempty"`
+	Types          []FileType             `protobuf:"varint,3,rep,packed,name=types,proto3,enum=fsmcp.v1.FileType" json:"types,omitempty"`
+	Sizes          []int64                `protobuf:"varint,4,rep,packed,name=sizes,proto3" json:"sizes,omitempty"`
+	MtimesUnixNano []int64                `protobuf:"varint,5,rep,packed,name=mtimes_unix_nano,json=mtimesUnixNano,proto3" json:"mtimes_unix_nano,omitempty"`
+	Modes          []uint32               `protobuf:"varint,6,rep,packed,name=modes,proto3" json:"modes,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *EntryColumns) Reset() {
+	*x = EntryColumns{}
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EntryColumns) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EntryColumns) ProtoMessage() {}
+
+func (x *EntryColumns) ProtoReflect() protoreflect.Message {
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EntryColumns.ProtoReflect.Descriptor instead.
+func (*EntryColumns) Descriptor() ([]byte, []int) {
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *EntryColumns) GetNames() []byte {
+	if x != nil {
+		return x.Names
+	}
+	return nil
+}
+
+func (x *EntryColumns) GetNameEnds() []uint32 {
+	if x != nil {
+		return x.NameEnds
+	}
+	return nil
+}
+
+func (x *EntryColumns) GetTypes() []FileType {
+	if x != nil {
+		return x.Types
+	}
+	return nil
+}
+
+func (x *EntryColumns) GetSizes() []int64 {
+	if x != nil {
+		return x.Sizes
+	}
+	return nil
+}
+
+func (x *EntryColumns) GetMtimesUnixNano() []int64 {
+	if x != nil {
+		return x.MtimesUnixNano
+	}
+	return nil
+}
+
+func (x *EntryColumns) GetModes() []uint32 {
+	if x != nil {
+		return x.Modes
+	}
+	return nil
+}
+
 // ListTotals counts a whole directory as one listing of it would show it:
 // directories, every other entry as files, and the sum of those files'
 // sizes.
@@ -1428,7 +1524,7 @@ type ListTotals struct {
 
 func (x *ListTotals) Reset() {
 	*x = ListTotals{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[14]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1440,7 +1536,7 @@ func (x *ListTotals) String() string {
 func (*ListTotals) ProtoMessage() {}
 
 func (x *ListTotals) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[14]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1453,7 +1549,7 @@ func (x *ListTotals) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTotals.ProtoReflect.Descriptor instead.
 func (*ListTotals) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{14}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListTotals) GetFiles() int64 {
@@ -1496,7 +1592,7 @@ type ReadRequest struct {
 
 func (x *ReadRequest) Reset() {
 	*x = ReadRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[15]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1508,7 +1604,7 @@ func (x *ReadRequest) String() string {
 func (*ReadRequest) ProtoMessage() {}
 
 func (x *ReadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[15]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1521,7 +1617,7 @@ func (x *ReadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadRequest.ProtoReflect.Descriptor instead.
 func (*ReadRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{15}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReadRequest) GetPath() []byte {
@@ -1598,7 +1694,7 @@ type ReadResponse struct {
 
 func (x *ReadResponse) Reset() {
 	*x = ReadResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[16]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1610,7 +1706,7 @@ func (x *ReadResponse) String() string {
 func (*ReadResponse) ProtoMessage() {}
 
 func (x *ReadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[16]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1623,7 +1719,7 @@ func (x *ReadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResponse.ProtoReflect.Descriptor instead.
 func (*ReadResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{16}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ReadResponse) GetData() []byte {
@@ -1695,7 +1791,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[17]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1707,7 +1803,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[17]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1720,7 +1816,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{17}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Progress) GetFilesSearched() int64 {
@@ -1775,7 +1871,7 @@ type GlobRequest struct {
 
 func (x *GlobRequest) Reset() {
 	*x = GlobRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[18]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1787,7 +1883,7 @@ func (x *GlobRequest) String() string {
 func (*GlobRequest) ProtoMessage() {}
 
 func (x *GlobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[18]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1800,7 +1896,7 @@ func (x *GlobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GlobRequest.ProtoReflect.Descriptor instead.
 func (*GlobRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{18}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GlobRequest) GetPattern() string {
@@ -1899,7 +1995,7 @@ type GlobResponse struct {
 
 func (x *GlobResponse) Reset() {
 	*x = GlobResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[19]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1911,7 +2007,7 @@ func (x *GlobResponse) String() string {
 func (*GlobResponse) ProtoMessage() {}
 
 func (x *GlobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[19]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1924,7 +2020,7 @@ func (x *GlobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GlobResponse.ProtoReflect.Descriptor instead.
 func (*GlobResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{19}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GlobResponse) GetProgress() *Progress {
@@ -2006,7 +2102,7 @@ type GrepRequest struct {
 
 func (x *GrepRequest) Reset() {
 	*x = GrepRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[20]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2018,7 +2114,7 @@ func (x *GrepRequest) String() string {
 func (*GrepRequest) ProtoMessage() {}
 
 func (x *GrepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[20]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2031,7 +2127,7 @@ func (x *GrepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepRequest.ProtoReflect.Descriptor instead.
 func (*GrepRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{20}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GrepRequest) GetPattern() string {
@@ -2172,7 +2268,7 @@ type FileCount struct {
 
 func (x *FileCount) Reset() {
 	*x = FileCount{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[21]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2184,7 +2280,7 @@ func (x *FileCount) String() string {
 func (*FileCount) ProtoMessage() {}
 
 func (x *FileCount) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[21]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2197,7 +2293,7 @@ func (x *FileCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileCount.ProtoReflect.Descriptor instead.
 func (*FileCount) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{21}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *FileCount) GetPath() []byte {
@@ -2224,7 +2320,7 @@ type Submatch struct {
 
 func (x *Submatch) Reset() {
 	*x = Submatch{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[22]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2236,7 +2332,7 @@ func (x *Submatch) String() string {
 func (*Submatch) ProtoMessage() {}
 
 func (x *Submatch) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[22]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2249,7 +2345,7 @@ func (x *Submatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Submatch.ProtoReflect.Descriptor instead.
 func (*Submatch) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{22}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Submatch) GetStart() int64 {
@@ -2287,7 +2383,7 @@ type GrepLine struct {
 
 func (x *GrepLine) Reset() {
 	*x = GrepLine{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[23]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2299,7 +2395,7 @@ func (x *GrepLine) String() string {
 func (*GrepLine) ProtoMessage() {}
 
 func (x *GrepLine) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[23]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2312,7 +2408,7 @@ func (x *GrepLine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepLine.ProtoReflect.Descriptor instead.
 func (*GrepLine) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{23}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GrepLine) GetPath() []byte {
@@ -2389,7 +2485,7 @@ type GrepResponse struct {
 
 func (x *GrepResponse) Reset() {
 	*x = GrepResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[24]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2401,7 +2497,7 @@ func (x *GrepResponse) String() string {
 func (*GrepResponse) ProtoMessage() {}
 
 func (x *GrepResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[24]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2414,7 +2510,7 @@ func (x *GrepResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepResponse.ProtoReflect.Descriptor instead.
 func (*GrepResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{24}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GrepResponse) GetProgress() *Progress {
@@ -2491,7 +2587,7 @@ type WriteRequest struct {
 
 func (x *WriteRequest) Reset() {
 	*x = WriteRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[25]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2503,7 +2599,7 @@ func (x *WriteRequest) String() string {
 func (*WriteRequest) ProtoMessage() {}
 
 func (x *WriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[25]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2516,7 +2612,7 @@ func (x *WriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteRequest.ProtoReflect.Descriptor instead.
 func (*WriteRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{25}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *WriteRequest) GetPath() []byte {
@@ -2579,7 +2675,7 @@ type WriteResponse struct {
 
 func (x *WriteResponse) Reset() {
 	*x = WriteResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[26]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2591,7 +2687,7 @@ func (x *WriteResponse) String() string {
 func (*WriteResponse) ProtoMessage() {}
 
 func (x *WriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[26]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2604,7 +2700,7 @@ func (x *WriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteResponse.ProtoReflect.Descriptor instead.
 func (*WriteResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{26}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *WriteResponse) GetSha256() string {
@@ -2660,7 +2756,7 @@ type Edit struct {
 
 func (x *Edit) Reset() {
 	*x = Edit{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[27]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2672,7 +2768,7 @@ func (x *Edit) String() string {
 func (*Edit) ProtoMessage() {}
 
 func (x *Edit) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[27]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2685,7 +2781,7 @@ func (x *Edit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Edit.ProtoReflect.Descriptor instead.
 func (*Edit) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{27}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Edit) GetOld() []byte {
@@ -2721,7 +2817,7 @@ type ReplaceRequest struct {
 
 func (x *ReplaceRequest) Reset() {
 	*x = ReplaceRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[28]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2733,7 +2829,7 @@ func (x *ReplaceRequest) String() string {
 func (*ReplaceRequest) ProtoMessage() {}
 
 func (x *ReplaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[28]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2746,7 +2842,7 @@ func (x *ReplaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplaceRequest.ProtoReflect.Descriptor instead.
 func (*ReplaceRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{28}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ReplaceRequest) GetPath() []byte {
@@ -2793,7 +2889,7 @@ type ReplaceResponse struct {
 
 func (x *ReplaceResponse) Reset() {
 	*x = ReplaceResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[29]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2805,7 +2901,7 @@ func (x *ReplaceResponse) String() string {
 func (*ReplaceResponse) ProtoMessage() {}
 
 func (x *ReplaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[29]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2818,7 +2914,7 @@ func (x *ReplaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplaceResponse.ProtoReflect.Descriptor instead.
 func (*ReplaceResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{29}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ReplaceResponse) GetSha256() string {
@@ -2872,7 +2968,7 @@ type MkdirRequest struct {
 
 func (x *MkdirRequest) Reset() {
 	*x = MkdirRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[30]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2884,7 +2980,7 @@ func (x *MkdirRequest) String() string {
 func (*MkdirRequest) ProtoMessage() {}
 
 func (x *MkdirRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[30]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2897,7 +2993,7 @@ func (x *MkdirRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MkdirRequest.ProtoReflect.Descriptor instead.
 func (*MkdirRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{30}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *MkdirRequest) GetPath() []byte {
@@ -2916,7 +3012,7 @@ type MkdirResponse struct {
 
 func (x *MkdirResponse) Reset() {
 	*x = MkdirResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[31]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2928,7 +3024,7 @@ func (x *MkdirResponse) String() string {
 func (*MkdirResponse) ProtoMessage() {}
 
 func (x *MkdirResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[31]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2941,7 +3037,7 @@ func (x *MkdirResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MkdirResponse.ProtoReflect.Descriptor instead.
 func (*MkdirResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{31}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *MkdirResponse) GetCreated() bool {
@@ -2965,7 +3061,7 @@ type MoveRequest struct {
 
 func (x *MoveRequest) Reset() {
 	*x = MoveRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[32]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2977,7 +3073,7 @@ func (x *MoveRequest) String() string {
 func (*MoveRequest) ProtoMessage() {}
 
 func (x *MoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[32]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2990,7 +3086,7 @@ func (x *MoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveRequest.ProtoReflect.Descriptor instead.
 func (*MoveRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{32}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *MoveRequest) GetFrom() []byte {
@@ -3029,7 +3125,7 @@ type MoveResponse struct {
 
 func (x *MoveResponse) Reset() {
 	*x = MoveResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[33]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3041,7 +3137,7 @@ func (x *MoveResponse) String() string {
 func (*MoveResponse) ProtoMessage() {}
 
 func (x *MoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[33]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3054,7 +3150,7 @@ func (x *MoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveResponse.ProtoReflect.Descriptor instead.
 func (*MoveResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{33}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{34}
 }
 
 type DeleteRequest struct {
@@ -3071,7 +3167,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[34]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3083,7 +3179,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[34]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3096,7 +3192,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{34}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *DeleteRequest) GetPath() []byte {
@@ -3139,7 +3235,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[35]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3151,7 +3247,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[35]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3164,7 +3260,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{35}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DeleteResponse) GetRemoved() int64 {
@@ -3191,7 +3287,7 @@ type UndoRequest struct {
 
 func (x *UndoRequest) Reset() {
 	*x = UndoRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[36]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3203,7 +3299,7 @@ func (x *UndoRequest) String() string {
 func (*UndoRequest) ProtoMessage() {}
 
 func (x *UndoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[36]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3216,7 +3312,7 @@ func (x *UndoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UndoRequest.ProtoReflect.Descriptor instead.
 func (*UndoRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{36}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *UndoRequest) GetToken() string {
@@ -3244,7 +3340,7 @@ type UndoResponse struct {
 
 func (x *UndoResponse) Reset() {
 	*x = UndoResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[37]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3256,7 +3352,7 @@ func (x *UndoResponse) String() string {
 func (*UndoResponse) ProtoMessage() {}
 
 func (x *UndoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[37]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3269,7 +3365,7 @@ func (x *UndoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UndoResponse.ProtoReflect.Descriptor instead.
 func (*UndoResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{37}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *UndoResponse) GetPath() []byte {
@@ -3318,7 +3414,7 @@ type SpliceRequest struct {
 
 func (x *SpliceRequest) Reset() {
 	*x = SpliceRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[38]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3330,7 +3426,7 @@ func (x *SpliceRequest) String() string {
 func (*SpliceRequest) ProtoMessage() {}
 
 func (x *SpliceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[38]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3343,7 +3439,7 @@ func (x *SpliceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpliceRequest.ProtoReflect.Descriptor instead.
 func (*SpliceRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{38}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SpliceRequest) GetPath() []byte {
@@ -3411,7 +3507,7 @@ type SpliceResponse struct {
 
 func (x *SpliceResponse) Reset() {
 	*x = SpliceResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[39]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3423,7 +3519,7 @@ func (x *SpliceResponse) String() string {
 func (*SpliceResponse) ProtoMessage() {}
 
 func (x *SpliceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[39]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3436,7 +3532,7 @@ func (x *SpliceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpliceResponse.ProtoReflect.Descriptor instead.
 func (*SpliceResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{39}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SpliceResponse) GetSha256() string {
@@ -3490,7 +3586,7 @@ type DigestRequest struct {
 
 func (x *DigestRequest) Reset() {
 	*x = DigestRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[40]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3502,7 +3598,7 @@ func (x *DigestRequest) String() string {
 func (*DigestRequest) ProtoMessage() {}
 
 func (x *DigestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[40]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3515,7 +3611,7 @@ func (x *DigestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DigestRequest.ProtoReflect.Descriptor instead.
 func (*DigestRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{40}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *DigestRequest) GetPath() []byte {
@@ -3542,7 +3638,7 @@ type DigestResponse struct {
 
 func (x *DigestResponse) Reset() {
 	*x = DigestResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[41]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3554,7 +3650,7 @@ func (x *DigestResponse) String() string {
 func (*DigestResponse) ProtoMessage() {}
 
 func (x *DigestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[41]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3567,7 +3663,7 @@ func (x *DigestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DigestResponse.ProtoReflect.Descriptor instead.
 func (*DigestResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{41}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *DigestResponse) GetProgress() *Progress {
@@ -3630,7 +3726,7 @@ type CopyRequest struct {
 
 func (x *CopyRequest) Reset() {
 	*x = CopyRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[42]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3642,7 +3738,7 @@ func (x *CopyRequest) String() string {
 func (*CopyRequest) ProtoMessage() {}
 
 func (x *CopyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[42]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3655,7 +3751,7 @@ func (x *CopyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyRequest.ProtoReflect.Descriptor instead.
 func (*CopyRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{42}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *CopyRequest) GetFrom() []byte {
@@ -3690,7 +3786,7 @@ type CopyResponse struct {
 
 func (x *CopyResponse) Reset() {
 	*x = CopyResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[43]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3702,7 +3798,7 @@ func (x *CopyResponse) String() string {
 func (*CopyResponse) ProtoMessage() {}
 
 func (x *CopyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[43]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3715,7 +3811,7 @@ func (x *CopyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyResponse.ProtoReflect.Descriptor instead.
 func (*CopyResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{43}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CopyResponse) GetFiles() int64 {
@@ -3758,7 +3854,7 @@ type TreeRequest struct {
 
 func (x *TreeRequest) Reset() {
 	*x = TreeRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[44]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3770,7 +3866,7 @@ func (x *TreeRequest) String() string {
 func (*TreeRequest) ProtoMessage() {}
 
 func (x *TreeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[44]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3783,7 +3879,7 @@ func (x *TreeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TreeRequest.ProtoReflect.Descriptor instead.
 func (*TreeRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{44}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *TreeRequest) GetPath() []byte {
@@ -3858,7 +3954,7 @@ type TreeEntry struct {
 
 func (x *TreeEntry) Reset() {
 	*x = TreeEntry{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[45]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3870,7 +3966,7 @@ func (x *TreeEntry) String() string {
 func (*TreeEntry) ProtoMessage() {}
 
 func (x *TreeEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[45]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3883,7 +3979,7 @@ func (x *TreeEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TreeEntry.ProtoReflect.Descriptor instead.
 func (*TreeEntry) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{45}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *TreeEntry) GetPath() []byte {
@@ -3930,7 +4026,7 @@ type TreeResponse struct {
 
 func (x *TreeResponse) Reset() {
 	*x = TreeResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[46]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3942,7 +4038,7 @@ func (x *TreeResponse) String() string {
 func (*TreeResponse) ProtoMessage() {}
 
 func (x *TreeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[46]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3955,7 +4051,7 @@ func (x *TreeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TreeResponse.ProtoReflect.Descriptor instead.
 func (*TreeResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{46}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *TreeResponse) GetProgress() *Progress {
@@ -4009,7 +4105,7 @@ type ViewRequest struct {
 
 func (x *ViewRequest) Reset() {
 	*x = ViewRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[47]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4021,7 +4117,7 @@ func (x *ViewRequest) String() string {
 func (*ViewRequest) ProtoMessage() {}
 
 func (x *ViewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[47]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4034,7 +4130,7 @@ func (x *ViewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ViewRequest.ProtoReflect.Descriptor instead.
 func (*ViewRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{47}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ViewRequest) GetPath() []byte {
@@ -4055,7 +4151,7 @@ type ViewResponse struct {
 
 func (x *ViewResponse) Reset() {
 	*x = ViewResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[48]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4067,7 +4163,7 @@ func (x *ViewResponse) String() string {
 func (*ViewResponse) ProtoMessage() {}
 
 func (x *ViewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[48]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4080,7 +4176,7 @@ func (x *ViewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ViewResponse.ProtoReflect.Descriptor instead.
 func (*ViewResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{48}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ViewResponse) GetData() []byte {
@@ -4110,7 +4206,7 @@ type PatchPrecondition struct {
 
 func (x *PatchPrecondition) Reset() {
 	*x = PatchPrecondition{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[49]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4122,7 +4218,7 @@ func (x *PatchPrecondition) String() string {
 func (*PatchPrecondition) ProtoMessage() {}
 
 func (x *PatchPrecondition) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[49]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4135,7 +4231,7 @@ func (x *PatchPrecondition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PatchPrecondition.ProtoReflect.Descriptor instead.
 func (*PatchPrecondition) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{49}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *PatchPrecondition) GetPath() []byte {
@@ -4170,7 +4266,7 @@ type PatchRequest struct {
 
 func (x *PatchRequest) Reset() {
 	*x = PatchRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[50]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4182,7 +4278,7 @@ func (x *PatchRequest) String() string {
 func (*PatchRequest) ProtoMessage() {}
 
 func (x *PatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[50]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4195,7 +4291,7 @@ func (x *PatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PatchRequest.ProtoReflect.Descriptor instead.
 func (*PatchRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{50}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *PatchRequest) GetPatch() []byte {
@@ -4237,7 +4333,7 @@ type PatchFile struct {
 
 func (x *PatchFile) Reset() {
 	*x = PatchFile{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[51]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4249,7 +4345,7 @@ func (x *PatchFile) String() string {
 func (*PatchFile) ProtoMessage() {}
 
 func (x *PatchFile) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[51]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4262,7 +4358,7 @@ func (x *PatchFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PatchFile.ProtoReflect.Descriptor instead.
 func (*PatchFile) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{51}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *PatchFile) GetPath() []byte {
@@ -4334,7 +4430,7 @@ type PatchResponse struct {
 
 func (x *PatchResponse) Reset() {
 	*x = PatchResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[52]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4346,7 +4442,7 @@ func (x *PatchResponse) String() string {
 func (*PatchResponse) ProtoMessage() {}
 
 func (x *PatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[52]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4359,7 +4455,7 @@ func (x *PatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PatchResponse.ProtoReflect.Descriptor instead.
 func (*PatchResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{52}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *PatchResponse) GetFiles() []*PatchFile {
@@ -4385,7 +4481,7 @@ type ReadManyRequest struct {
 
 func (x *ReadManyRequest) Reset() {
 	*x = ReadManyRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[53]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4397,7 +4493,7 @@ func (x *ReadManyRequest) String() string {
 func (*ReadManyRequest) ProtoMessage() {}
 
 func (x *ReadManyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[53]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4410,7 +4506,7 @@ func (x *ReadManyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadManyRequest.ProtoReflect.Descriptor instead.
 func (*ReadManyRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{53}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ReadManyRequest) GetReads() []*ReadRequest {
@@ -4431,7 +4527,7 @@ type ReadManyResult struct {
 
 func (x *ReadManyResult) Reset() {
 	*x = ReadManyResult{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[54]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4443,7 +4539,7 @@ func (x *ReadManyResult) String() string {
 func (*ReadManyResult) ProtoMessage() {}
 
 func (x *ReadManyResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[54]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4456,7 +4552,7 @@ func (x *ReadManyResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadManyResult.ProtoReflect.Descriptor instead.
 func (*ReadManyResult) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{54}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ReadManyResult) GetRead() *ReadResponse {
@@ -4483,7 +4579,7 @@ type ReadManyResponse struct {
 
 func (x *ReadManyResponse) Reset() {
 	*x = ReadManyResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[55]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4495,7 +4591,7 @@ func (x *ReadManyResponse) String() string {
 func (*ReadManyResponse) ProtoMessage() {}
 
 func (x *ReadManyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[55]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4508,7 +4604,7 @@ func (x *ReadManyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadManyResponse.ProtoReflect.Descriptor instead.
 func (*ReadManyResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{55}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ReadManyResponse) GetResults() []*ReadManyResult {
@@ -4530,7 +4626,7 @@ type CheckRequest struct {
 
 func (x *CheckRequest) Reset() {
 	*x = CheckRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[56]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4542,7 +4638,7 @@ func (x *CheckRequest) String() string {
 func (*CheckRequest) ProtoMessage() {}
 
 func (x *CheckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[56]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4555,7 +4651,7 @@ func (x *CheckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckRequest.ProtoReflect.Descriptor instead.
 func (*CheckRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{56}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *CheckRequest) GetTool() string {
@@ -4587,7 +4683,7 @@ type CheckResponse struct {
 
 func (x *CheckResponse) Reset() {
 	*x = CheckResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[57]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4599,7 +4695,7 @@ func (x *CheckResponse) String() string {
 func (*CheckResponse) ProtoMessage() {}
 
 func (x *CheckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[57]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4612,7 +4708,7 @@ func (x *CheckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckResponse.ProtoReflect.Descriptor instead.
 func (*CheckResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{57}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *CheckResponse) GetAction() RuleAction {
@@ -4717,11 +4813,19 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\tmax_bytes\x18\x04 \x01(\x03R\bmaxBytes\x12)\n" +
 	"\x04sort\x18\x05 \x01(\x0e2\x15.fsmcp.v1.ListingSortR\x04sort\x12\x1b\n" +
 	"\tafter_key\x18\x06 \x01(\x03R\bafterKey\x12\x16\n" +
-	"\x06totals\x18\a \x01(\bR\x06totals\"{\n" +
+	"\x06totals\x18\a \x01(\bR\x06totals\"\xad\x01\n" +
 	"\fListResponse\x12)\n" +
 	"\aentries\x18\x01 \x03(\v2\x0f.fsmcp.v1.EntryR\aentries\x12\x12\n" +
 	"\x04more\x18\x02 \x01(\bR\x04more\x12,\n" +
-	"\x06totals\x18\x03 \x01(\v2\x14.fsmcp.v1.ListTotalsR\x06totals\"Z\n" +
+	"\x06totals\x18\x03 \x01(\v2\x14.fsmcp.v1.ListTotalsR\x06totals\x120\n" +
+	"\acolumns\x18\x04 \x01(\v2\x16.fsmcp.v1.EntryColumnsR\acolumns\"\xc1\x01\n" +
+	"\fEntryColumns\x12\x14\n" +
+	"\x05names\x18\x01 \x01(\fR\x05names\x12\x1b\n" +
+	"\tname_ends\x18\x02 \x03(\rR\bnameEnds\x12(\n" +
+	"\x05types\x18\x03 \x03(\x0e2\x12.fsmcp.v1.FileTypeR\x05types\x12\x14\n" +
+	"\x05sizes\x18\x04 \x03(\x03R\x05sizes\x12(\n" +
+	"\x10mtimes_unix_nano\x18\x05 \x03(\x03R\x0emtimesUnixNano\x12\x14\n" +
+	"\x05modes\x18\x06 \x03(\rR\x05modes\"Z\n" +
 	"\n" +
 	"ListTotals\x12\x14\n" +
 	"\x05files\x18\x01 \x01(\x03R\x05files\x12 \n" +
@@ -5061,7 +5165,7 @@ func file_fsmcp_v1_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_fsmcp_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_fsmcp_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
+var file_fsmcp_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
 var file_fsmcp_v1_worker_proto_goTypes = []any{
 	(ProtocolVersion)(0),       // 0: fsmcp.v1.ProtocolVersion
 	(ErrorCode)(0),             // 1: fsmcp.v1.ErrorCode
@@ -5083,50 +5187,51 @@ var file_fsmcp_v1_worker_proto_goTypes = []any{
 	(*StatResponse)(nil),       // 17: fsmcp.v1.StatResponse
 	(*ListRequest)(nil),        // 18: fsmcp.v1.ListRequest
 	(*ListResponse)(nil),       // 19: fsmcp.v1.ListResponse
-	(*ListTotals)(nil),         // 20: fsmcp.v1.ListTotals
-	(*ReadRequest)(nil),        // 21: fsmcp.v1.ReadRequest
-	(*ReadResponse)(nil),       // 22: fsmcp.v1.ReadResponse
-	(*Progress)(nil),           // 23: fsmcp.v1.Progress
-	(*GlobRequest)(nil),        // 24: fsmcp.v1.GlobRequest
-	(*GlobResponse)(nil),       // 25: fsmcp.v1.GlobResponse
-	(*GrepRequest)(nil),        // 26: fsmcp.v1.GrepRequest
-	(*FileCount)(nil),          // 27: fsmcp.v1.FileCount
-	(*Submatch)(nil),           // 28: fsmcp.v1.Submatch
-	(*GrepLine)(nil),           // 29: fsmcp.v1.GrepLine
-	(*GrepResponse)(nil),       // 30: fsmcp.v1.GrepResponse
-	(*WriteRequest)(nil),       // 31: fsmcp.v1.WriteRequest
-	(*WriteResponse)(nil),      // 32: fsmcp.v1.WriteResponse
-	(*Edit)(nil),               // 33: fsmcp.v1.Edit
-	(*ReplaceRequest)(nil),     // 34: fsmcp.v1.ReplaceRequest
-	(*ReplaceResponse)(nil),    // 35: fsmcp.v1.ReplaceResponse
-	(*MkdirRequest)(nil),       // 36: fsmcp.v1.MkdirRequest
-	(*MkdirResponse)(nil),      // 37: fsmcp.v1.MkdirResponse
-	(*MoveRequest)(nil),        // 38: fsmcp.v1.MoveRequest
-	(*MoveResponse)(nil),       // 39: fsmcp.v1.MoveResponse
-	(*DeleteRequest)(nil),      // 40: fsmcp.v1.DeleteRequest
-	(*DeleteResponse)(nil),     // 41: fsmcp.v1.DeleteResponse
-	(*UndoRequest)(nil),        // 42: fsmcp.v1.UndoRequest
-	(*UndoResponse)(nil),       // 43: fsmcp.v1.UndoResponse
-	(*SpliceRequest)(nil),      // 44: fsmcp.v1.SpliceRequest
-	(*SpliceResponse)(nil),     // 45: fsmcp.v1.SpliceResponse
-	(*DigestRequest)(nil),      // 46: fsmcp.v1.DigestRequest
-	(*DigestResponse)(nil),     // 47: fsmcp.v1.DigestResponse
-	(*CopyRequest)(nil),        // 48: fsmcp.v1.CopyRequest
-	(*CopyResponse)(nil),       // 49: fsmcp.v1.CopyResponse
-	(*TreeRequest)(nil),        // 50: fsmcp.v1.TreeRequest
-	(*TreeEntry)(nil),          // 51: fsmcp.v1.TreeEntry
-	(*TreeResponse)(nil),       // 52: fsmcp.v1.TreeResponse
-	(*ViewRequest)(nil),        // 53: fsmcp.v1.ViewRequest
-	(*ViewResponse)(nil),       // 54: fsmcp.v1.ViewResponse
-	(*PatchPrecondition)(nil),  // 55: fsmcp.v1.PatchPrecondition
-	(*PatchRequest)(nil),       // 56: fsmcp.v1.PatchRequest
-	(*PatchFile)(nil),          // 57: fsmcp.v1.PatchFile
-	(*PatchResponse)(nil),      // 58: fsmcp.v1.PatchResponse
-	(*ReadManyRequest)(nil),    // 59: fsmcp.v1.ReadManyRequest
-	(*ReadManyResult)(nil),     // 60: fsmcp.v1.ReadManyResult
-	(*ReadManyResponse)(nil),   // 61: fsmcp.v1.ReadManyResponse
-	(*CheckRequest)(nil),       // 62: fsmcp.v1.CheckRequest
-	(*CheckResponse)(nil),      // 63: fsmcp.v1.CheckResponse
+	(*EntryColumns)(nil),       // 20: fsmcp.v1.EntryColumns
+	(*ListTotals)(nil),         // 21: fsmcp.v1.ListTotals
+	(*ReadRequest)(nil),        // 22: fsmcp.v1.ReadRequest
+	(*ReadResponse)(nil),       // 23: fsmcp.v1.ReadResponse
+	(*Progress)(nil),           // 24: fsmcp.v1.Progress
+	(*GlobRequest)(nil),        // 25: fsmcp.v1.GlobRequest
+	(*GlobResponse)(nil),       // 26: fsmcp.v1.GlobResponse
+	(*GrepRequest)(nil),        // 27: fsmcp.v1.GrepRequest
+	(*FileCount)(nil),          // 28: fsmcp.v1.FileCount
+	(*Submatch)(nil),           // 29: fsmcp.v1.Submatch
+	(*GrepLine)(nil),           // 30: fsmcp.v1.GrepLine
+	(*GrepResponse)(nil),       // 31: fsmcp.v1.GrepResponse
+	(*WriteRequest)(nil),       // 32: fsmcp.v1.WriteRequest
+	(*WriteResponse)(nil),      // 33: fsmcp.v1.WriteResponse
+	(*Edit)(nil),               // 34: fsmcp.v1.Edit
+	(*ReplaceRequest)(nil),     // 35: fsmcp.v1.ReplaceRequest
+	(*ReplaceResponse)(nil),    // 36: fsmcp.v1.ReplaceResponse
+	(*MkdirRequest)(nil),       // 37: fsmcp.v1.MkdirRequest
+	(*MkdirResponse)(nil),      // 38: fsmcp.v1.MkdirResponse
+	(*MoveRequest)(nil),        // 39: fsmcp.v1.MoveRequest
+	(*MoveResponse)(nil),       // 40: fsmcp.v1.MoveResponse
+	(*DeleteRequest)(nil),      // 41: fsmcp.v1.DeleteRequest
+	(*DeleteResponse)(nil),     // 42: fsmcp.v1.DeleteResponse
+	(*UndoRequest)(nil),        // 43: fsmcp.v1.UndoRequest
+	(*UndoResponse)(nil),       // 44: fsmcp.v1.UndoResponse
+	(*SpliceRequest)(nil),      // 45: fsmcp.v1.SpliceRequest
+	(*SpliceResponse)(nil),     // 46: fsmcp.v1.SpliceResponse
+	(*DigestRequest)(nil),      // 47: fsmcp.v1.DigestRequest
+	(*DigestResponse)(nil),     // 48: fsmcp.v1.DigestResponse
+	(*CopyRequest)(nil),        // 49: fsmcp.v1.CopyRequest
+	(*CopyResponse)(nil),       // 50: fsmcp.v1.CopyResponse
+	(*TreeRequest)(nil),        // 51: fsmcp.v1.TreeRequest
+	(*TreeEntry)(nil),          // 52: fsmcp.v1.TreeEntry
+	(*TreeResponse)(nil),       // 53: fsmcp.v1.TreeResponse
+	(*ViewRequest)(nil),        // 54: fsmcp.v1.ViewRequest
+	(*ViewResponse)(nil),       // 55: fsmcp.v1.ViewResponse
+	(*PatchPrecondition)(nil),  // 56: fsmcp.v1.PatchPrecondition
+	(*PatchRequest)(nil),       // 57: fsmcp.v1.PatchRequest
+	(*PatchFile)(nil),          // 58: fsmcp.v1.PatchFile
+	(*PatchResponse)(nil),      // 59: fsmcp.v1.PatchResponse
+	(*ReadManyRequest)(nil),    // 60: fsmcp.v1.ReadManyRequest
+	(*ReadManyResult)(nil),     // 61: fsmcp.v1.ReadManyResult
+	(*ReadManyResponse)(nil),   // 62: fsmcp.v1.ReadManyResponse
+	(*CheckRequest)(nil),       // 63: fsmcp.v1.CheckRequest
+	(*CheckResponse)(nil),      // 64: fsmcp.v1.CheckResponse
 }
 var file_fsmcp_v1_worker_proto_depIdxs = []int32{
 	1,  // 0: fsmcp.v1.Error.code:type_name -> fsmcp.v1.ErrorCode
@@ -5138,81 +5243,83 @@ var file_fsmcp_v1_worker_proto_depIdxs = []int32{
 	8,  // 6: fsmcp.v1.HelloResponse.confinement:type_name -> fsmcp.v1.Confinement
 	2,  // 7: fsmcp.v1.Entry.type:type_name -> fsmcp.v1.FileType
 	14, // 8: fsmcp.v1.StatStreamRequest.stat:type_name -> fsmcp.v1.StatRequest
-	23, // 9: fsmcp.v1.StatStreamResponse.progress:type_name -> fsmcp.v1.Progress
+	24, // 9: fsmcp.v1.StatStreamResponse.progress:type_name -> fsmcp.v1.Progress
 	17, // 10: fsmcp.v1.StatStreamResponse.stat:type_name -> fsmcp.v1.StatResponse
 	13, // 11: fsmcp.v1.StatResponse.entry:type_name -> fsmcp.v1.Entry
 	8,  // 12: fsmcp.v1.StatResponse.confinement:type_name -> fsmcp.v1.Confinement
 	3,  // 13: fsmcp.v1.ListRequest.sort:type_name -> fsmcp.v1.ListingSort
 	13, // 14: fsmcp.v1.ListResponse.entries:type_name -> fsmcp.v1.Entry
-	20, // 15: fsmcp.v1.ListResponse.totals:type_name -> fsmcp.v1.ListTotals
-	3,  // 16: fsmcp.v1.GlobRequest.sort:type_name -> fsmcp.v1.ListingSort
-	23, // 17: fsmcp.v1.GlobResponse.progress:type_name -> fsmcp.v1.Progress
-	4,  // 18: fsmcp.v1.GrepRequest.output:type_name -> fsmcp.v1.GrepOutput
-	28, // 19: fsmcp.v1.GrepLine.submatches:type_name -> fsmcp.v1.Submatch
-	23, // 20: fsmcp.v1.GrepResponse.progress:type_name -> fsmcp.v1.Progress
-	29, // 21: fsmcp.v1.GrepResponse.lines:type_name -> fsmcp.v1.GrepLine
-	27, // 22: fsmcp.v1.GrepResponse.files:type_name -> fsmcp.v1.FileCount
-	33, // 23: fsmcp.v1.ReplaceRequest.edits:type_name -> fsmcp.v1.Edit
-	2,  // 24: fsmcp.v1.UndoResponse.type:type_name -> fsmcp.v1.FileType
-	23, // 25: fsmcp.v1.DigestResponse.progress:type_name -> fsmcp.v1.Progress
-	2,  // 26: fsmcp.v1.DigestResponse.type:type_name -> fsmcp.v1.FileType
-	2,  // 27: fsmcp.v1.TreeEntry.type:type_name -> fsmcp.v1.FileType
-	23, // 28: fsmcp.v1.TreeResponse.progress:type_name -> fsmcp.v1.Progress
-	51, // 29: fsmcp.v1.TreeResponse.entries:type_name -> fsmcp.v1.TreeEntry
-	55, // 30: fsmcp.v1.PatchRequest.preconditions:type_name -> fsmcp.v1.PatchPrecondition
-	57, // 31: fsmcp.v1.PatchResponse.files:type_name -> fsmcp.v1.PatchFile
-	21, // 32: fsmcp.v1.ReadManyRequest.reads:type_name -> fsmcp.v1.ReadRequest
-	22, // 33: fsmcp.v1.ReadManyResult.read:type_name -> fsmcp.v1.ReadResponse
-	6,  // 34: fsmcp.v1.ReadManyResult.error:type_name -> fsmcp.v1.Error
-	60, // 35: fsmcp.v1.ReadManyResponse.results:type_name -> fsmcp.v1.ReadManyResult
-	5,  // 36: fsmcp.v1.CheckResponse.action:type_name -> fsmcp.v1.RuleAction
-	11, // 37: fsmcp.v1.WorkerService.Hello:input_type -> fsmcp.v1.HelloRequest
-	14, // 38: fsmcp.v1.WorkerService.Stat:input_type -> fsmcp.v1.StatRequest
-	18, // 39: fsmcp.v1.WorkerService.List:input_type -> fsmcp.v1.ListRequest
-	21, // 40: fsmcp.v1.WorkerService.Read:input_type -> fsmcp.v1.ReadRequest
-	24, // 41: fsmcp.v1.WorkerService.Glob:input_type -> fsmcp.v1.GlobRequest
-	26, // 42: fsmcp.v1.WorkerService.Grep:input_type -> fsmcp.v1.GrepRequest
-	31, // 43: fsmcp.v1.WorkerService.Write:input_type -> fsmcp.v1.WriteRequest
-	34, // 44: fsmcp.v1.WorkerService.Replace:input_type -> fsmcp.v1.ReplaceRequest
-	36, // 45: fsmcp.v1.WorkerService.Mkdir:input_type -> fsmcp.v1.MkdirRequest
-	38, // 46: fsmcp.v1.WorkerService.Move:input_type -> fsmcp.v1.MoveRequest
-	40, // 47: fsmcp.v1.WorkerService.Delete:input_type -> fsmcp.v1.DeleteRequest
-	44, // 48: fsmcp.v1.WorkerService.Splice:input_type -> fsmcp.v1.SpliceRequest
-	46, // 49: fsmcp.v1.WorkerService.Digest:input_type -> fsmcp.v1.DigestRequest
-	48, // 50: fsmcp.v1.WorkerService.Copy:input_type -> fsmcp.v1.CopyRequest
-	50, // 51: fsmcp.v1.WorkerService.Tree:input_type -> fsmcp.v1.TreeRequest
-	53, // 52: fsmcp.v1.WorkerService.View:input_type -> fsmcp.v1.ViewRequest
-	56, // 53: fsmcp.v1.WorkerService.Patch:input_type -> fsmcp.v1.PatchRequest
-	59, // 54: fsmcp.v1.WorkerService.ReadMany:input_type -> fsmcp.v1.ReadManyRequest
-	15, // 55: fsmcp.v1.WorkerService.StatStream:input_type -> fsmcp.v1.StatStreamRequest
-	42, // 56: fsmcp.v1.WorkerService.Undo:input_type -> fsmcp.v1.UndoRequest
-	62, // 57: fsmcp.v1.WorkerService.Check:input_type -> fsmcp.v1.CheckRequest
-	12, // 58: fsmcp.v1.WorkerService.Hello:output_type -> fsmcp.v1.HelloResponse
-	17, // 59: fsmcp.v1.WorkerService.Stat:output_type -> fsmcp.v1.StatResponse
-	19, // 60: fsmcp.v1.WorkerService.List:output_type -> fsmcp.v1.ListResponse
-	22, // 61: fsmcp.v1.WorkerService.Read:output_type -> fsmcp.v1.ReadResponse
-	25, // 62: fsmcp.v1.WorkerService.Glob:output_type -> fsmcp.v1.GlobResponse
-	30, // 63: fsmcp.v1.WorkerService.Grep:output_type -> fsmcp.v1.GrepResponse
-	32, // 64: fsmcp.v1.WorkerService.Write:output_type -> fsmcp.v1.WriteResponse
-	35, // 65: fsmcp.v1.WorkerService.Replace:output_type -> fsmcp.v1.ReplaceResponse
-	37, // 66: fsmcp.v1.WorkerService.Mkdir:output_type -> fsmcp.v1.MkdirResponse
-	39, // 67: fsmcp.v1.WorkerService.Move:output_type -> fsmcp.v1.MoveResponse
-	41, // 68: fsmcp.v1.WorkerService.Delete:output_type -> fsmcp.v1.DeleteResponse
-	45, // 69: fsmcp.v1.WorkerService.Splice:output_type -> fsmcp.v1.SpliceResponse
-	47, // 70: fsmcp.v1.WorkerService.Digest:output_type -> fsmcp.v1.DigestResponse
-	49, // 71: fsmcp.v1.WorkerService.Copy:output_type -> fsmcp.v1.CopyResponse
-	52, // 72: fsmcp.v1.WorkerService.Tree:output_type -> fsmcp.v1.TreeResponse
-	54, // 73: fsmcp.v1.WorkerService.View:output_type -> fsmcp.v1.ViewResponse
-	58, // 74: fsmcp.v1.WorkerService.Patch:output_type -> fsmcp.v1.PatchResponse
-	61, // 75: fsmcp.v1.WorkerService.ReadMany:output_type -> fsmcp.v1.ReadManyResponse
-	16, // 76: fsmcp.v1.WorkerService.StatStream:output_type -> fsmcp.v1.StatStreamResponse
-	43, // 77: fsmcp.v1.WorkerService.Undo:output_type -> fsmcp.v1.UndoResponse
-	63, // 78: fsmcp.v1.WorkerService.Check:output_type -> fsmcp.v1.CheckResponse
-	58, // [58:79] is the sub-list for method output_type
-	37, // [37:58] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	21, // 15: fsmcp.v1.ListResponse.totals:type_name -> fsmcp.v1.ListTotals
+	20, // 16: fsmcp.v1.ListResponse.columns:type_name -> fsmcp.v1.EntryColumns
+	2,  // 17: fsmcp.v1.EntryColumns.types:type_name -> fsmcp.v1.FileType
+	3,  // 18: fsmcp.v1.GlobRequest.sort:type_name -> fsmcp.v1.ListingSort
+	24, // 19: fsmcp.v1.GlobResponse.progress:type_name -> fsmcp.v1.Progress
+	4,  // 20: fsmcp.v1.GrepRequest.output:type_name -> fsmcp.v1.GrepOutput
+	29, // 21: fsmcp.v1.GrepLine.submatches:type_name -> fsmcp.v1.Submatch
+	24, // 22: fsmcp.v1.GrepResponse.progress:type_name -> fsmcp.v1.Progress
+	30, // 23: fsmcp.v1.GrepResponse.lines:type_name -> fsmcp.v1.GrepLine
+	28, // 24: fsmcp.v1.GrepResponse.files:type_name -> fsmcp.v1.FileCount
+	34, // 25: fsmcp.v1.ReplaceRequest.edits:type_name -> fsmcp.v1.Edit
+	2,  // 26: fsmcp.v1.UndoResponse.type:type_name -> fsmcp.v1.FileType
+	24, // 27: fsmcp.v1.DigestResponse.progress:type_name -> fsmcp.v1.Progress
+	2,  // 28: fsmcp.v1.DigestResponse.type:type_name -> fsmcp.v1.FileType
+	2,  // 29: fsmcp.v1.TreeEntry.type:type_name -> fsmcp.v1.FileType
+	24, // 30: fsmcp.v1.TreeResponse.progress:type_name -> fsmcp.v1.Progress
+	52, // 31: fsmcp.v1.TreeResponse.entries:type_name -> fsmcp.v1.TreeEntry
+	56, // 32: fsmcp.v1.PatchRequest.preconditions:type_name -> fsmcp.v1.PatchPrecondition
+	58, // 33: fsmcp.v1.PatchResponse.files:type_name -> fsmcp.v1.PatchFile
+	22, // 34: fsmcp.v1.ReadManyRequest.reads:type_name -> fsmcp.v1.ReadRequest
+	23, // 35: fsmcp.v1.ReadManyResult.read:type_name -> fsmcp.v1.ReadResponse
+	6,  // 36: fsmcp.v1.ReadManyResult.error:type_name -> fsmcp.v1.Error
+	61, // 37: fsmcp.v1.ReadManyResponse.results:type_name -> fsmcp.v1.ReadManyResult
+	5,  // 38: fsmcp.v1.CheckResponse.action:type_name -> fsmcp.v1.RuleAction
+	11, // 39: fsmcp.v1.WorkerService.Hello:input_type -> fsmcp.v1.HelloRequest
+	14, // 40: fsmcp.v1.WorkerService.Stat:input_type -> fsmcp.v1.StatRequest
+	18, // 41: fsmcp.v1.WorkerService.List:input_type -> fsmcp.v1.ListRequest
+	22, // 42: fsmcp.v1.WorkerService.Read:input_type -> fsmcp.v1.ReadRequest
+	25, // 43: fsmcp.v1.WorkerService.Glob:input_type -> fsmcp.v1.GlobRequest
+	27, // 44: fsmcp.v1.WorkerService.Grep:input_type -> fsmcp.v1.GrepRequest
+	32, // 45: fsmcp.v1.WorkerService.Write:input_type -> fsmcp.v1.WriteRequest
+	35, // 46: fsmcp.v1.WorkerService.Replace:input_type -> fsmcp.v1.ReplaceRequest
+	37, // 47: fsmcp.v1.WorkerService.Mkdir:input_type -> fsmcp.v1.MkdirRequest
+	39, // 48: fsmcp.v1.WorkerService.Move:input_type -> fsmcp.v1.MoveRequest
+	41, // 49: fsmcp.v1.WorkerService.Delete:input_type -> fsmcp.v1.DeleteRequest
+	45, // 50: fsmcp.v1.WorkerService.Splice:input_type -> fsmcp.v1.SpliceRequest
+	47, // 51: fsmcp.v1.WorkerService.Digest:input_type -> fsmcp.v1.DigestRequest
+	49, // 52: fsmcp.v1.WorkerService.Copy:input_type -> fsmcp.v1.CopyRequest
+	51, // 53: fsmcp.v1.WorkerService.Tree:input_type -> fsmcp.v1.TreeRequest
+	54, // 54: fsmcp.v1.WorkerService.View:input_type -> fsmcp.v1.ViewRequest
+	57, // 55: fsmcp.v1.WorkerService.Patch:input_type -> fsmcp.v1.PatchRequest
+	60, // 56: fsmcp.v1.WorkerService.ReadMany:input_type -> fsmcp.v1.ReadManyRequest
+	15, // 57: fsmcp.v1.WorkerService.StatStream:input_type -> fsmcp.v1.StatStreamRequest
+	43, // 58: fsmcp.v1.WorkerService.Undo:input_type -> fsmcp.v1.UndoRequest
+	63, // 59: fsmcp.v1.WorkerService.Check:input_type -> fsmcp.v1.CheckRequest
+	12, // 60: fsmcp.v1.WorkerService.Hello:output_type -> fsmcp.v1.HelloResponse
+	17, // 61: fsmcp.v1.WorkerService.Stat:output_type -> fsmcp.v1.StatResponse
+	19, // 62: fsmcp.v1.WorkerService.List:output_type -> fsmcp.v1.ListResponse
+	23, // 63: fsmcp.v1.WorkerService.Read:output_type -> fsmcp.v1.ReadResponse
+	26, // 64: fsmcp.v1.WorkerService.Glob:output_type -> fsmcp.v1.GlobResponse
+	31, // 65: fsmcp.v1.WorkerService.Grep:output_type -> fsmcp.v1.GrepResponse
+	33, // 66: fsmcp.v1.WorkerService.Write:output_type -> fsmcp.v1.WriteResponse
+	36, // 67: fsmcp.v1.WorkerService.Replace:output_type -> fsmcp.v1.ReplaceResponse
+	38, // 68: fsmcp.v1.WorkerService.Mkdir:output_type -> fsmcp.v1.MkdirResponse
+	40, // 69: fsmcp.v1.WorkerService.Move:output_type -> fsmcp.v1.MoveResponse
+	42, // 70: fsmcp.v1.WorkerService.Delete:output_type -> fsmcp.v1.DeleteResponse
+	46, // 71: fsmcp.v1.WorkerService.Splice:output_type -> fsmcp.v1.SpliceResponse
+	48, // 72: fsmcp.v1.WorkerService.Digest:output_type -> fsmcp.v1.DigestResponse
+	50, // 73: fsmcp.v1.WorkerService.Copy:output_type -> fsmcp.v1.CopyResponse
+	53, // 74: fsmcp.v1.WorkerService.Tree:output_type -> fsmcp.v1.TreeResponse
+	55, // 75: fsmcp.v1.WorkerService.View:output_type -> fsmcp.v1.ViewResponse
+	59, // 76: fsmcp.v1.WorkerService.Patch:output_type -> fsmcp.v1.PatchResponse
+	62, // 77: fsmcp.v1.WorkerService.ReadMany:output_type -> fsmcp.v1.ReadManyResponse
+	16, // 78: fsmcp.v1.WorkerService.StatStream:output_type -> fsmcp.v1.StatStreamResponse
+	44, // 79: fsmcp.v1.WorkerService.Undo:output_type -> fsmcp.v1.UndoResponse
+	64, // 80: fsmcp.v1.WorkerService.Check:output_type -> fsmcp.v1.CheckResponse
+	60, // [60:81] is the sub-list for method output_type
+	39, // [39:60] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_fsmcp_v1_worker_proto_init() }
@@ -5226,7 +5333,7 @@ func file_fsmcp_v1_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fsmcp_v1_worker_proto_rawDesc), len(file_fsmcp_v1_worker_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   58,
+			NumMessages:   59,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
