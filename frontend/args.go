@@ -10,9 +10,9 @@ import (
 	segjson "github.com/segmentio/encoding/json"
 )
 
-// Arguments decoded once. checkArguments decodes a call's arguments into
-// a generic value, walks the tool's schema over it, and the tool then
-// decodes them again into its input type: about a sixth of the
+// Arguments decoded once. The full check (tool.decodeFull) decodes a
+// call's arguments into a generic value, walks the tool's schema over it,
+// and decodes them again into the tool's input type: about a sixth of the
 // front-end's CPU on an fs_stat. For a tool whose schema uses only what
 // can be checked on the typed value (types, enums of strings, minimum and
 // maximum, item counts, required pointers and slices), typedArgs decodes
