@@ -170,7 +170,7 @@ func (a *approvals) open(state string, binding [32]byte, now time.Time) error {
 	b, err := base64.RawURLEncoding.DecodeString(state)
 	if err != nil || len(b) != stateLen || !hmac.Equal(b[24:], a.mac(b[:24], binding)) {
 		return errf(fsmcpv1.ErrorCode_ERROR_CODE_PERMISSION_DENIED,
-			"the approval's requestState was not issued for this call (tool, arguments and session must be those asked about)")
+			"the approval's requestState was not issued for this call (tool, arguments, session and where the paths lead must be those asked about)")
 	}
 	expires := time.Unix(0, int64(binary.BigEndian.Uint64(b[:8])))
 	if now.After(expires) {
@@ -192,10 +192,12 @@ func (a *approvals) open(state string, binding [32]byte, now time.Time) error {
 	return nil
 }
 
-// callBinding digests what an approval is for: the session, the tool and
-// the arguments in canonical form (keys sorted, numbers as written), so a
-// client that re-encodes the same arguments still matches.
-func callBinding(req *mcp.CallToolRequest, tool string) ([32]byte, error) {
+// callBinding digests what an approval is for: the session, the tool, the
+// arguments in canonical form (keys sorted, numbers as written), so a
+// client that re-encodes the same arguments still matches, and the real
+// paths --rules resolved them to, so that an approval does not carry over
+// to a call whose paths lead elsewhere by the time it is retried.
+func callBinding(req *mcp.CallToolRequest, tool string, judged []*fsmcpv1.JudgedPath) ([32]byte, error) {
 	raw := req.Params.Arguments
 	if len(raw) == 0 {
 		raw = json.RawMessage("{}")
@@ -218,6 +220,17 @@ func callBinding(req *mcp.CallToolRequest, tool string) ([32]byte, error) {
 	h.Write([]byte(tool))
 	h.Write([]byte{0})
 	h.Write(canon)
+	for _, j := range judged {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(j.GetName())))
+		h.Write(n[:])
+		h.Write(j.GetName())
+		binary.BigEndian.PutUint64(n[:], uint64(len(j.GetPath())))
+		h.Write(n[:])
+		h.Write(j.GetPath())
+		binary.BigEndian.PutUint64(n[:], uint64(j.GetAction()))
+		h.Write(n[:])
+	}
 	var out [32]byte
 	h.Sum(out[:0])
 	return out, nil
@@ -239,8 +252,10 @@ const (
 
 // approve runs before a call of t that needs the person. It returns nil
 // when the call may run, else the result to answer with: the input request
-// that asks, or permission_denied.
-func (s *server) approve(ctx context.Context, t *tool, req *mcp.CallToolRequest) *mcp.CallToolResult {
+// that asks, or permission_denied. judged are the real paths --rules
+// resolved the call's paths to: the question shows them and the approval
+// is bound to them.
+func (s *server) approve(ctx context.Context, t *tool, req *mcp.CallToolRequest, judged []*fsmcpv1.JudgedPath) *mcp.CallToolResult {
 	// Arguments that fail validation are refused before anyone is asked.
 	if _, err := t.decode(ctx, req); err != nil {
 		return errorResult(asToolError(err))
@@ -250,7 +265,7 @@ func (s *server) approve(ctx context.Context, t *tool, req *mcp.CallToolRequest)
 		noteDecision(ctx, decisionAllowed)
 		return nil
 	}
-	binding, err := callBinding(req, t.name)
+	binding, err := callBinding(req, t.name, judged)
 	if err != nil {
 		return errorResult(asToolError(err))
 	}
@@ -299,7 +314,7 @@ func (s *server) approve(ctx context.Context, t *tool, req *mcp.CallToolRequest)
 	return &mcp.CallToolResult{
 		InputRequests: mcp.InputRequestMap{askInputID: &mcp.ElicitParams{
 			Mode:    "form",
-			Message: askMessage(name, t, req.Params.Arguments, diff),
+			Message: askMessage(name, t, req.Params.Arguments, judged, diff),
 			RequestedSchema: &jsonschema.Schema{
 				Type: "object",
 				Properties: map[string]*jsonschema.Schema{
@@ -395,7 +410,7 @@ var contentArgs = []string{"content", "insert", "stdin"}
 // askMessage shows the person what the call would do: the tool and each
 // argument, paths decoded, content as its size, edits as their sizes, a
 // command's argv in full.
-func askMessage(name string, t *tool, raw json.RawMessage, diff string) string {
+func askMessage(name string, t *tool, raw json.RawMessage, judged []*fsmcpv1.JudgedPath, diff string) string {
 	var args map[string]json.RawMessage
 	json.Unmarshal(raw, &args)
 	keys := make([]string, 0, len(args))
@@ -412,6 +427,15 @@ func askMessage(name string, t *tool, raw json.RawMessage, diff string) string {
 	b.WriteString("\n")
 	for _, k := range keys {
 		fmt.Fprintf(&b, "\n%s: %s", strings.TrimSuffix(k, "_base64"), askValue(k, args[k], args["encoding"]))
+	}
+	// Where the paths lead now, as --rules judged them (the call is
+	// refused if they lead elsewhere when it runs).
+	for _, j := range judged {
+		real := j.GetPath()
+		if len(real) == 0 {
+			real = []byte(".")
+		}
+		fmt.Fprintf(&b, "\nresolves: %s → %s", clipQuoted(j.GetName()), clipQuoted(real))
 	}
 	if diff != "" {
 		b.WriteString("\n\nThe change:\n" + diff)

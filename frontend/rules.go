@@ -8,9 +8,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
 )
 
 // --rules FILE: the worker reads and judges the rules (worker/rules.go),
@@ -54,20 +57,39 @@ func (c *Config) checkRules() error {
 
 // gate decides, before a call runs, whether it may: the rules first, then
 // --ask. It returns nil to run the call, else the result to answer with.
-func (s *server) gate(ctx context.Context, t *tool, req *mcp.CallToolRequest) *mcp.CallToolResult {
+// With --rules it also returns the metadata the call's worker RPCs carry:
+// the tool, and every real path Check judged with its decision, which the
+// worker requires the call's own resolution to find again. An approval is
+// bound to those paths as well as to the arguments: the person is asked
+// about where the call leads, and a call that leads elsewhere by the time
+// it runs is refused.
+func (s *server) gate(ctx context.Context, t *tool, req *mcp.CallToolRequest) (metadata.MD, *mcp.CallToolResult) {
 	ask := s.approvals.needed(t.name)
+	var md metadata.MD
+	var judged []*fsmcpv1.JudgedPath
 	if s.cfg.Rules != "" {
 		if _, err := t.decode(ctx, req); err != nil {
-			return errorResult(asToolError(err))
+			return nil, errorResult(asToolError(err))
 		}
-		resp, err := s.wc.Check(ctx, &fsmcpv1.CheckRequest{Tool: t.name, Paths: callPaths(req.Params.Arguments)})
+		paths := callPaths(req.Params.Arguments)
+		resp, err := s.wc.Check(ctx, &fsmcpv1.CheckRequest{Tool: t.name, Paths: paths})
 		if err != nil {
-			return errorResult(s.callError(ctx, err))
+			return nil, errorResult(s.callError(ctx, err))
 		}
+		md = metadata.Pairs(toolMetadata, t.name)
+		if len(paths) > 0 {
+			judged = resp.GetJudged()
+			b, err := proto.Marshal(&fsmcpv1.JudgedPaths{Paths: judged})
+			if err != nil {
+				return nil, errorResult(asToolError(bug(err)))
+			}
+			md.Append(judgedMetadata, string(b))
+		}
+		ctx = metadata.NewOutgoingContext(ctx, md)
 		switch resp.GetAction() {
 		case fsmcpv1.RuleAction_RULE_ACTION_DENY:
 			noteDecision(ctx, decisionDeniedByRule)
-			return errorResult(&toolError{code: fsmcpv1.ErrorCode_ERROR_CODE_PERMISSION_DENIED,
+			return nil, errorResult(&toolError{code: fsmcpv1.ErrorCode_ERROR_CODE_PERMISSION_DENIED,
 				message: fmt.Sprintf("%s: %q is denied by --rules line %d (%s)",
 					s.cfg.ToolsPrefix+t.name, resp.GetPath(), resp.GetLine(), resp.GetRule()),
 				path: resp.GetPath(), hasPath: true, policyViolation: true})
@@ -79,10 +101,18 @@ func (s *server) gate(ctx context.Context, t *tool, req *mcp.CallToolRequest) *m
 		}
 	}
 	if !ask {
-		return nil
+		return md, nil
 	}
-	return s.approve(ctx, t, req)
+	return md, s.approve(ctx, t, req, judged)
 }
+
+// The metadata keys of a call under --rules, as the worker reads them
+// (worker.ToolMetadata, worker.JudgedMetadata; the front-end does not link
+// the worker, and a test compares them).
+const (
+	toolMetadata   = "fsmcp-tool"
+	judgedMetadata = "fsmcp-judged-bin"
+)
 
 // ruleArgs are the arguments that name paths a call acts on, each with
 // its _base64 twin; "paths" is a list of them.
@@ -111,6 +141,19 @@ func callPaths(raw json.RawMessage) [][]byte {
 		json.Unmarshal(args[k], &text)
 		json.Unmarshal(args[k+"_base64"], &b64)
 		one(text, b64)
+	}
+	// fs_patch names its files as the keys of if_sha256 (the worker
+	// requires exactly the files the patch touches there).
+	var pre map[string]json.RawMessage
+	if json.Unmarshal(args["if_sha256"], &pre) == nil {
+		keys := make([]string, 0, len(pre))
+		for k := range pre {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			out = append(out, []byte(k))
+		}
 	}
 	var list []json.RawMessage
 	json.Unmarshal(args["paths"], &list)

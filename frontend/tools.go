@@ -17,6 +17,7 @@ import (
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc/metadata"
 )
 
 // server is the MCP server's state shared by every tool call.
@@ -368,8 +369,14 @@ func (s *server) handler(t *tool) mcp.ToolHandler {
 			return res
 		}
 		if s.approvals != nil {
-			if res := s.gate(cctx, t, req); res != nil {
+			md, res := s.gate(cctx, t, req)
+			if res != nil {
 				return res, nil
+			}
+			// With --rules the call carries its tool and what Check
+			// judged, for the worker to judge again (worker/callrules.go).
+			if md != nil {
+				ctx, cctx = metadata.NewOutgoingContext(ctx, md), metadata.NewOutgoingContext(cctx, md)
 			}
 		}
 		if !t.ownDeadline {

@@ -49,12 +49,12 @@ func (s *Service) Copy(ctx context.Context, req *fsmcpv1.CopyRequest) (*fsmcpv1.
 	defer unlockRenames()
 	// from is read (accessContent: a denied file is never copied); to is
 	// created (accessMutate: never a protected or temp name).
-	fd, fbase, err := s.openName("copy", from, accessContent)
+	fd, fbase, err := s.openName(ctx, "copy", from, accessContent)
 	if err != nil {
 		return nil, err
 	}
 	defer fd.close()
-	td, tbase, err := s.openName("copy", to, accessMutate)
+	td, tbase, err := s.openName(ctx, "copy", to, accessMutate)
 	if err != nil {
 		return nil, missingDirectory(err, to)
 	}

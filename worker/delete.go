@@ -35,7 +35,7 @@ func (s *Service) Delete(ctx context.Context, req *fsmcpv1.DeleteRequest) (*fsmc
 	// exclusively, as a move does, since the entry may be a directory.
 	unlockRenames := s.lockRenames(g != nil || s.quarantine != nil)
 	defer unlockRenames()
-	d, base, err := s.openName("delete", p, accessMutate)
+	d, base, err := s.openName(ctx, "delete", p, accessMutate)
 	if err != nil {
 		return nil, err
 	}

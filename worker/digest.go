@@ -97,10 +97,13 @@ func (dg *digester) path(p string) ([32]byte, fsmcpv1.FileType, error) {
 			return [32]byte{}, 0, err
 		}
 		defer d.close()
+		if err := dg.s.judgeRules(dg.ctx, "digest", p, d.rel); err != nil {
+			return [32]byte{}, 0, err
+		}
 		sum, err := dg.dir(d.fd, ".", d.rel, 0)
 		return sum, fsmcpv1.FileType_FILE_TYPE_DIRECTORY, err
 	}
-	d, base, err := dg.s.openName("digest", p, accessMeta)
+	d, base, err := dg.s.openName(dg.ctx, "digest", p, accessMeta)
 	if err != nil {
 		return [32]byte{}, 0, err
 	}

@@ -254,12 +254,13 @@ const streamWorkers = 16
 func Serve(conn net.Conn, svc *Service, extra grpc.UnaryServerInterceptor) error {
 	// Every call of the worker service first checks that the root still
 	// exists (rootgone.go).
-	unary := []grpc.UnaryServerInterceptor{svc.rootUnary}
+	// Then, with --rules, each call gets its rule context (callrules.go).
+	unary := []grpc.UnaryServerInterceptor{svc.rootUnary, svc.rulesUnary}
 	if extra != nil {
 		unary = append(unary, extra)
 	}
 	return serveConn(conn, func(srv *grpc.Server) { fsmcpv1.RegisterWorkerServiceServer(srv, svc) },
-		unary, []grpc.StreamServerInterceptor{svc.rootStream})
+		unary, []grpc.StreamServerInterceptor{svc.rootStream, svc.rulesStream})
 }
 
 // ServeConn serves the services register adds on conn until the peer

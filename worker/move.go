@@ -51,10 +51,6 @@ func (s *Service) Mkdir(ctx context.Context, req *fsmcpv1.MkdirRequest) (*fsmcpv
 	if depth > maxWalkDepth {
 		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_TOO_LARGE, p, "mkdir: the path has %d components, over the limit of %d; nothing was created", depth, maxWalkDepth)
 	}
-	// Every directory this call would create is judged before any is made.
-	if err := s.judgeMkdir(p, comps); err != nil {
-		return nil, err
-	}
 	done, err := s.Heavy(ctx, "mkdir", p)
 	if err != nil {
 		return nil, err
@@ -62,6 +58,23 @@ func (s *Service) Mkdir(ctx context.Context, req *fsmcpv1.MkdirRequest) (*fsmcpv
 	defer done()
 	unlock := s.lockRenames(false)
 	defer unlock()
+	// Every directory this call would create is judged before any is
+	// made, and with --rules the path as Check resolves it, under the
+	// same lock as the creation.
+	if err := s.judgeMkdir(p, comps); err != nil {
+		return nil, err
+	}
+	if s.rules != nil {
+		rels, err := s.checkPaths(p)
+		if err != nil {
+			return nil, err
+		}
+		for _, rel := range rels {
+			if err := s.judgeRules(ctx, "mkdir", p, rel); err != nil {
+				return nil, err
+			}
+		}
+	}
 	top, err := s.root.OpenFile(".", os.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
 		return nil, fsError("mkdir", p, err)
@@ -293,12 +306,12 @@ func (s *Service) Move(ctx context.Context, req *fsmcpv1.MoveRequest) (*fsmcpv1.
 	// beneath it, which no other mutation's judgement may straddle.
 	unlock := s.lockRenames(true)
 	defer unlock()
-	fd, fbase, err := s.openName("move", from, accessMutate)
+	fd, fbase, err := s.openName(ctx, "move", from, accessMutate)
 	if err != nil {
 		return nil, err
 	}
 	defer fd.close()
-	td, tbase, err := s.openName("move", to, accessMutate)
+	td, tbase, err := s.openName(ctx, "move", to, accessMutate)
 	if err != nil {
 		return nil, missingDirectory(err, to)
 	}

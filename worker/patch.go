@@ -58,7 +58,7 @@ func (s *Service) Patch(ctx context.Context, req *fsmcpv1.PatchRequest) (*fsmcpv
 	unlockRenames := s.lockRenames(false)
 	defer unlockRenames()
 	for _, f := range files {
-		d, base, err := s.openName("patch", f.path, accessRewrite)
+		d, base, err := s.openName(ctx, "patch", f.path, accessRewrite)
 		if err != nil {
 			if f.create {
 				err = missingDirectory(err, f.path)

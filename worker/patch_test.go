@@ -126,7 +126,7 @@ func stageByHand(t *testing.T, s *Service, files []*patchFile) {
 	t.Helper()
 	ctx := context.Background()
 	for _, f := range files {
-		d, base, err := s.openName("patch", f.path, accessRewrite)
+		d, base, err := s.openName(ctx, "patch", f.path, accessRewrite)
 		if err != nil {
 			t.Fatal(err)
 		}

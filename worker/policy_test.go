@@ -161,7 +161,7 @@ func TestPolicySweepSeesLinks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, _, unlock, err := s.openMutationPath("write", "twin", accessRewrite)
+	d, _, unlock, err := s.openMutationPath(context.Background(), "write", "twin", accessRewrite)
 	if err != nil {
 		t.Fatalf("before the walk, the twin is judged by its own name: %v", err)
 	}
@@ -170,7 +170,7 @@ func TestPolicySweepSeesLinks(t *testing.T) {
 	if _, err := s.Sweep(time.Now(), false); err != nil {
 		t.Fatal(err)
 	}
-	_, _, _, err = s.openMutationPath("write", "twin", accessRewrite)
+	_, _, _, err = s.openMutationPath(context.Background(), "write", "twin", accessRewrite)
 	var e *Error
 	if !errors.As(err, &e) || !e.PolicyViolation || !strings.Contains(e.Message, "deep/sub/.git/config") {
 		t.Fatalf("after the walk, openMutation(twin) = %v, want a policy refusal naming the protected file", err)

@@ -83,7 +83,7 @@ func (s *Service) Stat(ctx context.Context, req *fsmcpv1.StatRequest) (*fsmcpv1.
 // regular file unless no_hash (which reads no content at all, so the type
 // and size of a file too large to hash in time can always be had).
 func (s *Service) stat(ctx context.Context, req *fsmcpv1.StatRequest) (*fsmcpv1.StatResponse, error) {
-	n, err := s.statName("lstat", req.GetPath())
+	n, err := s.statName(ctx, "lstat", req.GetPath())
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +162,7 @@ var hashBufs = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b
 // is retried, a few times at most.
 func (s *Service) hash(ctx context.Context, p string, st *unix.Stat_t) (string, error) {
 	for range 3 {
-		f, opened, _, err := s.openContentPath("hash", p)
+		f, opened, _, err := s.openContentPath(ctx, "hash", p)
 		if err != nil {
 			return "", err
 		}
@@ -275,7 +275,7 @@ func (s *Service) Read(ctx context.Context, req *fsmcpv1.ReadRequest) (*fsmcpv1.
 	if err := checkRead(p, req); err != nil {
 		return nil, err
 	}
-	f, st, err := s.openRead(p)
+	f, st, err := s.openRead(ctx, p)
 	if err != nil {
 		return nil, err
 	}
@@ -297,7 +297,7 @@ func (s *Service) Read(ctx context.Context, req *fsmcpv1.ReadRequest) (*fsmcpv1.
 				return resp, nil
 			}
 			f.Close()
-			if f, st, err = s.openRead(p); err != nil {
+			if f, st, err = s.openRead(ctx, p); err != nil {
 				return nil, err
 			}
 			continue
@@ -312,12 +312,12 @@ func (s *Service) Read(ctx context.Context, req *fsmcpv1.ReadRequest) (*fsmcpv1.
 // names a file still, only a newer one. (A writer renaming over the path
 // in a tight loop wins the window between open and readlink often when the
 // worker is descheduled in it; each try costs a few microseconds.)
-func (s *Service) openRead(p string) (*os.File, *unix.Stat_t, error) {
+func (s *Service) openRead(ctx context.Context, p string) (*os.File, *unix.Stat_t, error) {
 	var err error
 	for range openReadTries {
 		var f *os.File
 		var st *unix.Stat_t
-		if f, st, _, err = s.openContentPath("read", p); err == nil {
+		if f, st, _, err = s.openContentPath(ctx, "read", p); err == nil {
 			return f, st, nil
 		}
 		if !errors.Is(err, &Error{Code: fsmcpv1.ErrorCode_ERROR_CODE_NOT_FOUND}) {

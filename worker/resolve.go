@@ -227,16 +227,16 @@ func (s *Service) judge(op, p, rel string, kind access) error {
 // descriptor; the open is non-blocking, so a fifo swapped in between
 // cannot block it. It returns the file, its fstat and its real
 // root-relative path; a denied path is refused.
-func (s *Service) openContent(op string, raw []byte) (*os.File, *unix.Stat_t, string, error) {
+func (s *Service) openContent(ctx context.Context, op string, raw []byte) (*os.File, *unix.Stat_t, string, error) {
 	p, err := clientPath(raw)
 	if err != nil {
 		return nil, nil, "", err
 	}
-	return s.openContentPath(op, p)
+	return s.openContentPath(ctx, op, p)
 }
 
 // openContentPath is openContent for a path clientPath already cleaned.
-func (s *Service) openContentPath(op, p string) (*os.File, *unix.Stat_t, string, error) {
+func (s *Service) openContentPath(ctx context.Context, op, p string) (*os.File, *unix.Stat_t, string, error) {
 	f, st, rel, err := s.openFile(op, p)
 	if err != nil {
 		return nil, nil, "", err
@@ -245,6 +245,9 @@ func (s *Service) openContentPath(op, p string) (*os.File, *unix.Stat_t, string,
 	err = s.judge(op, p, rel, accessContent)
 	if err == nil {
 		err = s.judgeLink(op, p, rel, st, accessContent)
+	}
+	if err == nil {
+		err = s.judgeRules(ctx, op, p, rel)
 	}
 	if err != nil {
 		f.Close()
@@ -291,18 +294,18 @@ func (s *Service) openFile(op, p string) (*os.File, *unix.Stat_t, string, error)
 // followed: the caller acts on it with *at system calls relative to the
 // returned descriptor. It holds s.renames shared until the caller calls
 // the returned unlock, after its last system call on the name.
-func (s *Service) openMutation(op string, raw []byte, kind access) (*parent, string, func(), error) {
+func (s *Service) openMutation(ctx context.Context, op string, raw []byte, kind access) (*parent, string, func(), error) {
 	p, err := clientPath(raw)
 	if err != nil {
 		return nil, "", nil, err
 	}
-	return s.openMutationPath(op, p, kind)
+	return s.openMutationPath(ctx, op, p, kind)
 }
 
 // openMutationPath is openMutation for a path clientPath already cleaned.
-func (s *Service) openMutationPath(op, p string, kind access) (*parent, string, func(), error) {
+func (s *Service) openMutationPath(ctx context.Context, op, p string, kind access) (*parent, string, func(), error) {
 	unlock := s.lockRenames(false)
-	d, base, err := s.openName(op, p, kind)
+	d, base, err := s.openName(ctx, op, p, kind)
 	if err != nil {
 		unlock()
 		return nil, "", nil, err
@@ -311,7 +314,7 @@ func (s *Service) openMutationPath(op, p string, kind access) (*parent, string, 
 }
 
 // openName is openMutationPath for a caller that holds s.renames itself.
-func (s *Service) openName(op, p string, kind access) (*parent, string, error) {
+func (s *Service) openName(ctx context.Context, op, p string, kind access) (*parent, string, error) {
 	dir, base, err := splitName(op, p)
 	if err != nil {
 		return nil, "", err
@@ -328,6 +331,9 @@ func (s *Service) openName(op, p string, kind access) (*parent, string, error) {
 	err = s.judge(op, p, rel, kind)
 	if err == nil && serr == nil {
 		err = s.judgeLink(op, p, rel, st, kind)
+	}
+	if err == nil {
+		err = s.judgeRules(ctx, op, p, rel)
 	}
 	if err != nil {
 		d.close()
@@ -461,7 +467,15 @@ func (s *Service) openDir(op, p, dir string) (*parent, error) {
 // stay inside the root, for listing its names (accessMeta). It returns the
 // directory, its fstat, its real root-relative path and the cleaned
 // client path.
+//
+// Under --rules it judges the directory on the call's rule context, which
+// List does not pass: the interceptor hands it over (callrules.go), and it
+// is taken first thing.
 func (s *Service) openListing(op string, raw []byte) (*os.File, *unix.Stat_t, string, string, error) {
+	var cr *callRules
+	if s.rules != nil {
+		cr = s.handoff.take()
+	}
 	p, err := clientPath(raw)
 	if err != nil {
 		return nil, nil, "", "", err
@@ -480,6 +494,9 @@ func (s *Service) openListing(op string, raw []byte) (*os.File, *unix.Stat_t, st
 		return nil, nil, "", p, newError(fsmcpv1.ErrorCode_ERROR_CODE_NOT_A_DIRECTORY, p, "%s: not a directory", op)
 	}
 	rel, err := s.realPath(op, p, int(f.Fd()))
+	if err == nil {
+		err = s.judgeCallRules(cr, op, p, rel)
+	}
 	if err != nil {
 		f.Close()
 		return nil, nil, "", p, err
@@ -498,7 +515,7 @@ type named struct {
 // statName resolves raw for lstat (accessMeta). A final component "." or
 // ".." (or the root) is a directory, opened as such; any other is
 // lstat'ed in its parent's descriptor.
-func (s *Service) statName(op string, raw []byte) (*named, error) {
+func (s *Service) statName(ctx context.Context, op string, raw []byte) (*named, error) {
 	p, err := clientPath(raw)
 	if err != nil {
 		return nil, err
@@ -515,6 +532,9 @@ func (s *Service) statName(op string, raw []byte) (*named, error) {
 			return nil, fsError(op, p, err)
 		}
 		rel, err := s.realPath(op, p, int(f.Fd()))
+		if err == nil {
+			err = s.judgeRules(ctx, op, p, rel)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -538,6 +558,9 @@ func (s *Service) statName(op string, raw []byte) (*named, error) {
 	}
 	rel = joinRel(rel, base)
 	s.note(rel, st)
+	if err := s.judgeRules(ctx, op, p, rel); err != nil {
+		return nil, err
+	}
 	return &named{p: p, rel: rel, st: st}, nil
 }
 
@@ -548,7 +571,15 @@ func (s *Service) statName(op string, raw []byte) (*named, error) {
 // blocks on) one; a temp name is not_found. For content, a denied file or
 // directory is refused, and the target filters denied paths from what rg
 // finds beneath a directory.
+//
+// Under --rules it judges them on the call's rule context, which its
+// callers (the search RPCs) do not pass: the interceptor hands it over
+// (callrules.go), and it is taken first thing.
 func (s *Service) openSearch(op string, raw []byte, kind access) (*searchTarget, error) {
+	var cr *callRules
+	if s.rules != nil {
+		cr = s.handoff.take()
+	}
 	p, err := clientPath(raw)
 	if err != nil {
 		return nil, err
@@ -589,6 +620,10 @@ func (s *Service) openSearch(op string, raw []byte, kind access) (*searchTarget,
 	if hasTempComponent([]byte(t.rel)) {
 		t.close()
 		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_NOT_FOUND, p, "%s: no such file or directory", op)
+	}
+	if err := s.judgeCallRules(cr, op, p, t.rel); err != nil {
+		t.close()
+		return nil, err
 	}
 	if kind == accessContent {
 		if err := s.judge(op, p, t.rel, accessContent); err != nil {

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -51,7 +52,7 @@ func BenchmarkPolicyResolve(b *testing.B) {
 		}
 	})
 	run("lstat/statName", func(b *testing.B) {
-		if _, err := s.statName("lstat", []byte(p)); err != nil {
+		if _, err := s.statName(context.Background(), "lstat", []byte(p)); err != nil {
 			b.Fatal(err)
 		}
 	})
@@ -65,7 +66,7 @@ func BenchmarkPolicyResolve(b *testing.B) {
 		f.Close()
 	})
 	run("parent/openMutation", func(b *testing.B) {
-		d, _, unlock, err := s.openMutationPath("write", p, accessRewrite)
+		d, _, unlock, err := s.openMutationPath(context.Background(), "write", p, accessRewrite)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -35,10 +35,10 @@ import (
 // file that fails to parse at start stops the worker; a bad edit later
 // keeps the rules in force and is logged once.
 //
-// It does not prevent a rename between Check and the call it judged: the
-// call resolves its path again, and a concurrent call that renames a
-// directory in between can make the two differ. --protect and --deny are
-// judged inside each call and have no such gap.
+// Check judges before the call; the call carries what Check judged, and
+// the resolver judges the rules again on each name the call resolves
+// (callrules.go), so a rename between the two cannot take the call
+// somewhere the rules did not judge.
 type Rules struct {
 	dir  *os.File // the file's directory, O_PATH
 	name string
@@ -235,18 +235,29 @@ func (s *Service) Check(ctx context.Context, req *fsmcpv1.CheckRequest) (*fsmcpv
 		return resp, nil
 	}
 	rules := s.rules.current()
+	var judged []*fsmcpv1.JudgedPath
 	for _, raw := range req.GetPaths() {
-		rels, err := s.checkPaths(raw)
+		name, err := clientPath(raw)
+		if err != nil {
+			return nil, err
+		}
+		rels, err := s.checkPaths(name)
 		if err != nil {
 			return nil, err
 		}
 		for _, rel := range rels {
 			r, ok := first(rules, req.GetTool(), rel)
+			jp := &fsmcpv1.JudgedPath{Path: []byte(rel), Name: []byte(name)}
+			if ok {
+				jp.Action = r.action
+			}
+			judged = append(judged, jp)
 			if ok && strictness[r.action] > strictness[resp.Action] {
 				resp = &fsmcpv1.CheckResponse{Action: r.action, Line: int32(r.line), Rule: r.text, Path: []byte(rel)}
 			}
 		}
 	}
+	resp.Judged = judged
 	return resp, nil
 }
 
@@ -254,11 +265,7 @@ func (s *Service) Check(ctx context.Context, req *fsmcpv1.CheckRequest) (*fsmcpv
 // directories do not all exist yet (fs_mkdir creates them) is judged as
 // the real path of the deepest that does, with the rest as spelled,
 // cleaned.
-func (s *Service) checkPaths(raw []byte) ([]string, error) {
-	p, err := clientPath(raw)
-	if err != nil {
-		return nil, err
-	}
+func (s *Service) checkPaths(p string) ([]string, error) {
 	p = strings.TrimRight(p, "/")
 	if p == "." || p == "" {
 		return []string{""}, nil

@@ -167,3 +167,71 @@ func TestRulesParseErrors(t *testing.T) {
 		}
 	}
 }
+
+// rulesCall is a call's rule context as the interceptor builds it from
+// the front-end's metadata: the tool and what Check judged.
+func rulesCall(tool string, judged map[judgedKey]fsmcpv1.RuleAction) context.Context {
+	return context.WithValue(context.Background(), callRulesKey{}, &callRules{tool: tool, judged: judged})
+}
+
+// The rules are judged again at the call, on the real path the call's own
+// resolution finds: a path that leads elsewhere than Check judged (a
+// symlink swapped meanwhile) is precondition_failed, a denied one
+// permission_denied, an ask rule met by a call that named no path for the
+// person refused; nothing is written in any of those. A search's
+// resolution, whose callers pass no context, takes it from the handoff.
+func TestRulesAtCall(t *testing.T) {
+	s, root, _ := rulesService(t, "deny fs_write secret\nask fs_write pub\ndeny fs_grep secret\n")
+	for _, d := range []string{"pub", "other", "secret"} {
+		os.MkdirAll(filepath.Join(root, d), 0o755)
+	}
+	os.Symlink("pub", filepath.Join(root, "cur"))
+	write := func(ctx context.Context, p string) error {
+		_, err := s.Write(ctx, &fsmcpv1.WriteRequest{Path: []byte(p), Content: []byte("x"), MustNotExist: true})
+		return err
+	}
+	ask := fsmcpv1.RuleAction_RULE_ACTION_ASK
+	if err := write(rulesCall("fs_write", map[judgedKey]fsmcpv1.RuleAction{{"cur/a", "pub/a"}: ask}), "cur/a"); err != nil {
+		t.Fatalf("the write judged and approved: %v", err)
+	}
+	os.Remove(filepath.Join(root, "cur"))
+	os.Symlink("other", filepath.Join(root, "cur"))
+	err := write(rulesCall("fs_write", map[judgedKey]fsmcpv1.RuleAction{{"cur/b", "pub/b"}: ask}), "cur/b")
+	wantWriteCode(t, "a write that leads elsewhere than judged", err, fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED)
+	// The same path judged with another decision than the rules give now
+	// (the rules file changed in between).
+	err = write(rulesCall("fs_write", map[judgedKey]fsmcpv1.RuleAction{{"pub/c", "pub/c"}: ruleNone}), "pub/c")
+	wantWriteCode(t, "a write judged with a stale decision", err, fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED)
+	err = write(rulesCall("fs_write", map[judgedKey]fsmcpv1.RuleAction{{"secret/d", "secret/d"}: ruleDeny}), "secret/d")
+	if e := wantWriteCode(t, "a denied write", err, fsmcpv1.ErrorCode_ERROR_CODE_PERMISSION_DENIED); !e.PolicyViolation {
+		t.Error("a denied write is not marked a policy violation")
+	}
+	err = write(rulesCall("fs_write", nil), "pub/e")
+	wantWriteCode(t, "an ask rule with no path judged", err, fsmcpv1.ErrorCode_ERROR_CODE_PERMISSION_DENIED)
+	err = write(context.Background(), "other/f")
+	wantWriteCode(t, "a call with no rule context", err, fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL)
+	for _, n := range []string{"other/b", "pub/b", "pub/c", "secret/d", "pub/e", "other/f"} {
+		if exists(filepath.Join(root, n)) {
+			t.Errorf("%s was written", n)
+		}
+	}
+	// A search: cur → secret now, judged by Check when it led to other.
+	os.Remove(filepath.Join(root, "cur"))
+	os.Symlink("secret", filepath.Join(root, "cur"))
+	end := s.handoff.give(&callRules{tool: "fs_grep", judged: map[judgedKey]fsmcpv1.RuleAction{{"cur", "other"}: ruleNone}})
+	_, err = s.openSearch("grep", []byte("cur"), accessContent)
+	end()
+	wantWriteCode(t, "a search that leads to a denied directory", err, fsmcpv1.ErrorCode_ERROR_CODE_PERMISSION_DENIED)
+	end = s.handoff.give(&callRules{tool: "fs_grep", judged: map[judgedKey]fsmcpv1.RuleAction{{"pub", "pub"}: ruleNone}})
+	tgt, err := s.openSearch("grep", []byte("pub"), accessContent)
+	end()
+	if err != nil {
+		t.Fatalf("a search judged as it resolves: %v", err)
+	}
+	tgt.close()
+}
+
+func exists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
+}

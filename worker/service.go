@@ -46,8 +46,12 @@ type Service struct {
 	limits        Limits
 	// quarantine, when set, keeps what deletes remove and writes replace.
 	quarantine *Quarantine
-	// rules, when set, are the operator's --rules, for Check.
+	// rules, when set, are the operator's --rules, for Check and for
+	// every call (callrules.go).
 	rules *Rules
+	// handoff gives a search's or a listing's rule context to its
+	// resolution (callrules.go).
+	handoff resolveHandoff
 }
 
 var _ fsmcpv1.WorkerServiceServer = (*Service)(nil)

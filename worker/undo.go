@@ -149,7 +149,7 @@ func (s *Service) undo(ctx context.Context, e *qEntry) (*fsmcpv1.UndoResponse, e
 	defer unlockRenames()
 	steps := make([]*undoStep, len(e.parts))
 	for i, part := range e.parts {
-		d, err := s.openPart(part)
+		d, err := s.openPart(ctx, part)
 		if err != nil {
 			return nil, err
 		}
@@ -210,13 +210,13 @@ func (st *undoStep) key() lockKey { return lockKey{st.d.st.Dev, st.d.st.Ino, st.
 
 // openPart resolves a part's recorded path for the undo, which must still
 // lead to the very directory that held it.
-func (s *Service) openPart(part qPart) (*parent, error) {
+func (s *Service) openPart(ctx context.Context, part qPart) (*parent, error) {
 	p := part.path
 	kind := accessMutate
 	if part.kind != partRestore {
 		kind = accessRewrite
 	}
-	d, base, err := s.openName("undo", p, kind)
+	d, base, err := s.openName(ctx, "undo", p, kind)
 	if errors.Is(err, &Error{Code: fsmcpv1.ErrorCode_ERROR_CODE_NOT_FOUND}) {
 		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, p, "undo: the directory that held it is gone; nothing was restored")
 	}

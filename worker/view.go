@@ -18,7 +18,7 @@ import (
 // the bytes are is the front-end's to judge.
 func (s *Service) View(ctx context.Context, req *fsmcpv1.ViewRequest) (*fsmcpv1.ViewResponse, error) {
 	const op = "view"
-	f, st, _, err := s.openContent(op, req.GetPath())
+	f, st, _, err := s.openContent(ctx, op, req.GetPath())
 	if err != nil {
 		return nil, err
 	}

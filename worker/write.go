@@ -132,7 +132,7 @@ func (s *Service) openEdit(ctx context.Context, op, p string, all bool, ifSHA st
 		return nil, err
 	}
 	t.done = append(t.done, done)
-	d, base, unlockRenames, err := s.openMutationPath(op, p, accessRewrite)
+	d, base, unlockRenames, err := s.openMutationPath(ctx, op, p, accessRewrite)
 	if err != nil {
 		return nil, err
 	}

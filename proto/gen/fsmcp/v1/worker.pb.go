@@ -4676,7 +4676,11 @@ type CheckResponse struct {
 	Line int32  `protobuf:"varint,2,opt,name=line,proto3" json:"line,omitempty"`
 	Rule string `protobuf:"bytes,3,opt,name=rule,proto3" json:"rule,omitempty"`
 	// The real root-relative path the rule matched.
-	Path          []byte `protobuf:"bytes,4,opt,name=path,proto3" json:"path,omitempty"`
+	Path []byte `protobuf:"bytes,4,opt,name=path,proto3" json:"path,omitempty"`
+	// Every real path judged, with its decision: the front-end hands them
+	// to the call (metadata fsmcp-judged-bin, a JudgedPaths), whose own
+	// resolution must find the same.
+	Judged        []*JudgedPath `protobuf:"bytes,5,rep,name=judged,proto3" json:"judged,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4735,6 +4739,121 @@ func (x *CheckResponse) GetRule() string {
 func (x *CheckResponse) GetPath() []byte {
 	if x != nil {
 		return x.Path
+	}
+	return nil
+}
+
+func (x *CheckResponse) GetJudged() []*JudgedPath {
+	if x != nil {
+		return x.Judged
+	}
+	return nil
+}
+
+// One real root-relative path a Check judged, the decision for it, and
+// the path of the call that resolved to it.
+type JudgedPath struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Path   []byte                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Action RuleAction             `protobuf:"varint,2,opt,name=action,proto3,enum=fsmcp.v1.RuleAction" json:"action,omitempty"`
+	// The call's path, with one leading "/" dropped ("" as ".").
+	Name          []byte `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JudgedPath) Reset() {
+	*x = JudgedPath{}
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JudgedPath) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JudgedPath) ProtoMessage() {}
+
+func (x *JudgedPath) ProtoReflect() protoreflect.Message {
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JudgedPath.ProtoReflect.Descriptor instead.
+func (*JudgedPath) Descriptor() ([]byte, []int) {
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *JudgedPath) GetPath() []byte {
+	if x != nil {
+		return x.Path
+	}
+	return nil
+}
+
+func (x *JudgedPath) GetAction() RuleAction {
+	if x != nil {
+		return x.Action
+	}
+	return RuleAction_RULE_ACTION_UNSPECIFIED
+}
+
+func (x *JudgedPath) GetName() []byte {
+	if x != nil {
+		return x.Name
+	}
+	return nil
+}
+
+// The paths a call's rules were judged on, carried by the call.
+type JudgedPaths struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Paths         []*JudgedPath          `protobuf:"bytes,1,rep,name=paths,proto3" json:"paths,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JudgedPaths) Reset() {
+	*x = JudgedPaths{}
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JudgedPaths) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JudgedPaths) ProtoMessage() {}
+
+func (x *JudgedPaths) ProtoReflect() protoreflect.Message {
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JudgedPaths.ProtoReflect.Descriptor instead.
+func (*JudgedPaths) Descriptor() ([]byte, []int) {
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *JudgedPaths) GetPaths() []*JudgedPath {
+	if x != nil {
+		return x.Paths
 	}
 	return nil
 }
@@ -5071,12 +5190,20 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\aresults\x18\x01 \x03(\v2\x18.fsmcp.v1.ReadManyResultR\aresults\"8\n" +
 	"\fCheckRequest\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12\x14\n" +
-	"\x05paths\x18\x02 \x03(\fR\x05paths\"y\n" +
+	"\x05paths\x18\x02 \x03(\fR\x05paths\"\xa7\x01\n" +
 	"\rCheckResponse\x12,\n" +
 	"\x06action\x18\x01 \x01(\x0e2\x14.fsmcp.v1.RuleActionR\x06action\x12\x12\n" +
 	"\x04line\x18\x02 \x01(\x05R\x04line\x12\x12\n" +
 	"\x04rule\x18\x03 \x01(\tR\x04rule\x12\x12\n" +
-	"\x04path\x18\x04 \x01(\fR\x04path*K\n" +
+	"\x04path\x18\x04 \x01(\fR\x04path\x12,\n" +
+	"\x06judged\x18\x05 \x03(\v2\x14.fsmcp.v1.JudgedPathR\x06judged\"b\n" +
+	"\n" +
+	"JudgedPath\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\fR\x04path\x12,\n" +
+	"\x06action\x18\x02 \x01(\x0e2\x14.fsmcp.v1.RuleActionR\x06action\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\fR\x04name\"9\n" +
+	"\vJudgedPaths\x12*\n" +
+	"\x05paths\x18\x01 \x03(\v2\x14.fsmcp.v1.JudgedPathR\x05paths*K\n" +
 	"\x0fProtocolVersion\x12 \n" +
 	"\x1cPROTOCOL_VERSION_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12PROTOCOL_VERSION_1\x10\x01*\xcd\x04\n" +
@@ -5165,7 +5292,7 @@ func file_fsmcp_v1_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_fsmcp_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_fsmcp_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
+var file_fsmcp_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
 var file_fsmcp_v1_worker_proto_goTypes = []any{
 	(ProtocolVersion)(0),       // 0: fsmcp.v1.ProtocolVersion
 	(ErrorCode)(0),             // 1: fsmcp.v1.ErrorCode
@@ -5232,6 +5359,8 @@ var file_fsmcp_v1_worker_proto_goTypes = []any{
 	(*ReadManyResponse)(nil),   // 62: fsmcp.v1.ReadManyResponse
 	(*CheckRequest)(nil),       // 63: fsmcp.v1.CheckRequest
 	(*CheckResponse)(nil),      // 64: fsmcp.v1.CheckResponse
+	(*JudgedPath)(nil),         // 65: fsmcp.v1.JudgedPath
+	(*JudgedPaths)(nil),        // 66: fsmcp.v1.JudgedPaths
 }
 var file_fsmcp_v1_worker_proto_depIdxs = []int32{
 	1,  // 0: fsmcp.v1.Error.code:type_name -> fsmcp.v1.ErrorCode
@@ -5273,53 +5402,56 @@ var file_fsmcp_v1_worker_proto_depIdxs = []int32{
 	6,  // 36: fsmcp.v1.ReadManyResult.error:type_name -> fsmcp.v1.Error
 	61, // 37: fsmcp.v1.ReadManyResponse.results:type_name -> fsmcp.v1.ReadManyResult
 	5,  // 38: fsmcp.v1.CheckResponse.action:type_name -> fsmcp.v1.RuleAction
-	11, // 39: fsmcp.v1.WorkerService.Hello:input_type -> fsmcp.v1.HelloRequest
-	14, // 40: fsmcp.v1.WorkerService.Stat:input_type -> fsmcp.v1.StatRequest
-	18, // 41: fsmcp.v1.WorkerService.List:input_type -> fsmcp.v1.ListRequest
-	22, // 42: fsmcp.v1.WorkerService.Read:input_type -> fsmcp.v1.ReadRequest
-	25, // 43: fsmcp.v1.WorkerService.Glob:input_type -> fsmcp.v1.GlobRequest
-	27, // 44: fsmcp.v1.WorkerService.Grep:input_type -> fsmcp.v1.GrepRequest
-	32, // 45: fsmcp.v1.WorkerService.Write:input_type -> fsmcp.v1.WriteRequest
-	35, // 46: fsmcp.v1.WorkerService.Replace:input_type -> fsmcp.v1.ReplaceRequest
-	37, // 47: fsmcp.v1.WorkerService.Mkdir:input_type -> fsmcp.v1.MkdirRequest
-	39, // 48: fsmcp.v1.WorkerService.Move:input_type -> fsmcp.v1.MoveRequest
-	41, // 49: fsmcp.v1.WorkerService.Delete:input_type -> fsmcp.v1.DeleteRequest
-	45, // 50: fsmcp.v1.WorkerService.Splice:input_type -> fsmcp.v1.SpliceRequest
-	47, // 51: fsmcp.v1.WorkerService.Digest:input_type -> fsmcp.v1.DigestRequest
-	49, // 52: fsmcp.v1.WorkerService.Copy:input_type -> fsmcp.v1.CopyRequest
-	51, // 53: fsmcp.v1.WorkerService.Tree:input_type -> fsmcp.v1.TreeRequest
-	54, // 54: fsmcp.v1.WorkerService.View:input_type -> fsmcp.v1.ViewRequest
-	57, // 55: fsmcp.v1.WorkerService.Patch:input_type -> fsmcp.v1.PatchRequest
-	60, // 56: fsmcp.v1.WorkerService.ReadMany:input_type -> fsmcp.v1.ReadManyRequest
-	15, // 57: fsmcp.v1.WorkerService.StatStream:input_type -> fsmcp.v1.StatStreamRequest
-	43, // 58: fsmcp.v1.WorkerService.Undo:input_type -> fsmcp.v1.UndoRequest
-	63, // 59: fsmcp.v1.WorkerService.Check:input_type -> fsmcp.v1.CheckRequest
-	12, // 60: fsmcp.v1.WorkerService.Hello:output_type -> fsmcp.v1.HelloResponse
-	17, // 61: fsmcp.v1.WorkerService.Stat:output_type -> fsmcp.v1.StatResponse
-	19, // 62: fsmcp.v1.WorkerService.List:output_type -> fsmcp.v1.ListResponse
-	23, // 63: fsmcp.v1.WorkerService.Read:output_type -> fsmcp.v1.ReadResponse
-	26, // 64: fsmcp.v1.WorkerService.Glob:output_type -> fsmcp.v1.GlobResponse
-	31, // 65: fsmcp.v1.WorkerService.Grep:output_type -> fsmcp.v1.GrepResponse
-	33, // 66: fsmcp.v1.WorkerService.Write:output_type -> fsmcp.v1.WriteResponse
-	36, // 67: fsmcp.v1.WorkerService.Replace:output_type -> fsmcp.v1.ReplaceResponse
-	38, // 68: fsmcp.v1.WorkerService.Mkdir:output_type -> fsmcp.v1.MkdirResponse
-	40, // 69: fsmcp.v1.WorkerService.Move:output_type -> fsmcp.v1.MoveResponse
-	42, // 70: fsmcp.v1.WorkerService.Delete:output_type -> fsmcp.v1.DeleteResponse
-	46, // 71: fsmcp.v1.WorkerService.Splice:output_type -> fsmcp.v1.SpliceResponse
-	48, // 72: fsmcp.v1.WorkerService.Digest:output_type -> fsmcp.v1.DigestResponse
-	50, // 73: fsmcp.v1.WorkerService.Copy:output_type -> fsmcp.v1.CopyResponse
-	53, // 74: fsmcp.v1.WorkerService.Tree:output_type -> fsmcp.v1.TreeResponse
-	55, // 75: fsmcp.v1.WorkerService.View:output_type -> fsmcp.v1.ViewResponse
-	59, // 76: fsmcp.v1.WorkerService.Patch:output_type -> fsmcp.v1.PatchResponse
-	62, // 77: fsmcp.v1.WorkerService.ReadMany:output_type -> fsmcp.v1.ReadManyResponse
-	16, // 78: fsmcp.v1.WorkerService.StatStream:output_type -> fsmcp.v1.StatStreamResponse
-	44, // 79: fsmcp.v1.WorkerService.Undo:output_type -> fsmcp.v1.UndoResponse
-	64, // 80: fsmcp.v1.WorkerService.Check:output_type -> fsmcp.v1.CheckResponse
-	60, // [60:81] is the sub-list for method output_type
-	39, // [39:60] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	65, // 39: fsmcp.v1.CheckResponse.judged:type_name -> fsmcp.v1.JudgedPath
+	5,  // 40: fsmcp.v1.JudgedPath.action:type_name -> fsmcp.v1.RuleAction
+	65, // 41: fsmcp.v1.JudgedPaths.paths:type_name -> fsmcp.v1.JudgedPath
+	11, // 42: fsmcp.v1.WorkerService.Hello:input_type -> fsmcp.v1.HelloRequest
+	14, // 43: fsmcp.v1.WorkerService.Stat:input_type -> fsmcp.v1.StatRequest
+	18, // 44: fsmcp.v1.WorkerService.List:input_type -> fsmcp.v1.ListRequest
+	22, // 45: fsmcp.v1.WorkerService.Read:input_type -> fsmcp.v1.ReadRequest
+	25, // 46: fsmcp.v1.WorkerService.Glob:input_type -> fsmcp.v1.GlobRequest
+	27, // 47: fsmcp.v1.WorkerService.Grep:input_type -> fsmcp.v1.GrepRequest
+	32, // 48: fsmcp.v1.WorkerService.Write:input_type -> fsmcp.v1.WriteRequest
+	35, // 49: fsmcp.v1.WorkerService.Replace:input_type -> fsmcp.v1.ReplaceRequest
+	37, // 50: fsmcp.v1.WorkerService.Mkdir:input_type -> fsmcp.v1.MkdirRequest
+	39, // 51: fsmcp.v1.WorkerService.Move:input_type -> fsmcp.v1.MoveRequest
+	41, // 52: fsmcp.v1.WorkerService.Delete:input_type -> fsmcp.v1.DeleteRequest
+	45, // 53: fsmcp.v1.WorkerService.Splice:input_type -> fsmcp.v1.SpliceRequest
+	47, // 54: fsmcp.v1.WorkerService.Digest:input_type -> fsmcp.v1.DigestRequest
+	49, // 55: fsmcp.v1.WorkerService.Copy:input_type -> fsmcp.v1.CopyRequest
+	51, // 56: fsmcp.v1.WorkerService.Tree:input_type -> fsmcp.v1.TreeRequest
+	54, // 57: fsmcp.v1.WorkerService.View:input_type -> fsmcp.v1.ViewRequest
+	57, // 58: fsmcp.v1.WorkerService.Patch:input_type -> fsmcp.v1.PatchRequest
+	60, // 59: fsmcp.v1.WorkerService.ReadMany:input_type -> fsmcp.v1.ReadManyRequest
+	15, // 60: fsmcp.v1.WorkerService.StatStream:input_type -> fsmcp.v1.StatStreamRequest
+	43, // 61: fsmcp.v1.WorkerService.Undo:input_type -> fsmcp.v1.UndoRequest
+	63, // 62: fsmcp.v1.WorkerService.Check:input_type -> fsmcp.v1.CheckRequest
+	12, // 63: fsmcp.v1.WorkerService.Hello:output_type -> fsmcp.v1.HelloResponse
+	17, // 64: fsmcp.v1.WorkerService.Stat:output_type -> fsmcp.v1.StatResponse
+	19, // 65: fsmcp.v1.WorkerService.List:output_type -> fsmcp.v1.ListResponse
+	23, // 66: fsmcp.v1.WorkerService.Read:output_type -> fsmcp.v1.ReadResponse
+	26, // 67: fsmcp.v1.WorkerService.Glob:output_type -> fsmcp.v1.GlobResponse
+	31, // 68: fsmcp.v1.WorkerService.Grep:output_type -> fsmcp.v1.GrepResponse
+	33, // 69: fsmcp.v1.WorkerService.Write:output_type -> fsmcp.v1.WriteResponse
+	36, // 70: fsmcp.v1.WorkerService.Replace:output_type -> fsmcp.v1.ReplaceResponse
+	38, // 71: fsmcp.v1.WorkerService.Mkdir:output_type -> fsmcp.v1.MkdirResponse
+	40, // 72: fsmcp.v1.WorkerService.Move:output_type -> fsmcp.v1.MoveResponse
+	42, // 73: fsmcp.v1.WorkerService.Delete:output_type -> fsmcp.v1.DeleteResponse
+	46, // 74: fsmcp.v1.WorkerService.Splice:output_type -> fsmcp.v1.SpliceResponse
+	48, // 75: fsmcp.v1.WorkerService.Digest:output_type -> fsmcp.v1.DigestResponse
+	50, // 76: fsmcp.v1.WorkerService.Copy:output_type -> fsmcp.v1.CopyResponse
+	53, // 77: fsmcp.v1.WorkerService.Tree:output_type -> fsmcp.v1.TreeResponse
+	55, // 78: fsmcp.v1.WorkerService.View:output_type -> fsmcp.v1.ViewResponse
+	59, // 79: fsmcp.v1.WorkerService.Patch:output_type -> fsmcp.v1.PatchResponse
+	62, // 80: fsmcp.v1.WorkerService.ReadMany:output_type -> fsmcp.v1.ReadManyResponse
+	16, // 81: fsmcp.v1.WorkerService.StatStream:output_type -> fsmcp.v1.StatStreamResponse
+	44, // 82: fsmcp.v1.WorkerService.Undo:output_type -> fsmcp.v1.UndoResponse
+	64, // 83: fsmcp.v1.WorkerService.Check:output_type -> fsmcp.v1.CheckResponse
+	63, // [63:84] is the sub-list for method output_type
+	42, // [42:63] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_fsmcp_v1_worker_proto_init() }
@@ -5333,7 +5465,7 @@ func file_fsmcp_v1_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fsmcp_v1_worker_proto_rawDesc), len(file_fsmcp_v1_worker_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   59,
+			NumMessages:   61,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

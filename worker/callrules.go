@@ -1,0 +1,201 @@
+package worker
+
+import (
+	"context"
+	"sync"
+
+	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+)
+
+// --rules at the call. The front-end asks Check before a call (to know
+// whether to ask the person, and what to show), but Check and the call are
+// two RPCs: a rename in between (the agent moving a symlinked directory,
+// say) could make the call's path resolve somewhere Check never judged.
+// So the call itself carries its tool and what Check judged (gRPC
+// metadata, set by the front-end), and the resolver judges the rules
+// again on every name the call resolves (judgeRules), where the policy is
+// judged: a denied path is refused there, and a path that now resolves to
+// a real path Check did not judge with the same decision (for an ask
+// rule: not the path the person approved) is refused, nothing done.
+
+// Metadata keys of a call under --rules.
+const (
+	// ToolMetadata is the call's tool name, without --tools-prefix.
+	ToolMetadata = "fsmcp-tool"
+	// JudgedMetadata is a JudgedPaths message: what Check judged for the
+	// call (absent when the call names no path).
+	JudgedMetadata = "fsmcp-judged-bin"
+)
+
+// callRules is a call's rule context.
+type callRules struct {
+	tool string
+	// judged maps each of the call's paths and the real path Check found
+	// for it to its decision; nil when the call named no path.
+	judged map[judgedKey]fsmcpv1.RuleAction
+}
+
+// judgedKey is a call's path (after clientPath) and a real path it
+// resolved to.
+type judgedKey struct{ name, rel string }
+
+type callRulesKey struct{}
+
+// callRulesFrom reads the call's rule context from its metadata. A call
+// that names no tool cannot be judged and is refused.
+func callRulesFrom(ctx context.Context, method string) (*callRules, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	tools := md.Get(ToolMetadata)
+	if len(tools) != 1 || tools[0] == "" {
+		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "", "%s: with --rules every call names its tool", method)
+	}
+	cr := &callRules{tool: tools[0]}
+	if vals := md.Get(JudgedMetadata); len(vals) > 0 {
+		var jp fsmcpv1.JudgedPaths
+		if len(vals) != 1 || proto.Unmarshal([]byte(vals[0]), &jp) != nil {
+			return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "", "%s: the judged paths do not decode", method)
+		}
+		cr.judged = map[judgedKey]fsmcpv1.RuleAction{}
+		for _, p := range jp.GetPaths() {
+			cr.judged[judgedKey{string(p.GetName()), string(p.GetPath())}] = p.GetAction()
+		}
+	}
+	return cr, nil
+}
+
+// unjudged are the methods that resolve no client path under the rules.
+var unjudged = map[string]bool{
+	fsmcpv1.WorkerService_Hello_FullMethodName: true,
+	fsmcpv1.WorkerService_Check_FullMethodName: true,
+}
+
+// rulesUnary gives each call its rule context (with --rules).
+func (s *Service) rulesUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	if s.rules == nil || unjudged[info.FullMethod] {
+		return h(ctx, req)
+	}
+	cr, err := callRulesFrom(ctx, info.FullMethod)
+	if err != nil {
+		return nil, err
+	}
+	if handoffMethods[info.FullMethod] {
+		defer s.handoff.give(cr)()
+	}
+	return h(context.WithValue(ctx, callRulesKey{}, cr), req)
+}
+
+// handoffMethods resolve their one path with openSearch or openListing,
+// whose callers give them no context: the context is handed over
+// (resolveHandoff).
+var handoffMethods = map[string]bool{
+	fsmcpv1.WorkerService_Glob_FullMethodName: true,
+	fsmcpv1.WorkerService_Grep_FullMethodName: true,
+	fsmcpv1.WorkerService_Tree_FullMethodName: true,
+	fsmcpv1.WorkerService_List_FullMethodName: true,
+}
+
+// rulesStream is rulesUnary for streaming calls.
+func (s *Service) rulesStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	if s.rules == nil {
+		return h(srv, ss)
+	}
+	cr, err := callRulesFrom(ss.Context(), info.FullMethod)
+	if err != nil {
+		return err
+	}
+	if handoffMethods[info.FullMethod] {
+		defer s.handoff.give(cr)()
+	}
+	return h(srv, &rulesStream{ServerStream: ss, ctx: context.WithValue(ss.Context(), callRulesKey{}, cr)})
+}
+
+type rulesStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (r *rulesStream) Context() context.Context { return r.ctx }
+
+// resolveHandoff hands a call's rule context to the one resolution its
+// handler makes (openSearch for the searches, openListing for List). The
+// call holds mu from give until that resolution takes the context, or
+// until the handler returns without one: those calls under --rules pass
+// this point one at a time, for the microseconds between their start and
+// their resolution.
+type resolveHandoff struct {
+	mu      sync.Mutex
+	pending *callRules
+}
+
+// give holds the handoff for cr and returns what ends it.
+func (h *resolveHandoff) give(cr *callRules) func() {
+	h.mu.Lock()
+	h.pending = cr
+	return func() {
+		if h.pending != nil {
+			h.pending = nil
+			h.mu.Unlock()
+		}
+	}
+}
+
+// take returns the pending context and lets the next search through. It
+// runs on the goroutine that gave it, inside its handler.
+func (h *resolveHandoff) take() *callRules {
+	cr := h.pending
+	if cr != nil {
+		h.pending = nil
+		h.mu.Unlock()
+	}
+	return cr
+}
+
+// judgeRules judges --rules at the call: rel is the real root-relative
+// path the call's path p resolved to (op names the step, for the error).
+// A denied path is refused. A path Check judged must have the same
+// decision now; one it did not judge was reached through a rename since
+// (or named no path for Check: then an ask rule cannot have been put to
+// the person, and is refused).
+func (s *Service) judgeRules(ctx context.Context, op, p, rel string) error {
+	if s.rules == nil {
+		return nil
+	}
+	cr, _ := ctx.Value(callRulesKey{}).(*callRules)
+	return s.judgeCallRules(cr, op, p, rel)
+}
+
+func (s *Service) judgeCallRules(cr *callRules, op, p, rel string) error {
+	if s.rules == nil {
+		return nil
+	}
+	if cr == nil {
+		return newError(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, p, "%s: resolved outside a call under --rules", op)
+	}
+	r, matched := first(s.rules.current(), cr.tool, rel)
+	action := fsmcpv1.RuleAction_RULE_ACTION_UNSPECIFIED
+	if matched {
+		action = r.action
+	}
+	if action == fsmcpv1.RuleAction_RULE_ACTION_DENY {
+		e := newError(fsmcpv1.ErrorCode_ERROR_CODE_PERMISSION_DENIED, p,
+			"%s: %q is denied by --rules line %d (%s), judged where the path leads as the call runs; nothing was done", cr.tool, rel, r.line, r.text)
+		e.PolicyViolation = true
+		return e
+	}
+	if cr.judged == nil {
+		if action == fsmcpv1.RuleAction_RULE_ACTION_ASK {
+			return newError(fsmcpv1.ErrorCode_ERROR_CODE_PERMISSION_DENIED, p,
+				"%s: %q falls under --rules line %d (%s), but the call names no path the person could be asked about; nothing was done", cr.tool, rel, r.line, r.text)
+		}
+		return nil
+	}
+	if was, ok := cr.judged[judgedKey{p, rel}]; !ok || was != action {
+		return newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, p,
+			"%s: the path now resolves to %q, not to what --rules judged before the call: something was renamed meanwhile, or the rules changed; nothing was done",
+			op, rel)
+	}
+	return nil
+}
