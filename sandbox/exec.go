@@ -103,5 +103,5 @@ func ParseExecConfig(args []string) (ExecConfig, error) {
 // in), like StartWorker, in new user, mount, network and IPC namespaces
 // (see startExec).
 func StartExec(exe string, cfg ExecConfig, stderr io.Writer) (*Worker, error) {
-	return start(exe, func(fd int) []string { cfg.SockFD = fd; return cfg.argv() }, execProcAttr(), stderr)
+	return start(exe, nil, func(fd int) []string { cfg.SockFD = fd; return cfg.argv() }, execProcAttr(), stderr)
 }

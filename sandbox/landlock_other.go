@@ -12,3 +12,8 @@ func ConfineWorker(rootPath string, readOnly bool, execFiles []string, grants ..
 
 // ConfineFrontend always fails with ErrNoLandlock off Linux.
 func ConfineFrontend() (Status, error) { return Status{}, ErrNoLandlock }
+
+// ConfineRulesReader always fails with ErrNoLandlock off Linux.
+func ConfineRulesReader(dirPath string) (Status, Seccomp, error) {
+	return Status{}, Seccomp{}, ErrNoLandlock
+}

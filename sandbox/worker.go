@@ -148,12 +148,14 @@ func (w *Worker) Pid() int { return w.pid }
 // MCP), the caller's stderr, an empty environment, and SIGKILL when the
 // thread that started it goes away, so it never outlives the front-end.
 func StartWorker(exe string, cfg WorkerConfig, stderr io.Writer) (*Worker, error) {
-	return start(exe, func(fd int) []string { cfg.SockFD = fd; return cfg.argv() }, workerProcAttr(), stderr)
+	return start(exe, nil, func(fd int) []string { cfg.SockFD = fd; return cfg.argv() }, workerProcAttr(), stderr)
 }
 
 // start runs exe with the arguments argv returns for the child's socket
 // descriptor, the process attributes attr and the worker environment.
-func start(exe string, argv func(sockFD int) []string, attr *syscall.SysProcAttr, stderr io.Writer) (*Worker, error) {
+// extra are inherited first, as descriptors 3, 4, ..., and the socket
+// after them.
+func start(exe string, extra []*os.File, argv func(sockFD int) []string, attr *syscall.SysProcAttr, stderr io.Writer) (*Worker, error) {
 	// Hold ForkLock so no concurrent exec inherits the pair before it is
 	// marked close-on-exec.
 	syscall.ForkLock.RLock()
@@ -171,7 +173,7 @@ func start(exe string, argv func(sockFD int) []string, attr *syscall.SysProcAttr
 	defer theirs.Close()
 
 	cmd := exec.Command(exe)
-	cmd.ExtraFiles = []*os.File{theirs}
+	cmd.ExtraFiles = append(append([]*os.File(nil), extra...), theirs)
 	// ExtraFiles[i] becomes fd 3+i in the child.
 	cmd.Args = append([]string{exe}, argv(3+len(cmd.ExtraFiles)-1)...)
 	cmd.Env = workerEnv

@@ -111,14 +111,15 @@ func run(args []string, hooks Hooks) error {
 		}
 		grants = append(grants, sandbox.Grant{Path: fmt.Sprintf("/proc/self/fd/%d", quarantine.Fd()), What: "quarantine", LikeRoot: true})
 	}
-	// The rules file is read again when it changes: its directory stays
-	// readable (files only).
+	// The rules file is read, and read again when it changes, by a
+	// process of its own, started before the worker confines itself and
+	// confined to that file's directory: the worker is granted nothing
+	// there.
 	var rules *Rules
 	if cfg.Rules != "" {
-		if rules, err = OpenRules(cfg.Rules); err != nil {
+		if rules, err = StartRules(exe, cfg.Rules, cfg.AllowNoLandlock); err != nil {
 			return err
 		}
-		grants = append(grants, sandbox.Grant{Path: rules.Dir(), What: "--rules directory"})
 	}
 	st, err := sandbox.ConfineWorker(fdPath, cfg.ReadOnly, rgFiles, grants...)
 	switch {

@@ -29,23 +29,22 @@ import (
 // starting with "#" are skipped. For each path of a call, the first line
 // that matches the tool and the path wins.
 //
-// The worker reads the file, as it alone may open files, and reads it
-// again when its identity or times change (an atomic replace makes a new
-// inode, an edit in place moves mtime and ctime): each Check stats it. A
+// The file is read again when its identity or times change (an atomic
+// replace makes a new inode, an edit in place moves mtime and ctime):
+// each Check, and each call judged at the call, asks for its version. A
 // file that fails to parse at start stops the worker; a bad edit later
-// keeps the rules in force and is logged once.
+// keeps the rules in force and is logged once. The worker itself does not
+// read the file: a reader process does (rulesreader.go), so that the
+// worker, which faces the agent, needs no Landlock grant beside it.
 //
 // Check judges before the call; the call carries what Check judged, and
 // the resolver judges the rules again on each name the call resolves
 // (callrules.go), so a rename between the two cannot take the call
 // somewhere the rules did not judge.
 type Rules struct {
-	dir  *os.File // the file's directory, O_PATH
-	name string
-
 	mu    sync.Mutex
+	src   rulesSource
 	rules []rule
-	stamp fileStamp
 	// bad is the stamp of the last version that failed to load (zero
 	// when the file was gone), reported once.
 	bad      fileStamp
@@ -70,60 +69,106 @@ type fileStamp struct {
 // maxRulesBytes bounds the rules file.
 const maxRulesBytes = 1 << 20
 
-// OpenRules reads the rules file at file (an absolute path) and keeps its
-// directory open to read it again. It fails on a file that does not parse.
-func OpenRules(file string) (*Rules, error) {
-	dir, name := path.Split(file)
-	d, err := os.OpenFile(dir, unix.O_PATH|unix.O_DIRECTORY, 0)
-	if err != nil {
-		return nil, fmt.Errorf("--rules: %w", err)
-	}
-	r := &Rules{dir: d, name: name}
-	rules, stamp, err := r.load()
-	if err != nil {
-		d.Close()
-		return nil, fmt.Errorf("--rules %s: %w", file, err)
-	}
-	r.rules, r.stamp = rules, stamp
-	return r, nil
+// rulesSource gives the rules file's text when its version differs from
+// the last one it gave.
+type rulesSource interface {
+	// poll returns the file's bytes and stamp and changed, or changed
+	// false when the version is the one it last returned; err when the
+	// file cannot be read (the stamp then says which version, zero when
+	// it is gone).
+	poll() (data []byte, stamp fileStamp, changed bool, err error)
 }
 
-// Dir is the rules file's directory, for the Landlock rule that lets the
-// confined worker read the file again.
-func (r *Rules) Dir() string { return fmt.Sprintf("/proc/self/fd/%d", r.dir.Fd()) }
+// dirSource reads the file name in the open directory dir.
+type dirSource struct {
+	dir  *os.File
+	name string
+	last fileStamp
+}
 
-func (r *Rules) statFile() (fileStamp, error) {
+func (d *dirSource) poll() ([]byte, fileStamp, bool, error) {
 	var st unix.Stat_t
-	if err := unix.Fstatat(int(r.dir.Fd()), r.name, &st, 0); err != nil {
-		return fileStamp{}, err
+	if err := unix.Fstatat(int(d.dir.Fd()), d.name, &st, 0); err != nil {
+		return nil, fileStamp{}, false, err
 	}
-	return fileStamp{st.Dev, st.Ino, st.Size, st.Mtim, st.Ctim}, nil
+	if stampOf(&st) == d.last {
+		return nil, d.last, false, nil
+	}
+	data, stamp, err := d.load()
+	if err != nil {
+		return nil, stamp, false, err
+	}
+	d.last = stamp
+	return data, stamp, true, nil
 }
 
-// load reads and parses the file, with the stamp of what it read.
-func (r *Rules) load() ([]rule, fileStamp, error) {
-	fd, err := unix.Openat(int(r.dir.Fd()), r.name, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+func stampOf(st *unix.Stat_t) fileStamp {
+	return fileStamp{st.Dev, st.Ino, st.Size, st.Mtim, st.Ctim}
+}
+
+// load reads the file, with the stamp of what it read.
+func (d *dirSource) load() ([]byte, fileStamp, error) {
+	fd, err := unix.Openat(int(d.dir.Fd()), d.name, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fileStamp{}, err
 	}
-	f := os.NewFile(uintptr(fd), r.name)
+	f := os.NewFile(uintptr(fd), d.name)
 	defer f.Close()
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return nil, fileStamp{}, err
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return nil, fileStamp{}, errors.New("not a regular file")
+		return nil, stampOf(&st), errors.New("not a regular file")
 	}
 	data, err := io.ReadAll(io.LimitReader(f, maxRulesBytes+1))
 	if err != nil {
-		return nil, fileStamp{}, err
+		return nil, stampOf(&st), err
 	}
 	if len(data) > maxRulesBytes {
-		return nil, fileStamp{}, fmt.Errorf("larger than %d bytes", maxRulesBytes)
+		return nil, stampOf(&st), fmt.Errorf("larger than %d bytes", maxRulesBytes)
+	}
+	return data, stampOf(&st), nil
+}
+
+// openRulesDir opens the directory of file (an absolute path), O_PATH,
+// and returns it with the file's name.
+func openRulesDir(file string) (*os.File, string, error) {
+	dir, name := path.Split(file)
+	d, err := os.OpenFile(dir, unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return nil, "", fmt.Errorf("--rules: %w", err)
+	}
+	return d, name, nil
+}
+
+// OpenRules reads the rules file at file (an absolute path) in this
+// process and keeps its directory open to read it again. It fails on a
+// file that does not parse. The worker uses StartRules instead.
+func OpenRules(file string) (*Rules, error) {
+	d, name, err := openRulesDir(file)
+	if err != nil {
+		return nil, err
+	}
+	r, err := newRules(&dirSource{dir: d, name: name})
+	if err != nil {
+		d.Close()
+		return nil, fmt.Errorf("--rules %s: %w", file, err)
+	}
+	return r, nil
+}
+
+// newRules reads the first version from src; it must parse.
+func newRules(src rulesSource) (*Rules, error) {
+	data, _, _, err := src.poll()
+	if err != nil {
+		return nil, err
 	}
 	rules, err := parseRules(data)
-	return rules, fileStamp{st.Dev, st.Ino, st.Size, st.Mtim, st.Ctim}, err
+	if err != nil {
+		return nil, err
+	}
+	return &Rules{src: src, rules: rules}, nil
 }
 
 // current returns the rules in force, reading the file again first if it
@@ -132,13 +177,13 @@ func (r *Rules) load() ([]rule, fileStamp, error) {
 func (r *Rules) current() []rule {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	stamp, err := r.statFile()
-	if err == nil && (stamp == r.stamp || r.reported && stamp == r.bad) {
+	data, stamp, changed, err := r.src.poll()
+	if err == nil && !changed {
 		return r.rules
 	}
 	var rules []rule
 	if err == nil {
-		rules, stamp, err = r.load()
+		rules, err = parseRules(data)
 	}
 	if err != nil {
 		// stamp is zero when the file is gone: reported once until it
@@ -149,7 +194,7 @@ func (r *Rules) current() []rule {
 		r.bad, r.reported = stamp, true
 		return r.rules
 	}
-	r.rules, r.stamp, r.bad, r.reported = rules, stamp, fileStamp{}, false
+	r.rules, r.bad, r.reported = rules, fileStamp{}, false
 	fmt.Fprintf(os.Stderr, "fsmcp worker: --rules: read %d rules again\n", len(rules))
 	return rules
 }

@@ -25,6 +25,8 @@ func main() {
 			os.Exit(command.Main(os.Args[2:]))
 		case sandbox.CommandSubcommand:
 			os.Exit(sandbox.CommandMain(os.Args[2:]))
+		case sandbox.RulesSubcommand:
+			os.Exit(worker.RulesReaderMain(os.Args[2:]))
 		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -121,3 +121,35 @@ func TestRulesStartupRefusals(t *testing.T) {
 		})
 	}
 }
+
+// TestRulesFileNotReadableByWorker: the --rules file is read by a reader
+// process of its own, so the worker (which faces the agent) is granted
+// nothing beside it. Code in the confined worker that bypasses os.Root on
+// purpose and opens, by host path, a token file kept next to the rules,
+// or the rules file itself, is refused by the kernel; the rules are still
+// in force and still read again after an atomic replace.
+func TestRulesFileNotReadableByWorker(t *testing.T) {
+	root, _ := tree(t)
+	file := rulesFile(t, root, "deny fs_read a.txt\n")
+	token := filepath.Join(filepath.Dir(file), "token")
+	if err := os.WriteFile(token, []byte("secret token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, root, "--rules", file)
+	if got := s.hook("open", filepath.Join(root, "sub", "b.txt")); got != "ok" {
+		t.Fatalf("the probe cannot open a file in the root either: %s", got)
+	}
+	wantDenied(t, "worker open of the rules file's sibling", s.hook("open", token))
+	wantDenied(t, "worker open of the rules file", s.hook("open", file))
+	s.wantErr("fs_read", map[string]any{"path": "a.txt"}, "permission_denied")
+	next := file + ".new"
+	if err := os.WriteFile(next, []byte("deny fs_read sub\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(next, file); err != nil {
+		t.Fatal(err)
+	}
+	s.wantOK("fs_read", map[string]any{"path": "a.txt"})
+	s.wantErr("fs_read", map[string]any{"path": "sub/b.txt"}, "permission_denied")
+	wantDenied(t, "worker open of the replaced rules file", s.hook("open", file))
+}
