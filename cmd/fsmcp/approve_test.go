@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -476,5 +477,58 @@ func TestApproveShowsDiff(t *testing.T) {
 	}
 	if got := string(readFile(t, filepath.Join(root, "a.txt"))); got != "bye\n" {
 		t.Errorf("accepted replace left %q", got)
+	}
+}
+
+// TestIntegrationAsksBeforeDeletes: the client configuration that
+// docs/INTEGRATION.md shows under "Asking before deletes", started as
+// written (with this test's root), asks the person before fs_delete: a
+// decline leaves the file, an accept removes it.
+func TestIntegrationAsksBeforeDeletes(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/INTEGRATION.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "## Asking before deletes")
+	_, block, ok2 := strings.Cut(section, "```json\n")
+	block, _, ok3 := strings.Cut(block, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("INTEGRATION.md has no JSON configuration under \"Asking before deletes\"")
+	}
+	var cfg struct {
+		MCPServers map[string]struct {
+			Args []string `json:"args"`
+		} `json:"mcpServers"`
+	}
+	if err := json.Unmarshal([]byte(block), &cfg); err != nil || len(cfg.MCPServers) != 1 {
+		t.Fatalf("the configuration does not parse: %v\n%s", err, block)
+	}
+	var args []string
+	for _, srv := range cfg.MCPServers {
+		args = srv.Args
+	}
+	root, _ := tree(t)
+	i := slices.Index(args, "--root")
+	if i < 0 || i+1 >= len(args) {
+		t.Fatalf("the configuration names no --root: %q", args)
+	}
+	flags := append(slices.Clone(args[:i]), args[i+2:]...)
+	p := &person{answer: answering("decline", false)}
+	for _, protocol := range approveProtocols {
+		s := startWith(t, root, &mcp.ClientOptions{ElicitationHandler: p.handle}, protocol, flags...)
+		p.answer = answering("decline", false)
+		s.wantErr("fs_delete", map[string]any{"path": "a.txt"}, "permission_denied")
+		if !exists(t, filepath.Join(root, "a.txt")) {
+			t.Fatalf("%s: a declined delete removed the file", protocol)
+		}
+		p.answer = answering("accept", false)
+		os.WriteFile(filepath.Join(root, "d.txt"), nil, 0o644)
+		s.wantOK("fs_delete", map[string]any{"path": "d.txt"})
+		if exists(t, filepath.Join(root, "d.txt")) {
+			t.Fatalf("%s: an accepted delete left the file", protocol)
+		}
+	}
+	if n := len(p.asked()); n != 4 {
+		t.Errorf("asked %d times, want 4", n)
 	}
 }
