@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -142,17 +143,18 @@ func callPaths(raw json.RawMessage) [][]byte {
 		json.Unmarshal(args[k+"_base64"], &b64)
 		one(text, b64)
 	}
-	// fs_patch names its files as the keys of if_sha256 (the worker
-	// requires exactly the files the patch touches there).
-	var pre map[string]json.RawMessage
-	if json.Unmarshal(args["if_sha256"], &pre) == nil {
-		keys := make([]string, 0, len(pre))
-		for k := range pre {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
-			out = append(out, []byte(k))
+	// fs_patch names its files as the keys of if_sha256, and as base64
+	// keys of if_sha256_base64 (the worker requires exactly the files the
+	// patch touches there).
+	var pre, pre64 map[string]json.RawMessage
+	json.Unmarshal(args["if_sha256"], &pre)
+	json.Unmarshal(args["if_sha256_base64"], &pre64)
+	for _, k := range slices.Sorted(maps.Keys(pre)) {
+		out = append(out, []byte(k))
+	}
+	for _, k := range slices.Sorted(maps.Keys(pre64)) {
+		if p, err := base64.StdEncoding.DecodeString(k); err == nil {
+			out = append(out, p)
 		}
 	}
 	var list []json.RawMessage

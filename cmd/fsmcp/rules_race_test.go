@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -212,6 +213,17 @@ func TestRulesEveryTool(t *testing.T) {
 	}
 	s.wantOK("fs_undo", map[string]any{"undo": undo})
 	called["fs_undo"] = true
+	// A patch of a name that is not UTF-8 names it in if_sha256_base64.
+	odd := "n\xff"
+	if err := os.WriteFile(filepath.Join(root, odd), []byte("old\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	patch := "--- a/" + odd + "\n+++ b/" + odd + "\n@@ -1 +1 @@\n-old\n+new\n"
+	s.wantOK("fs_patch", map[string]any{"patch": base64.StdEncoding.EncodeToString([]byte(patch)), "encoding": "base64",
+		"if_sha256_base64": map[string]any{base64.StdEncoding.EncodeToString([]byte(odd)): sha([]byte("old\n"))}})
+	if got := string(readFile(t, filepath.Join(root, odd))); got != "new\n" {
+		t.Errorf("the non-UTF-8 patch left %q", got)
+	}
 	// fs_view answers a picture as a second content block.
 	if text, failed, err := callText(s, "fs_view", map[string]any{"path": "dot.png"}); err != nil || failed {
 		t.Errorf("fs_view under --rules: %v %s", err, text)
