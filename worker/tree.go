@@ -389,8 +389,8 @@ type dirent struct {
 
 // read reads the directory fd (at rel below the target) to its end and
 // returns its names other than temp files, and whether the whole of it was
-// read. It stops early, returning what it has, once
-// rg has skipped rel or a directory above it.
+// read. It stops early, returning what it has, once rg has skipped rel or
+// a directory above it.
 func (w *treeWalk) read(fd int, rel string) ([]dirent, bool, error) {
 	var out []dirent
 	for {
