@@ -23,6 +23,9 @@ type Config struct {
 	Root             string
 	ReadOnly         bool
 	MaxResponseBytes int64
+	// StructuredContent declares outputSchemas and repeats each reply's
+	// document as structuredContent, both within MaxResponseBytes.
+	StructuredContent bool
 	// MaxMediaBytes bounds the file fs_view shows.
 	MaxMediaBytes   int64
 	Transport       string
@@ -98,6 +101,8 @@ func parseFlags(args []string, stderr io.Writer) (*Config, *flag.FlagSet, error)
 	fs.StringVar(&c.Root, "root", "", "directory to serve (required)")
 	fs.BoolVar(&c.ReadOnly, "read-only", false, "serve only the read tools; the kernel refuses writes")
 	fs.Int64Var(&c.MaxResponseBytes, "max-response-bytes", defaultMaxResponseBytes, "upper bound of every reply's JSON document")
+	fs.BoolVar(&c.StructuredContent, "structured-content", false,
+		"declare each tool's outputSchema and repeat each reply's document as structuredContent; both count within --max-response-bytes")
 	fs.Int64Var(&c.MaxMediaBytes, "max-media-bytes", defaultMaxMediaBytes, "largest picture or sound fs_view shows; a larger file is too_large, unread")
 	fs.StringVar(&c.Transport, "transport", "stdio", "stdio or http")
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "address for --transport http")

@@ -150,8 +150,9 @@ func serve(ctx context.Context, cfg *Config, hooks Hooks, stdin io.ReadCloser, s
 	var conn *stdioConn
 	if ep.http == nil {
 		conn = newStdioConn(stdin, stdout)
+		conn.structured = cfg.StructuredContent
 	}
-	srv := (&server{cfg: cfg, wc: wc, ec: ec, confinement: confinement, wrap: hooks.WrapTool, audit: ep.audit, stdio: conn}).build()
+	srv := (&server{cfg: documentConfig(cfg), wc: wc, ec: ec, confinement: confinement, wrap: hooks.WrapTool, audit: ep.audit, stdio: conn}).build()
 	runCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	var workerDied atomic.Bool

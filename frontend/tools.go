@@ -329,6 +329,9 @@ func (s *server) register(srv *mcp.Server, tools []*tool) {
 				OpenWorldHint:   &f,
 			},
 		}
+		if s.cfg.StructuredContent {
+			mt.OutputSchema = outputSchema(t.name)
+		}
 		if s.stdio != nil {
 			s.stdio.maxArgs[mt.Name] = t.maxArgs
 		}
@@ -468,7 +471,11 @@ func (s *server) build() *mcp.Server {
 	s.register(srv, tools)
 	gate := s.callGate()
 	// Outermost first: the encoder sees every tool result, the gate's
-	// refusals included.
-	srv.AddReceivingMiddleware(encodeResult(s.stdio), gate.middleware)
+	// refusals included, and so does structuredResults.
+	if s.cfg.StructuredContent {
+		srv.AddReceivingMiddleware(encodeResult(s.stdio), structuredResults, gate.middleware)
+	} else {
+		srv.AddReceivingMiddleware(encodeResult(s.stdio), gate.middleware)
+	}
 	return srv
 }

@@ -94,6 +94,9 @@ type stdioConn struct {
 	// Connect): larger ones are refused here, before go-sdk copies and
 	// decodes them.
 	maxArgs map[string]int
+	// structured: the refusals written here carry structuredContent
+	// (--structured-content).
+	structured bool
 
 	// msgs hands messages from the reading goroutine to Read.
 	msgs chan jsonrpc.Message
@@ -604,7 +607,14 @@ func (c *stdioConn) writeError(id *jsonrpc.ID, code int64, message string) {
 
 // writeToolError answers a tools/call with the contract's error document.
 func (c *stdioConn) writeToolError(id jsonrpc.ID, e *toolError) {
-	body, _ := encodeToolResult(errorResult(e), false)
+	res := errorResult(e)
+	var body []byte
+	if c.structured {
+		withStructure(res)
+		body, _ = json.Marshal(res)
+	} else {
+		body, _ = encodeToolResult(res, false)
+	}
 	data := []byte(`{"jsonrpc":"2.0","id":`)
 	data = appendID(data, id)
 	data = append(data, `,"result":`...)

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -102,42 +103,45 @@ func conformanceSuite(t *testing.T) (node, suite string) {
 // suite's own client (Node) against fsmcp over Streamable HTTP. The suite
 // cannot send a bearer token, so a proxy in the test adds fsmcp's; it
 // passes Host and Origin through unchanged, which the DNS-rebinding
-// scenario tests.
+// scenario tests. Once more with --structured-content, whose outputSchemas
+// the tools-list scenario checks.
 func TestContactConformanceSuite(t *testing.T) {
 	node, suite := conformanceSuite(t)
-	h := startHTTP(t, t.TempDir())
-	target, err := url.Parse(h.base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	proxy.FlushInterval = -1 // server-sent events as they come
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r.Header.Set("Authorization", "Bearer "+h.token)
-		proxy.ServeHTTP(w, r)
-	}))
-	t.Cleanup(front.Close)
-	for _, scenario := range conformanceScenarios {
-		out := t.TempDir()
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		cmd := exec.CommandContext(ctx, node, suite, "server", "--url", front.URL+"/mcp",
-			"--scenario", scenario, "-o", out)
-		log, err := cmd.CombinedOutput()
-		cancel()
-		checks := conformanceChecks(t, out)
-		passed := 0
-		for _, c := range checks {
-			switch c.Status {
-			case "SUCCESS":
-				passed++
-			case "FAILURE":
-				t.Errorf("%s: %s failed: %s", scenario, c.ID, c.ErrorMessage)
+	for _, flags := range [][]string{nil, {"--structured-content"}} {
+		h := startHTTP(t, t.TempDir(), flags...)
+		target, err := url.Parse(h.base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		proxy := httputil.NewSingleHostReverseProxy(target)
+		proxy.FlushInterval = -1 // server-sent events as they come
+		front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			r.Header.Set("Authorization", "Bearer "+h.token)
+			proxy.ServeHTTP(w, r)
+		}))
+		t.Cleanup(front.Close)
+		for _, scenario := range conformanceScenarios {
+			out := t.TempDir()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			cmd := exec.CommandContext(ctx, node, suite, "server", "--url", front.URL+"/mcp",
+				"--scenario", scenario, "-o", out)
+			log, err := cmd.CombinedOutput()
+			cancel()
+			checks := conformanceChecks(t, out)
+			passed := 0
+			for _, c := range checks {
+				switch c.Status {
+				case "SUCCESS":
+					passed++
+				case "FAILURE":
+					t.Errorf("%v %s: %s failed: %s", flags, scenario, c.ID, c.ErrorMessage)
+				}
 			}
+			if err != nil || passed == 0 {
+				t.Errorf("%v %s: %d checks passed, suite exit %v\n%s", flags, scenario, passed, err, log)
+			}
+			t.Logf("%v %s: %d of %d checks passed", flags, scenario, passed, len(checks))
 		}
-		if err != nil || passed == 0 {
-			t.Errorf("%s: %d checks passed, suite exit %v\n%s", scenario, passed, err, log)
-		}
-		t.Logf("%s: %d of %d checks passed", scenario, passed, len(checks))
 	}
 }
 
@@ -165,4 +169,55 @@ func conformanceChecks(t *testing.T, dir string) []conformanceCheck {
 		all = append(all, cs...)
 	}
 	return all
+}
+
+// The official TypeScript SDK's client, installed with the suite, checks
+// each structuredContent against the tool's outputSchema itself (with
+// Ajv) and throws on a mismatch or on a success without one: with
+// --structured-content, it lists the tools and calls several, successes
+// and a refusal, over stdio.
+func TestContactStructuredContentTypeScriptClient(t *testing.T) {
+	node, suite := conformanceSuite(t)
+	sdk := filepath.Join(filepath.Dir(filepath.Dir(filepath.Dir(suite))), "sdk", "dist", "esm", "client")
+	root := t.TempDir()
+	writeFile(t, filepath.Join(root, "a.txt"), []byte("alpha\nbeta\n"), 0o644)
+	script := filepath.Join(t.TempDir(), "client.mjs")
+	writeFile(t, script, []byte(`
+import { Client } from "`+sdk+`/index.js";
+import { StdioClientTransport } from "`+sdk+`/stdio.js";
+const [exe, root] = process.argv.slice(2);
+const transport = new StdioClientTransport({ command: exe, args: ["--root", root, "--structured-content"],
+  env: { ...process.env, FSMCP_TEST_FRONTEND: "1" }, stderr: "ignore" });
+const client = new Client({ name: "fsmcp-ts-test", version: "1" });
+await client.connect(transport);
+const { tools } = await client.listTools();
+const declared = tools.filter((t) => t.outputSchema).length;
+const calls = [["fs_stat", { path: "" }], ["fs_list", { path: "" }], ["fs_read", { path: "a.txt", line: 2 }],
+  ["fs_grep", { path: "", pattern: "beta", context: 1 }], ["fs_glob", { path: "", pattern: "*" }],
+  ["fs_tree", { path: "" }], ["fs_mkdir", { path: "d" }], ["fs_read", { path: "missing" }]];
+const out = [];
+for (const [name, args] of calls) {
+  const r = await client.callTool({ name, arguments: args });
+  out.push(name + (r.isError ? " error " + r.structuredContent.error.code : " ok"));
+}
+await client.close();
+console.log(JSON.stringify({ tools: tools.length, declared, out }));
+`), 0o644)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	b, err := exec.CommandContext(ctx, node, script, os.Args[0], root).CombinedOutput()
+	if err != nil {
+		t.Fatalf("TypeScript client: %v\n%s", err, b)
+	}
+	var got struct {
+		Tools, Declared int
+		Out             []string
+	}
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatalf("%v: %s", err, b)
+	}
+	want := []string{"fs_stat ok", "fs_list ok", "fs_read ok", "fs_grep ok", "fs_glob ok", "fs_tree ok", "fs_mkdir ok", "fs_read error not_found"}
+	if got.Tools == 0 || got.Declared != got.Tools || strings.Join(got.Out, ", ") != strings.Join(want, ", ") {
+		t.Errorf("TypeScript client: %s, want every tool with an outputSchema and %v", b, want)
+	}
 }
