@@ -3,8 +3,10 @@ package frontend
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
@@ -19,6 +21,8 @@ type execClient struct {
 	conn        *workerClient
 	runner      *sandbox.Worker
 	confinement *fsmcpv1.ExecConfinement
+	// pids is the commands' pids cgroup, nil without one.
+	pids *sandbox.PidsCgroup
 }
 
 // startExec starts the command runner when a command flag asks for one,
@@ -26,6 +30,24 @@ type execClient struct {
 func startExec(ctx context.Context, cfg *Config, stderr io.Writer) (*execClient, error) {
 	if !cfg.Exec.enabled() {
 		return nil, nil
+	}
+	// The pids cgroup, and its reaper, come first: the runner gets the
+	// cgroup's cgroup.procs, each command's shim moves itself in.
+	pids, err := sandbox.NewPidsCgroup(cfg.Exec.MaxPids)
+	pidsNone := ""
+	switch {
+	case errors.Is(err, sandbox.ErrNoPidsCgroup):
+		pidsNone = err.Error()
+		fmt.Fprintf(stderr, "fsmcp: commands' processes are bounded by RLIMIT_NPROC only, which does not bind root: %v\n", err)
+	case err != nil:
+		return nil, fmt.Errorf("commands' pids cgroup: %w", err)
+	default:
+		if err := pids.StartReaper("/proc/self/exe"); err != nil {
+			pids.CloseProcs()
+			_ = os.Remove(pids.Dir)
+			return nil, err
+		}
+		defer pids.CloseProcs()
 	}
 	r, err := sandbox.StartExec("/proc/self/exe", sandbox.ExecConfig{
 		Root:            cfg.Root,
@@ -36,8 +58,13 @@ func startExec(ctx context.Context, cfg *Config, stderr io.Writer) (*execClient,
 		MaxTimeoutS:     cfg.Exec.MaxTimeoutS,
 		VCS:             cfg.Exec.VCSPrograms,
 		AllowNoLandlock: cfg.AllowNoLandlock,
+		Pids:            pids,
+		PidsNone:        pidsNone,
 	}, stderr)
 	if err != nil {
+		if pids != nil {
+			pids.Release()
+		}
 		return nil, fmt.Errorf("command runner: %w", err)
 	}
 	// The gRPC client setup is the worker's: same sizing, no retries.
@@ -45,7 +72,7 @@ func startExec(ctx context.Context, cfg *Config, stderr io.Writer) (*execClient,
 	if err != nil {
 		return nil, err
 	}
-	ec := &execClient{ExecServiceClient: fsmcpv1.NewExecServiceClient(wc.cc), conn: wc, runner: r}
+	ec := &execClient{ExecServiceClient: fsmcpv1.NewExecServiceClient(wc.cc), conn: wc, runner: r, pids: pids}
 	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	resp, err := ec.Hello(hctx, &fsmcpv1.ExecServiceHelloRequest{Version: fsmcpv1.ProtocolVersion_PROTOCOL_VERSION_1}, grpc.WaitForReady(true))
@@ -61,9 +88,14 @@ func startExec(ctx context.Context, cfg *Config, stderr io.Writer) (*execClient,
 	return ec, nil
 }
 
+// close ends the connection, which is the runner's end: it exits, its
+// commands with it, and the reaper then removes the pids cgroup.
 func (c *execClient) close() {
 	if c != nil {
 		c.conn.close()
+		if c.pids != nil {
+			c.pids.Release()
+		}
 	}
 }
 
@@ -275,5 +307,15 @@ func execConfinementDoc(c *fsmcpv1.ExecConfinement) *obj {
 		rawValue("rlimits", strs(c.GetRlimits())).
 		rawValue("env", strs(c.GetEnv())).
 		int("max_timeout_s", c.GetMaxTimeoutS()).
-		rawValue("vcs", strs(c.GetVcs()))
+		rawValue("vcs", strs(c.GetVcs())).
+		object("pids", pidsDoc(c))
+}
+
+// pidsDoc attests what bounds the tasks of all commands together.
+func pidsDoc(c *fsmcpv1.ExecConfinement) *obj {
+	d := newObj().str("controller", c.GetPidsController())
+	if c.GetPidsController() == "none" {
+		return d.str("reason", c.GetPidsNone())
+	}
+	return d.str("cgroup", c.GetPidsCgroup()).int("max", c.GetPidsMax())
 }

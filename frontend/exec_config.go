@@ -21,6 +21,8 @@ type ExecOptions struct {
 	Writable bool
 	// MaxTimeoutS is --exec-max-timeout, in seconds.
 	MaxTimeoutS int64
+	// MaxPids is --exec-max-pids: the pids.max of the commands' cgroup.
+	MaxPids int64
 	// VCS lists the --vcs backends; VCSPrograms their programs, found on
 	// PATH at start-up.
 	VCS         []string
@@ -29,6 +31,14 @@ type ExecOptions struct {
 
 // enabled reports whether a command runner is needed.
 func (o *ExecOptions) enabled() bool { return len(o.Programs) > 0 || len(o.VCS) > 0 }
+
+// The bounds of --exec-max-pids. 1024 tasks lets a parallel build run
+// (each Go or compiler process takes several threads) and keeps a fork
+// bomb far from the host's pid_max.
+const (
+	defaultMaxPids = 1024
+	minMaxPids     = 16
+)
 
 // vcsBackends are the version-control systems fsmcp serves, each with its
 // program. hg and svn are not among them: see DESIGN.
@@ -45,6 +55,8 @@ func execFlags(fs *flag.FlagSet, o *ExecOptions) {
 	})
 	fs.BoolVar(&o.Writable, "exec-writable", false, "let fs_exec commands write beneath the root")
 	fs.Int64Var(&o.MaxTimeoutS, "exec-max-timeout", 300, "the largest timeout_s an fs_exec call may ask for, in seconds")
+	fs.Int64Var(&o.MaxPids, "exec-max-pids", defaultMaxPids,
+		"the most tasks (processes and threads) all commands together may have: the pids.max of their cgroup")
 	fs.Func("vcs", "register fs_vcs_status and fs_vcs_diff for this backend (git); repeatable", func(v string) error {
 		if _, ok := vcsBackends[v]; !ok {
 			return fmt.Errorf("want git")
@@ -60,6 +72,9 @@ func execFlags(fs *flag.FlagSet, o *ExecOptions) {
 func (o *ExecOptions) check(root string, readOnly bool) error {
 	if o.MaxTimeoutS <= 0 {
 		return errors.New("--exec-max-timeout must be positive")
+	}
+	if o.MaxPids < minMaxPids {
+		return fmt.Errorf("--exec-max-pids must be at least %d: each command's shim is a Go process with threads of its own", minMaxPids)
 	}
 	if o.Writable && readOnly {
 		return errors.New("--exec-writable contradicts --read-only")

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 )
@@ -43,6 +44,12 @@ type ExecConfig struct {
 	VCS []string
 	// AllowNoLandlock lets the runner start on a kernel without Landlock.
 	AllowNoLandlock bool
+	// Pids is the commands' pids cgroup, nil without one; PidsNone then
+	// says why there is none.
+	Pids     *PidsCgroup
+	PidsNone string
+	// pidsFD is where Pids.Procs lands in the runner.
+	pidsFD int
 }
 
 func (c ExecConfig) argv() []string {
@@ -64,6 +71,12 @@ func (c ExecConfig) argv() []string {
 	for _, v := range c.VCS {
 		a = append(a, "--vcs="+v)
 	}
+	if c.Pids != nil {
+		a = append(a, "--pids-fd="+strconv.Itoa(c.pidsFD), "--pids-max="+strconv.FormatInt(c.Pids.Max, 10),
+			"--pids-controller="+c.Pids.Version, "--pids-cgroup="+c.Pids.Dir)
+	} else {
+		a = append(a, "--pids-none="+c.PidsNone)
+	}
 	return a
 }
 
@@ -74,8 +87,8 @@ func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
 // ParseExecConfig parses the runner's arguments (those after
 // ExecSubcommand).
-func ParseExecConfig(args []string) (ExecConfig, error) {
-	var c ExecConfig
+func ParseExecConfig(args []string) (RunnerConfig, error) {
+	var c RunnerConfig
 	fs := flag.NewFlagSet(ExecSubcommand, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.IntVar(&c.SockFD, "sock-fd", -1, "")
@@ -87,6 +100,11 @@ func ParseExecConfig(args []string) (ExecConfig, error) {
 	fs.Var((*listFlag)(&c.Programs), "program", "")
 	fs.Var((*listFlag)(&c.ReadDirs), "read-dir", "")
 	fs.Var((*listFlag)(&c.VCS), "vcs", "")
+	fs.IntVar(&c.PidsFD, "pids-fd", -1, "")
+	fs.Int64Var(&c.PidsMax, "pids-max", 0, "")
+	fs.StringVar(&c.PidsController, "pids-controller", "", "")
+	fs.StringVar(&c.PidsCgroup, "pids-cgroup", "", "")
+	fs.StringVar(&c.PidsNone, "pids-none", "", "")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -96,12 +114,34 @@ func ParseExecConfig(args []string) (ExecConfig, error) {
 	if c.SockFD < 3 || c.Root == "" || c.RG == "" {
 		return c, errors.New("--sock-fd, --root and --rg are required")
 	}
+	if (c.PidsFD >= 0) != (c.PidsCgroup != "") || (c.PidsFD >= 0) == (c.PidsNone != "") {
+		return c, errors.New("want --pids-fd with --pids-cgroup, or --pids-none")
+	}
 	return c, nil
+}
+
+// RunnerConfig is ExecConfig as the runner parses it: the pids cgroup is
+// a descriptor and a description.
+type RunnerConfig struct {
+	ExecConfig
+	// PidsFD is the cgroup's cgroup.procs, -1 without a cgroup.
+	PidsFD int
+	// PidsMax is its pids.max; PidsController ("cgroup v1", "cgroup v2")
+	// and PidsCgroup (its directory) say which cgroup it is.
+	PidsMax        int64
+	PidsController string
+	PidsCgroup     string
 }
 
 // StartExec starts exe as the command runner with cfg (SockFD is filled
 // in), like StartWorker, in new user, mount, network and IPC namespaces
 // (see startExec).
 func StartExec(exe string, cfg ExecConfig, stderr io.Writer) (*Worker, error) {
-	return start(exe, nil, func(fd int) []string { cfg.SockFD = fd; return cfg.argv() }, execProcAttr(), stderr)
+	var extra []*os.File
+	if cfg.Pids != nil {
+		// Descriptor 3 in the runner, the socket after it.
+		extra = append(extra, cfg.Pids.Procs)
+		cfg.pidsFD = 3
+	}
+	return start(exe, extra, func(fd int) []string { cfg.SockFD = fd; return cfg.argv() }, execProcAttr(), stderr)
 }

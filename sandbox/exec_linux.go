@@ -61,6 +61,9 @@ type ExecLayout struct {
 	SelfFiles []string
 	// NoExec is true when the root and scratch are mounted noexec.
 	NoExec bool
+	// Pids is the commands' pids cgroup's cgroup.procs (nil without
+	// one), opened by the front-end: each shim moves itself in.
+	Pids *os.File
 	// next numbers scratch directories; calls run concurrently.
 	next atomic.Uint64
 }
@@ -327,8 +330,14 @@ func (l *ExecLayout) Start(c *Command) (*Process, error) {
 	}
 	a = append(a, "--", c.Path)
 	a = append(a, c.Args...)
+	files := []*os.File{c.Dir}
+	if l.Pids != nil {
+		// Descriptor 4 in the shim.
+		files = append(files, l.Pids)
+		a = slices.Insert(a, 2, "--pids-fd=4")
+	}
 	cmd := &exec.Cmd{Path: l.Self, Args: a, Env: c.Env, Stdin: c.Stdin, Stdout: c.Stdout, Stderr: c.Stderr,
-		ExtraFiles:  []*os.File{c.Dir},
+		ExtraFiles:  files,
 		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Cloneflags: unix.CLONE_NEWPID}}
 	p := &Process{cmd: cmd, done: make(chan struct{}), kill: make(chan struct{}, 1)}
 	started := make(chan error, 1)
@@ -390,7 +399,8 @@ func (p *Process) Wait() (syscall.WaitStatus, error) {
 }
 
 // CommandMain is the shim: it runs as PID 1 of the command's namespace,
-// sets the limits, changes to the directory on descriptor 3, confines
+// moves itself into the commands' pids cgroup (descriptor 4, when there
+// is one), sets the limits, changes to the directory on descriptor 3, confines
 // itself (Landlock, then seccomp) and executes the program. It returns only
 // on failure, with the exit code 127 that shells use for "could not run".
 func CommandMain(args []string) int {
@@ -406,6 +416,7 @@ func commandMain(args []string) error {
 		scratch                    string
 		execFiles, readDirs        listFlag
 		nproc, fsize, cpu, as, nof uint64
+		pidsFD                     int
 	)
 	fs := flag.NewFlagSet(CommandSubcommand, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -418,8 +429,18 @@ func commandMain(args []string) error {
 	fs.Uint64Var(&cpu, "cpu", 0, "")
 	fs.Uint64Var(&as, "as", 0, "")
 	fs.Uint64Var(&nof, "nofile", 0, "")
+	fs.IntVar(&pidsFD, "pids-fd", -1, "")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if pidsFD >= 0 {
+		// "0" is the writer: this whole process, before the program
+		// runs, so everything it starts is counted.
+		_, err := unix.Write(pidsFD, []byte("0"))
+		unix.Close(pidsFD)
+		if err != nil {
+			return fmt.Errorf("join the commands' pids cgroup: %w", err)
+		}
 	}
 	argv := fs.Args()
 	if len(argv) < 2 || scratch == "" || len(execFiles) == 0 {

@@ -103,6 +103,7 @@ func TestExecFlagValidation(t *testing.T) {
 		{[]string{"--exec", "/bin/sh", "--exec-read", root}, "overlaps the root"},
 		{[]string{"--exec", "/bin/sh", "--exec-read", os.TempDir()}, "overlaps the root"},
 		{[]string{"--exec", "/bin/sh", "--exec-max-timeout", "0"}, "must be positive"},
+		{[]string{"--exec", "/bin/sh", "--exec-max-pids", "8"}, "--exec-max-pids must be at least 16"},
 	} {
 		cmd := fsmcpCommand(root, c.flags...)
 		out, err := cmd.CombinedOutput()

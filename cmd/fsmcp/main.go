@@ -27,6 +27,8 @@ func main() {
 			os.Exit(sandbox.CommandMain(os.Args[2:]))
 		case sandbox.RulesSubcommand:
 			os.Exit(worker.RulesReaderMain(os.Args[2:]))
+		case sandbox.ReaperSubcommand:
+			os.Exit(sandbox.ReaperMain(os.Args[2:]))
 		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -40,6 +40,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == sandbox.RulesSubcommand {
 		os.Exit(worker.RulesReaderMain(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == sandbox.ReaperSubcommand {
+		os.Exit(sandbox.ReaperMain(os.Args[2:]))
+	}
 	if os.Getenv("FSMCP_TEST_FRONTEND") == "1" {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		code := frontend.Main(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, frontendHooks())

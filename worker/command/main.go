@@ -13,6 +13,7 @@ import (
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/sandbox"
 	"github.com/fsmcp/fsmcp/worker"
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 )
 
@@ -84,6 +85,14 @@ func run(args []string) error {
 		return err
 	}
 	svc.layout = layout
+	if cfg.PidsFD >= 0 {
+		// Passed on to each shim explicitly, never inherited by rg.
+		unix.CloseOnExec(cfg.PidsFD)
+		layout.Pids = os.NewFile(uintptr(cfg.PidsFD), "pids-cgroup")
+		svc.pids = pidsBound{controller: cfg.PidsController, cgroup: cfg.PidsCgroup, max: cfg.PidsMax}
+	} else {
+		svc.pids = pidsBound{controller: "none", none: cfg.PidsNone}
+	}
 	st, err := layout.ConfineRunner(cfg.Writable, unique(execFiles), cfg.ReadDirs)
 	switch {
 	case errors.Is(err, sandbox.ErrNoLandlock) && cfg.AllowNoLandlock:

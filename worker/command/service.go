@@ -36,6 +36,15 @@ type Service struct {
 	// noNetwork: the runner found no interface up in its namespace.
 	noNetwork   bool
 	confinement *fsmcpv1.ExecConfinement
+	pids        pidsBound
+}
+
+// pidsBound is what bounds the tasks of all commands together.
+type pidsBound struct {
+	// controller is "cgroup v1", "cgroup v2" or "none"; cgroup the
+	// cgroup's directory and max its pids.max; none why there is none.
+	controller, cgroup, none string
+	max                      int64
 }
 
 var _ fsmcpv1.ExecServiceServer = (*Service)(nil)
@@ -65,17 +74,21 @@ var baseEnv = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
 
 func (s *Service) describe(st sandbox.Status, sc sandbox.Seccomp, l *sandbox.ExecLayout) *fsmcpv1.ExecConfinement {
 	c := &fsmcpv1.ExecConfinement{
-		LandlockAbi:   int32(st.ABI),
-		ReadDirs:      s.readDirs,
-		Writable:      s.writable,
-		Seccomp:       sc.Mode,
-		Namespaces:    []string{"user", "mount", "network", "ipc", "pid"},
-		MaxTimeoutS:   int64(s.maxTimeout / time.Second),
-		Rlimits:       limits.Strings(),
-		Vcs:           s.vcsNames,
-		NoexecMounts:  l.NoExec,
-		NetworkDenied: s.noNetwork,
-		Env:           append(append([]string{}, baseEnv...), "HOME=<scratch>", "TMPDIR=<scratch>"),
+		LandlockAbi:    int32(st.ABI),
+		ReadDirs:       s.readDirs,
+		Writable:       s.writable,
+		Seccomp:        sc.Mode,
+		Namespaces:     []string{"user", "mount", "network", "ipc", "pid"},
+		MaxTimeoutS:    int64(s.maxTimeout / time.Second),
+		Rlimits:        limits.Strings(),
+		Vcs:            s.vcsNames,
+		NoexecMounts:   l.NoExec,
+		NetworkDenied:  s.noNetwork,
+		Env:            append(append([]string{}, baseEnv...), "HOME=<scratch>", "TMPDIR=<scratch>"),
+		PidsController: s.pids.controller,
+		PidsCgroup:     s.pids.cgroup,
+		PidsMax:        s.pids.max,
+		PidsNone:       s.pids.none,
 	}
 	if sc.Mode == "filter" {
 		c.SeccompDeniedSyscalls = int32(sandbox.CommandSeccompDenied())

@@ -156,6 +156,16 @@ type ExecConfinement struct {
 	// Commands can reach no network: they run in a network namespace of
 	// their own, and the seccomp filter refuses new sockets.
 	NetworkDenied bool `protobuf:"varint,14,opt,name=network_denied,json=networkDenied,proto3" json:"network_denied,omitempty"`
+	// What bounds the tasks (processes and threads) of all commands
+	// together: "cgroup v2" or "cgroup v1" (a pids cgroup, which binds root
+	// too), or "none" (RLIMIT_NPROC alone, which the kernel does not apply
+	// to root).
+	PidsController string `protobuf:"bytes,15,opt,name=pids_controller,json=pidsController,proto3" json:"pids_controller,omitempty"`
+	// The pids cgroup's directory on the host, and its pids.max.
+	PidsCgroup string `protobuf:"bytes,16,opt,name=pids_cgroup,json=pidsCgroup,proto3" json:"pids_cgroup,omitempty"`
+	PidsMax    int64  `protobuf:"varint,17,opt,name=pids_max,json=pidsMax,proto3" json:"pids_max,omitempty"`
+	// With "none": why no pids cgroup could be made.
+	PidsNone      string `protobuf:"bytes,18,opt,name=pids_none,json=pidsNone,proto3" json:"pids_none,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -286,6 +296,34 @@ func (x *ExecConfinement) GetNetworkDenied() bool {
 		return x.NetworkDenied
 	}
 	return false
+}
+
+func (x *ExecConfinement) GetPidsController() string {
+	if x != nil {
+		return x.PidsController
+	}
+	return ""
+}
+
+func (x *ExecConfinement) GetPidsCgroup() string {
+	if x != nil {
+		return x.PidsCgroup
+	}
+	return ""
+}
+
+func (x *ExecConfinement) GetPidsMax() int64 {
+	if x != nil {
+		return x.PidsMax
+	}
+	return 0
+}
+
+func (x *ExecConfinement) GetPidsNone() string {
+	if x != nil {
+		return x.PidsNone
+	}
+	return ""
 }
 
 type ExecRequest struct {
@@ -963,7 +1001,7 @@ const file_fsmcp_v1_exec_proto_rawDesc = "" +
 	"\aversion\x18\x01 \x01(\x0e2\x19.fsmcp.v1.ProtocolVersionR\aversion\"\x8c\x01\n" +
 	"\x18ExecServiceHelloResponse\x123\n" +
 	"\aversion\x18\x01 \x01(\x0e2\x19.fsmcp.v1.ProtocolVersionR\aversion\x12;\n" +
-	"\vconfinement\x18\x02 \x01(\v2\x19.fsmcp.v1.ExecConfinementR\vconfinement\"\xc8\x03\n" +
+	"\vconfinement\x18\x02 \x01(\v2\x19.fsmcp.v1.ExecConfinementR\vconfinement\"\xca\x04\n" +
 	"\x0fExecConfinement\x12!\n" +
 	"\flandlock_abi\x18\x01 \x01(\x05R\vlandlockAbi\x12\x1a\n" +
 	"\bprograms\x18\x02 \x03(\tR\bprograms\x12\x1d\n" +
@@ -982,7 +1020,12 @@ const file_fsmcp_v1_exec_proto_rawDesc = "" +
 	"\x03vcs\x18\v \x03(\tR\x03vcs\x12#\n" +
 	"\rnoexec_mounts\x18\f \x01(\bR\fnoexecMounts\x12\x10\n" +
 	"\x03env\x18\r \x03(\tR\x03env\x12%\n" +
-	"\x0enetwork_denied\x18\x0e \x01(\bR\rnetworkDenied\"\xb4\x01\n" +
+	"\x0enetwork_denied\x18\x0e \x01(\bR\rnetworkDenied\x12'\n" +
+	"\x0fpids_controller\x18\x0f \x01(\tR\x0epidsController\x12\x1f\n" +
+	"\vpids_cgroup\x18\x10 \x01(\tR\n" +
+	"pidsCgroup\x12\x19\n" +
+	"\bpids_max\x18\x11 \x01(\x03R\apidsMax\x12\x1b\n" +
+	"\tpids_none\x18\x12 \x01(\tR\bpidsNone\"\xb4\x01\n" +
 	"\vExecRequest\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\tR\x04argv\x12\x10\n" +
 	"\x03cwd\x18\x02 \x01(\fR\x03cwd\x12\x14\n" +
