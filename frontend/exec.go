@@ -308,6 +308,8 @@ func execConfinementDoc(c *fsmcpv1.ExecConfinement) *obj {
 		rawValue("env", strs(c.GetEnv())).
 		int("max_timeout_s", c.GetMaxTimeoutS()).
 		rawValue("vcs", strs(c.GetVcs())).
+		rawValue("vcs_exec_files", strs(c.GetVcsExecFiles())).
+		rawValue("vcs_read_dirs", strs(c.GetVcsReadDirs())).
 		object("pids", pidsDoc(c))
 }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -41,8 +42,9 @@ const (
 )
 
 // vcsBackends are the version-control systems fsmcp serves, each with its
-// program. hg and svn are not among them: see DESIGN.
-var vcsBackends = map[string]string{"git": "git"}
+// program, found on PATH; a backend whose program is not installed is
+// refused at start-up.
+var vcsBackends = map[string]string{"git": "git", "hg": "hg", "svn": "svn"}
 
 func execFlags(fs *flag.FlagSet, o *ExecOptions) {
 	fs.Func("exec", "a program fs_exec may run (absolute path); repeatable; fs_exec is absent without it", func(v string) error {
@@ -57,9 +59,12 @@ func execFlags(fs *flag.FlagSet, o *ExecOptions) {
 	fs.Int64Var(&o.MaxTimeoutS, "exec-max-timeout", 300, "the largest timeout_s an fs_exec call may ask for, in seconds")
 	fs.Int64Var(&o.MaxPids, "exec-max-pids", defaultMaxPids,
 		"the most tasks (processes and threads) all commands together may have: the pids.max of their cgroup")
-	fs.Func("vcs", "register fs_vcs_status and fs_vcs_diff for this backend (git); repeatable", func(v string) error {
+	fs.Func("vcs", "register fs_vcs_status and fs_vcs_diff for this backend (git, hg or svn); repeatable", func(v string) error {
 		if _, ok := vcsBackends[v]; !ok {
-			return fmt.Errorf("want git")
+			return fmt.Errorf("want git, hg or svn")
+		}
+		if slices.Contains(o.VCS, v) {
+			return fmt.Errorf("%s given twice", v)
 		}
 		o.VCS = append(o.VCS, v)
 		return nil

@@ -8,7 +8,7 @@ import (
 )
 
 type vcsIn struct {
-	Backend    string   `json:"backend" jsonschema:"the version-control system: one the operator enabled with --vcs (git)"`
+	Backend    string   `json:"backend" jsonschema:"the version-control system: one the operator enabled with --vcs (git, hg or svn)"`
 	Path       *string  `json:"path,omitempty" jsonschema:"the working copy's directory (or one inside it), relative to the root"`
 	PathBase64 *string  `json:"path_base64,omitempty" jsonschema:"the path as base64, for names that are not UTF-8"`
 	Files      []string `json:"files,omitempty" jsonschema:"restrict to these paths, relative to path (literal names, never options or patterns)"`
@@ -26,7 +26,7 @@ func vcsTools(cfg *Config) []*tool {
 		return nil
 	}
 	return []*tool{
-		defineTool("fs_vcs_status", "The working copy's status (git status --porcelain=v2, parsed): the branch and one entry "+
+		defineTool("fs_vcs_status", "The working copy's status (git status --porcelain=v2, hg status, svn status --xml; parsed): git's branch and one entry "+
 			"per changed, renamed, unmerged, untracked path. Runs read-only in the command confinement; the repository's own "+
 			"configuration (hooks, fsmonitor, filters, pagers) runs nothing.",
 			true, false, true, (*server).vcsStatus).titled("Version-control status"),

@@ -49,21 +49,25 @@ func run(args []string) error {
 		svc.programs = append(svc.programs, prog)
 		execFiles = append(execFiles, prog.files...)
 	}
+	var vcsReadDirs []string
 	for _, v := range cfg.VCS {
 		backend, path, ok := strings.Cut(v, "=")
 		if !ok {
 			return fmt.Errorf("--vcs=%s: want BACKEND=PATH", v)
 		}
-		prog, err := newProgram(path)
+		prog, err := newVCSProgram(backend, path)
 		if err != nil {
-			return err
+			return fmt.Errorf("--vcs %s: %w", backend, err)
 		}
-		if prog.version, err = version(path); err != nil {
-			return err
+		for _, d := range prog.readDirs {
+			if within(d, cfg.Root) || within(cfg.Root, d) || within(d, "/tmp") {
+				return fmt.Errorf("--vcs %s: its library directory %s overlaps the root or /tmp", backend, d)
+			}
 		}
 		svc.vcs[backend] = prog
 		svc.vcsNames = append(svc.vcsNames, backend+" "+prog.version)
 		execFiles = append(execFiles, prog.files...)
+		vcsReadDirs = append(vcsReadDirs, prog.readDirs...)
 	}
 	rgFiles, err := sandbox.ExecDeps(cfg.RG)
 	if err != nil {
@@ -93,7 +97,7 @@ func run(args []string) error {
 	} else {
 		svc.pids = pidsBound{controller: "none", none: cfg.PidsNone}
 	}
-	st, err := layout.ConfineRunner(cfg.Writable, unique(execFiles), cfg.ReadDirs)
+	st, err := layout.ConfineRunner(cfg.Writable, unique(execFiles), unique(append(vcsReadDirs, cfg.ReadDirs...)))
 	switch {
 	case errors.Is(err, sandbox.ErrNoLandlock) && cfg.AllowNoLandlock:
 		fmt.Fprintln(os.Stderr, "fsmcp exec: WARNING: no Landlock: commands are confined by namespaces and seccomp only")
@@ -138,10 +142,15 @@ func noNetwork() bool {
 
 // program is one granted program and what running it needs.
 type program struct {
-	path    string
-	base    string
-	files   []string
-	version string
+	// path is what is executed; args come first after argv[0] (an
+	// interpreter's options and script).
+	path string
+	base string
+	args []string
+	// files are granted read and execute, readDirs read.
+	files    []string
+	readDirs []string
+	version  string
 }
 
 func newProgram(path string) (*program, error) {
@@ -155,15 +164,39 @@ func newProgram(path string) (*program, error) {
 	return &program{path: path, base: filepath.Base(path), files: files}, nil
 }
 
-// version is the first line of PROG --version, run before confinement,
-// in /, with no environment.
-func version(path string) (string, error) {
-	cmd := exec.Command(path, "--version")
-	cmd.Dir, cmd.Env = "/", []string{}
+// newVCSProgram is a version-control backend's program, with its version.
+func newVCSProgram(backend, path string) (*program, error) {
+	if backend == "hg" {
+		return newHg(path)
+	}
+	prog, err := newProgram(path)
+	if err != nil {
+		return nil, err
+	}
+	argv := []string{path, "--version"}
+	if backend == "svn" {
+		// Without a configuration directory svn would create one in
+		// the operator's home just to print its version.
+		argv = []string{path, "--config-dir", "/dev/null", "--version", "--quiet"}
+	}
+	prog.version, err = version(argv, nil)
+	return prog, err
+}
+
+// version is the first line of what argv prints, run before confinement,
+// in /, with env alone as its environment.
+func version(argv, env []string) (string, error) {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir, cmd.Env = "/", append([]string{}, env...)
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("run %s --version: %w", path, err)
+		return "", fmt.Errorf("run %s: %w", strings.Join(argv, " "), err)
 	}
 	first, _, _ := strings.Cut(string(out), "\n")
 	return strings.TrimSpace(first), nil
+}
+
+// within reports whether path is dir or lies beneath it.
+func within(path, dir string) bool {
+	return path == dir || strings.HasPrefix(path, strings.TrimSuffix(dir, "/")+"/")
 }

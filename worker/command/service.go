@@ -93,12 +93,16 @@ func (s *Service) describe(st sandbox.Status, sc sandbox.Seccomp, l *sandbox.Exe
 	if sc.Mode == "filter" {
 		c.SeccompDeniedSyscalls = int32(sandbox.CommandSeccompDenied())
 	}
-	var files []string
+	var files, vcsFiles, vcsDirs []string
 	for _, p := range s.programs {
 		c.Programs = append(c.Programs, p.path)
 		files = append(files, p.files...)
 	}
-	c.ExecFiles = unique(files)
+	for _, p := range s.vcs {
+		vcsFiles = append(vcsFiles, p.files...)
+		vcsDirs = append(vcsDirs, p.readDirs...)
+	}
+	c.ExecFiles, c.VcsExecFiles, c.VcsReadDirs = unique(files), unique(vcsFiles), unique(vcsDirs)
 	return c
 }
 
@@ -160,7 +164,7 @@ func (s *Service) Exec(ctx context.Context, req *fsmcpv1.ExecRequest) (*fsmcpv1.
 		capture = captureBytes
 	}
 	res, err := s.run(ctx, runSpec{prog: prog, argv: argv, cwd: req.GetCwd(), stdin: req.GetStdin(),
-		writable: s.writable, files: s.execFiles, timeout: timeout, capture: capture})
+		writable: s.writable, files: s.execFiles, readDirs: s.readDirs, timeout: timeout, capture: capture})
 	if err != nil {
 		return nil, err
 	}
@@ -204,9 +208,13 @@ type runSpec struct {
 	cwd      []byte
 	stdin    []byte
 	writable bool
-	// files are granted read and execute.
-	files   []string
-	timeout time.Duration
+	// files are granted read and execute, readDirs read.
+	files    []string
+	readDirs []string
+	// scratchArgs, when set, follow argv[0]: options naming the
+	// command's scratch directory, known only once it exists.
+	scratchArgs func(scratch string) []string
+	timeout     time.Duration
 	// capture bounds each stream kept.
 	capture int64
 }
@@ -225,6 +233,10 @@ func (s *Service) run(ctx context.Context, spec runSpec) (*fsmcpv1.CommandResult
 	}
 	defer os.RemoveAll(scratch)
 	env := append(append(append([]string{}, baseEnv...), "HOME="+scratch, "TMPDIR="+scratch), spec.env...)
+	argv := spec.argv
+	if spec.scratchArgs != nil {
+		argv = append(append(slices.Clip(argv[:1]), spec.scratchArgs(scratch)...), argv[1:]...)
+	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return nil, errorf(fsmcpv1.ErrorCode_ERROR_CODE_UNAVAILABLE, "pipe: %v", err)
@@ -238,9 +250,9 @@ func (s *Service) run(ctx context.Context, spec runSpec) (*fsmcpv1.CommandResult
 	defer errR.Close()
 	start := time.Now()
 	p, err := s.layout.Start(&sandbox.Command{
-		Path: spec.prog.path, Args: spec.argv, Env: env, Dir: dir,
+		Path: spec.prog.path, Args: argv, Env: env, Dir: dir,
 		Stdin: bytes.NewReader(spec.stdin), Stdout: outW, Stderr: errW,
-		Writable: spec.writable, ExecFiles: spec.files, ReadDirs: s.readDirs,
+		Writable: spec.writable, ExecFiles: spec.files, ReadDirs: spec.readDirs,
 		Scratch: scratch, Limits: limits,
 	})
 	outW.Close()

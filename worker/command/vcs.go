@@ -72,6 +72,7 @@ func configEnv(config [][2]string) []string {
 
 // vcsCall is what every version-control call shares.
 type vcsCall struct {
+	backend  string
 	prog     *program
 	path     []byte
 	files    []string
@@ -84,7 +85,7 @@ func (s *Service) vcsCall(backend string, path []byte, files [][]byte, timeoutMS
 	if prog == nil {
 		return nil, errorf(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "backend %q is not enabled (--vcs)", clip(backend))
 	}
-	c := &vcsCall{prog: prog, path: path, timeout: timeoutMS, maxBytes: maxBytes}
+	c := &vcsCall{backend: backend, prog: prog, path: path, timeout: timeoutMS, maxBytes: maxBytes}
 	for _, f := range files {
 		name, err := literalFile(f)
 		if err != nil {
@@ -135,7 +136,7 @@ func (s *Service) git(ctx context.Context, c *vcsCall, capture int64, args ...st
 	argv = append(argv, "--")
 	argv = append(argv, c.files...)
 	return s.run(ctx, runSpec{prog: c.prog, argv: argv, env: append(gitEnv, configEnv(config)...), cwd: c.path,
-		files: c.prog.files, timeout: timeout, capture: capture})
+		files: c.prog.files, readDirs: c.prog.readDirs, timeout: timeout, capture: capture})
 }
 
 // filterDrivers lists the filter drivers the repository's configuration
@@ -173,6 +174,12 @@ func (s *Service) VcsStatus(ctx context.Context, req *fsmcpv1.VcsStatusRequest) 
 	if err != nil {
 		return nil, err
 	}
+	switch c.backend {
+	case "hg":
+		return s.hgStatus(ctx, c)
+	case "svn":
+		return s.svnStatus(ctx, c)
+	}
 	res, err := s.git(ctx, c, captureBytes, "status", "--porcelain=v2", "-z", "--branch", "--ignore-submodules=all")
 	if err != nil {
 		return nil, err
@@ -192,15 +199,31 @@ func (s *Service) VcsDiff(ctx context.Context, req *fsmcpv1.VcsDiffRequest) (*fs
 	if c.maxBytes <= 0 || c.maxBytes > MaxBytes {
 		return nil, errorf(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "max_bytes must be between 1 and %d", MaxBytes)
 	}
-	args := []string{"diff", "--no-ext-diff", "--no-textconv", "--no-color", "--ignore-submodules=all"}
-	if req.GetStaged() {
-		args = append(args, "--cached")
+	if req.GetStaged() && c.backend != "git" {
+		return nil, errorf(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "staged is git's: %s has no index", c.backend)
 	}
-	res, err := s.git(ctx, c, c.maxBytes, args...)
+	var res *fsmcpv1.CommandResult
+	switch c.backend {
+	case "hg":
+		res, err = s.hg(ctx, c, c.maxBytes, "diff", "--git")
+	case "svn":
+		res, err = s.svn(ctx, c, c.maxBytes, false, "diff", "--internal-diff")
+	default:
+		res, err = s.gitDiff(ctx, c, req.GetStaged())
+	}
 	if err != nil {
 		return nil, err
 	}
 	return &fsmcpv1.VcsDiffResponse{Result: res}, nil
+}
+
+// gitDiff runs git diff, of the work tree or, staged, of the index.
+func (s *Service) gitDiff(ctx context.Context, c *vcsCall, staged bool) (*fsmcpv1.CommandResult, error) {
+	args := []string{"diff", "--no-ext-diff", "--no-textconv", "--no-color", "--ignore-submodules=all"}
+	if staged {
+		args = append(args, "--cached")
+	}
+	return s.git(ctx, c, c.maxBytes, args...)
 }
 
 // parsePorcelain reads git status --porcelain=v2 -z --branch into resp.

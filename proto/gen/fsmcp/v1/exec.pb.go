@@ -165,7 +165,12 @@ type ExecConfinement struct {
 	PidsCgroup string `protobuf:"bytes,16,opt,name=pids_cgroup,json=pidsCgroup,proto3" json:"pids_cgroup,omitempty"`
 	PidsMax    int64  `protobuf:"varint,17,opt,name=pids_max,json=pidsMax,proto3" json:"pids_max,omitempty"`
 	// With "none": why no pids cgroup could be made.
-	PidsNone      string `protobuf:"bytes,18,opt,name=pids_none,json=pidsNone,proto3" json:"pids_none,omitempty"`
+	PidsNone string `protobuf:"bytes,18,opt,name=pids_none,json=pidsNone,proto3" json:"pids_none,omitempty"`
+	// What fs_vcs_* commands may execute (each backend's program, its
+	// interpreter and libraries) and read besides the root (an
+	// interpreter's library directories: hg is a Python program).
+	VcsExecFiles  []string `protobuf:"bytes,19,rep,name=vcs_exec_files,json=vcsExecFiles,proto3" json:"vcs_exec_files,omitempty"`
+	VcsReadDirs   []string `protobuf:"bytes,20,rep,name=vcs_read_dirs,json=vcsReadDirs,proto3" json:"vcs_read_dirs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -324,6 +329,20 @@ func (x *ExecConfinement) GetPidsNone() string {
 		return x.PidsNone
 	}
 	return ""
+}
+
+func (x *ExecConfinement) GetVcsExecFiles() []string {
+	if x != nil {
+		return x.VcsExecFiles
+	}
+	return nil
+}
+
+func (x *ExecConfinement) GetVcsReadDirs() []string {
+	if x != nil {
+		return x.VcsReadDirs
+	}
+	return nil
 }
 
 type ExecRequest struct {
@@ -1001,7 +1020,7 @@ const file_fsmcp_v1_exec_proto_rawDesc = "" +
 	"\aversion\x18\x01 \x01(\x0e2\x19.fsmcp.v1.ProtocolVersionR\aversion\"\x8c\x01\n" +
 	"\x18ExecServiceHelloResponse\x123\n" +
 	"\aversion\x18\x01 \x01(\x0e2\x19.fsmcp.v1.ProtocolVersionR\aversion\x12;\n" +
-	"\vconfinement\x18\x02 \x01(\v2\x19.fsmcp.v1.ExecConfinementR\vconfinement\"\xca\x04\n" +
+	"\vconfinement\x18\x02 \x01(\v2\x19.fsmcp.v1.ExecConfinementR\vconfinement\"\x94\x05\n" +
 	"\x0fExecConfinement\x12!\n" +
 	"\flandlock_abi\x18\x01 \x01(\x05R\vlandlockAbi\x12\x1a\n" +
 	"\bprograms\x18\x02 \x03(\tR\bprograms\x12\x1d\n" +
@@ -1025,7 +1044,9 @@ const file_fsmcp_v1_exec_proto_rawDesc = "" +
 	"\vpids_cgroup\x18\x10 \x01(\tR\n" +
 	"pidsCgroup\x12\x19\n" +
 	"\bpids_max\x18\x11 \x01(\x03R\apidsMax\x12\x1b\n" +
-	"\tpids_none\x18\x12 \x01(\tR\bpidsNone\"\xb4\x01\n" +
+	"\tpids_none\x18\x12 \x01(\tR\bpidsNone\x12$\n" +
+	"\x0evcs_exec_files\x18\x13 \x03(\tR\fvcsExecFiles\x12\"\n" +
+	"\rvcs_read_dirs\x18\x14 \x03(\tR\vvcsReadDirs\"\xb4\x01\n" +
 	"\vExecRequest\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\tR\x04argv\x12\x10\n" +
 	"\x03cwd\x18\x02 \x01(\fR\x03cwd\x12\x14\n" +
