@@ -58,6 +58,7 @@ func startExec(ctx context.Context, cfg *Config, stderr io.Writer) (*execClient,
 		MaxTimeoutS:     cfg.Exec.MaxTimeoutS,
 		VCS:             cfg.Exec.VCSPrograms,
 		AllowNoLandlock: cfg.AllowNoLandlock,
+		Policy:          cfg.Policy(),
 		Pids:            pids,
 		PidsNone:        pidsNone,
 	}, stderr)

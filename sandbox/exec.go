@@ -44,6 +44,9 @@ type ExecConfig struct {
 	VCS []string
 	// AllowNoLandlock lets the runner start on a kernel without Landlock.
 	AllowNoLandlock bool
+	// Policy is the operator's protected and denied paths, which each
+	// command's Landlock rules leave out (see rootRules).
+	Policy Policy
 	// Pids is the commands' pids cgroup, nil without one; PidsNone then
 	// says why there is none.
 	Pids     *PidsCgroup
@@ -71,6 +74,7 @@ func (c ExecConfig) argv() []string {
 	for _, v := range c.VCS {
 		a = append(a, "--vcs="+v)
 	}
+	a = append(a, c.Policy.args()...)
 	if c.Pids != nil {
 		a = append(a, "--pids-fd="+strconv.Itoa(c.pidsFD), "--pids-max="+strconv.FormatInt(c.Pids.Max, 10),
 			"--pids-controller="+c.Pids.Version, "--pids-cgroup="+c.Pids.Dir)
@@ -100,6 +104,8 @@ func ParseExecConfig(args []string) (RunnerConfig, error) {
 	fs.Var((*listFlag)(&c.Programs), "program", "")
 	fs.Var((*listFlag)(&c.ReadDirs), "read-dir", "")
 	fs.Var((*listFlag)(&c.VCS), "vcs", "")
+	fs.Var((*listFlag)(&c.Policy.Protect), "protect", "")
+	fs.Var((*listFlag)(&c.Policy.Deny), "deny", "")
 	fs.IntVar(&c.PidsFD, "pids-fd", -1, "")
 	fs.Int64Var(&c.PidsMax, "pids-max", 0, "")
 	fs.StringVar(&c.PidsController, "pids-controller", "", "")
@@ -113,6 +119,9 @@ func ParseExecConfig(args []string) (RunnerConfig, error) {
 	}
 	if c.SockFD < 3 || c.Root == "" || c.RG == "" {
 		return c, errors.New("--sock-fd, --root and --rg are required")
+	}
+	if _, err := c.Policy.Compile(); err != nil {
+		return c, err
 	}
 	if (c.PidsFD >= 0) != (c.PidsCgroup != "") || (c.PidsFD >= 0) == (c.PidsNone != "") {
 		return c, errors.New("want --pids-fd with --pids-cgroup, or --pids-none")

@@ -64,6 +64,9 @@ type ExecLayout struct {
 	// Pids is the commands' pids cgroup's cgroup.procs (nil without
 	// one), opened by the front-end: each shim moves itself in.
 	Pids *os.File
+	// Policy is the operator's --protect and --deny, which each shim
+	// applies to its command's rules beneath the root.
+	Policy Policy
 	// next numbers scratch directories; calls run concurrently.
 	next atomic.Uint64
 }
@@ -328,6 +331,7 @@ func (l *ExecLayout) Start(c *Command) (*Process, error) {
 	for _, d := range c.ReadDirs {
 		a = append(a, "--read-dir="+d)
 	}
+	a = append(a, l.Policy.args()...)
 	a = append(a, "--", c.Path)
 	a = append(a, c.Args...)
 	files := []*os.File{c.Dir}
@@ -415,6 +419,7 @@ func commandMain(args []string) error {
 		writable                   bool
 		scratch                    string
 		execFiles, readDirs        listFlag
+		policy                     Policy
 		nproc, fsize, cpu, as, nof uint64
 		pidsFD                     int
 	)
@@ -430,7 +435,13 @@ func commandMain(args []string) error {
 	fs.Uint64Var(&as, "as", 0, "")
 	fs.Uint64Var(&nof, "nofile", 0, "")
 	fs.IntVar(&pidsFD, "pids-fd", -1, "")
+	fs.Var((*listFlag)(&policy.Protect), "protect", "")
+	fs.Var((*listFlag)(&policy.Deny), "deny", "")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	compiled, err := policy.Compile()
+	if err != nil {
 		return err
 	}
 	if pidsFD >= 0 {
@@ -453,16 +464,18 @@ func commandMain(args []string) error {
 		return fmt.Errorf("change to the working directory: %w", err)
 	}
 	unix.Close(3)
-	rootRights := landlock.AccessFSSet(commandReadRights)
-	if writable {
-		rootRights = commandWriteRights
+	// The rules beneath the root leave the policy's paths out, as the
+	// tree is now: the walk happens here, in the command's own process,
+	// before anything of the command runs.
+	rules, err := rootRules(ExecRoot, writable, compiled)
+	if err != nil {
+		return fmt.Errorf("apply --deny and --protect: %w", err)
 	}
-	rules := []landlock.Rule{
-		landlock.PathAccess(rootRights, ExecRoot),
+	rules = append(rules,
 		landlock.PathAccess(commandWriteRights, scratch),
 		landlock.ROFiles(execFiles...),
 		landlock.PathAccess(devNullRights, os.DevNull),
-	}
+	)
 	if len(readDirs) > 0 {
 		rules = append(rules, landlock.PathAccess(commandReadRights, readDirs...))
 	}
@@ -487,6 +500,6 @@ func commandMain(args []string) error {
 			return fmt.Errorf("setrlimit %d: %w", r.res, err)
 		}
 	}
-	err := syscall.Exec(argv[0], argv[1:], os.Environ())
+	err = syscall.Exec(argv[0], argv[1:], os.Environ())
 	return fmt.Errorf("exec %s: %w", argv[0], err)
 }

@@ -12,9 +12,12 @@ import (
 // parses it from its flags and hands it to the worker in its trusted argv,
 // never over an RPC.
 //
-// It is not kernel-backed: Landlock grants rights to whole hierarchies and
-// cannot carve a read-only or unreadable path out of a writable root, so
-// the policy is enforced where the worker resolves names (resolve.go).
+// For the file tools it is not kernel-backed: Landlock grants rights to
+// whole hierarchies and cannot carve a read-only or unreadable path out of
+// a writable root without splitting the root's rule per entry, so the
+// policy is enforced where the worker resolves names (resolve.go).
+// Commands, which resolve names themselves, get it in their Landlock rules
+// split that way at each start (rootRules).
 // It does not protect files that a host tool runs but no static list
 // knows (a Makefile, package.json scripts, a test suite), nor a protected
 // file reached under a second name the kernel cannot tell apart (a hard
@@ -26,6 +29,19 @@ type Policy struct {
 	// Deny globs name paths whose content no tool may read or hash;
 	// their names are still listed.
 	Deny []string
+}
+
+// args renders p as the --protect and --deny arguments every fsmcp
+// subcommand takes.
+func (p Policy) args() []string {
+	var a []string
+	for _, g := range p.Protect {
+		a = append(a, "--protect="+g)
+	}
+	for _, g := range p.Deny {
+		a = append(a, "--deny="+g)
+	}
+	return a
 }
 
 // DefaultProtect is the protected set unless --no-default-protect: the

@@ -76,12 +76,7 @@ func (c WorkerConfig) argv() []string {
 		"--quarantine-bytes=" + strconv.FormatInt(c.QuarantineBytes, 10),
 		"--rules=" + c.Rules,
 	}
-	for _, g := range c.Policy.Protect {
-		args = append(args, "--protect="+g)
-	}
-	for _, g := range c.Policy.Deny {
-		args = append(args, "--deny="+g)
-	}
+	args = append(args, c.Policy.args()...)
 	return args
 }
 

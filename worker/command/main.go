@@ -89,6 +89,7 @@ func run(args []string) error {
 		return err
 	}
 	svc.layout = layout
+	layout.Policy = cfg.Policy
 	if cfg.PidsFD >= 0 {
 		// Passed on to each shim explicitly, never inherited by rg.
 		unix.CloseOnExec(cfg.PidsFD)
