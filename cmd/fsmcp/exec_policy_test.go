@@ -117,3 +117,22 @@ func TestExecPolicyProtectWritable(t *testing.T) {
 		t.Errorf("control without the policy: %s", r.text)
 	}
 }
+
+// fs_vcs_* run under the same rules: git lists a denied file's name in
+// the status but cannot read its work-tree content, so the diff is git's
+// refusal, not the content.
+func TestExecPolicyDenyInVcs(t *testing.T) {
+	root := t.TempDir()
+	repo, _ := hostileRepo(t, root)
+	if err := os.WriteFile(filepath.Join(repo, "a.txt"), []byte("SECRET change\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, root, "--vcs", "git", "--deny", "a.txt")
+	if st := s.wantOK("fs_vcs_status", map[string]any{"backend": "git", "path": "repo"}); vcsEntries(t, st)["a.txt"] != "changed .M" {
+		t.Errorf("status: %s", st.text)
+	}
+	d := s.wantOK("fs_vcs_diff", map[string]any{"backend": "git", "path": "repo"})
+	if strings.Contains(d.text, "SECRET") || !strings.Contains(d.str("stderr"), "Permission denied") {
+		t.Errorf("diff of a denied file: %s", d.text)
+	}
+}
