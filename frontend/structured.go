@@ -254,6 +254,14 @@ type execConfinementShape struct {
 	Env                   []string `json:"env"`
 	MaxTimeoutS           int64    `json:"max_timeout_s"`
 	Vcs                   []string `json:"vcs"`
+	VcsExecFiles          []string `json:"vcs_exec_files"`
+	VcsReadDirs           []string `json:"vcs_read_dirs"`
+	Pids                  struct {
+		Controller string `json:"controller"`
+		Cgroup     string `json:"cgroup,omitempty"`
+		Max        int64  `json:"max,omitempty"`
+		Reason     string `json:"reason,omitempty"`
+	} `json:"pids"`
 }
 
 type listShape struct {
