@@ -17,20 +17,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// fileType is the file type of a stat mode; a type no directory entry
+// names is FILE_TYPE_OTHER.
 func fileType(mode uint32) fsmcpv1.FileType {
-	switch mode & unix.S_IFMT {
-	case unix.S_IFREG:
-		return fsmcpv1.FileType_FILE_TYPE_FILE
-	case unix.S_IFDIR:
-		return fsmcpv1.FileType_FILE_TYPE_DIRECTORY
-	case unix.S_IFLNK:
-		return fsmcpv1.FileType_FILE_TYPE_SYMLINK
-	case unix.S_IFIFO:
-		return fsmcpv1.FileType_FILE_TYPE_FIFO
-	case unix.S_IFSOCK:
-		return fsmcpv1.FileType_FILE_TYPE_SOCKET
-	case unix.S_IFCHR, unix.S_IFBLK:
-		return fsmcpv1.FileType_FILE_TYPE_DEVICE
+	if t := direntType(dtype(mode)); t != fsmcpv1.FileType_FILE_TYPE_UNSPECIFIED {
+		return t
 	}
 	return fsmcpv1.FileType_FILE_TYPE_OTHER
 }

@@ -146,12 +146,7 @@ func (s *Service) hgStatus(ctx context.Context, c *vcsCall) (*fsmcpv1.VcsStatusR
 // parseHgStatus reads "L path\0" records, each copy source following its
 // file as "  source\0". A cut output loses its last record.
 func parseHgStatus(resp *fsmcpv1.VcsStatusResponse, out []byte, cut bool) {
-	recs := bytes.Split(out, []byte{0})
-	if len(recs) > 0 && len(recs[len(recs)-1]) == 0 {
-		recs = recs[:len(recs)-1]
-	} else if cut && len(recs) > 0 {
-		recs = recs[:len(recs)-1]
-	}
+	recs := nulRecords(out, cut)
 	resp.EntriesTruncated = cut
 	removed := map[string]bool{}
 	for _, r := range recs {

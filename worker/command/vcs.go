@@ -226,16 +226,23 @@ func (s *Service) gitDiff(ctx context.Context, c *vcsCall, staged bool) (*fsmcpv
 	return s.git(ctx, c, c.maxBytes, args...)
 }
 
-// parsePorcelain reads git status --porcelain=v2 -z --branch into resp.
-// When the output was cut, the last record may be partial: it is dropped
-// and entries_truncated set.
-func parsePorcelain(resp *fsmcpv1.VcsStatusResponse, out []byte, cut bool) {
+// nulRecords splits NUL-terminated records. When the output was cut, the
+// last record may be partial and is dropped.
+func nulRecords(out []byte, cut bool) [][]byte {
 	recs := bytes.Split(out, []byte{0})
 	if len(recs) > 0 && len(recs[len(recs)-1]) == 0 {
 		recs = recs[:len(recs)-1]
 	} else if cut && len(recs) > 0 {
 		recs = recs[:len(recs)-1]
 	}
+	return recs
+}
+
+// parsePorcelain reads git status --porcelain=v2 -z --branch into resp.
+// When the output was cut, the last record may be partial: it is dropped
+// and entries_truncated set.
+func parsePorcelain(resp *fsmcpv1.VcsStatusResponse, out []byte, cut bool) {
+	recs := nulRecords(out, cut)
 	resp.EntriesTruncated = cut
 	for i := 0; i < len(recs); i++ {
 		r := recs[i]
