@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"sync"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"google.golang.org/grpc"
@@ -81,20 +80,7 @@ func (s *Service) rulesUnary(ctx context.Context, req any, info *grpc.UnaryServe
 	if err != nil {
 		return nil, err
 	}
-	if handoffMethods[info.FullMethod] {
-		defer s.handoff.give(cr)()
-	}
 	return h(context.WithValue(ctx, callRulesKey{}, cr), req)
-}
-
-// handoffMethods resolve their one path with openSearch or openListing,
-// whose callers give them no context: the context is handed over
-// (resolveHandoff).
-var handoffMethods = map[string]bool{
-	fsmcpv1.WorkerService_Glob_FullMethodName: true,
-	fsmcpv1.WorkerService_Grep_FullMethodName: true,
-	fsmcpv1.WorkerService_Tree_FullMethodName: true,
-	fsmcpv1.WorkerService_List_FullMethodName: true,
 }
 
 // rulesStream is rulesUnary for streaming calls.
@@ -106,9 +92,6 @@ func (s *Service) rulesStream(srv any, ss grpc.ServerStream, info *grpc.StreamSe
 	if err != nil {
 		return err
 	}
-	if handoffMethods[info.FullMethod] {
-		defer s.handoff.give(cr)()
-	}
 	return h(srv, &rulesStream{ServerStream: ss, ctx: context.WithValue(ss.Context(), callRulesKey{}, cr)})
 }
 
@@ -118,40 +101,6 @@ type rulesStream struct {
 }
 
 func (r *rulesStream) Context() context.Context { return r.ctx }
-
-// resolveHandoff hands a call's rule context to the one resolution its
-// handler makes (openSearch for the searches, openListing for List). The
-// call holds mu from give until that resolution takes the context, or
-// until the handler returns without one: those calls under --rules pass
-// this point one at a time, for the microseconds between their start and
-// their resolution.
-type resolveHandoff struct {
-	mu      sync.Mutex
-	pending *callRules
-}
-
-// give holds the handoff for cr and returns what ends it.
-func (h *resolveHandoff) give(cr *callRules) func() {
-	h.mu.Lock()
-	h.pending = cr
-	return func() {
-		if h.pending != nil {
-			h.pending = nil
-			h.mu.Unlock()
-		}
-	}
-}
-
-// take returns the pending context and lets the next search through. It
-// runs on the goroutine that gave it, inside its handler.
-func (h *resolveHandoff) take() *callRules {
-	cr := h.pending
-	if cr != nil {
-		h.pending = nil
-		h.mu.Unlock()
-	}
-	return cr
-}
 
 // judgeRules judges --rules at the call: rel is the real root-relative
 // path the call's path p resolved to (op names the step, for the error).
@@ -163,8 +112,13 @@ func (s *Service) judgeRules(ctx context.Context, op, p, rel string) error {
 	if s.rules == nil {
 		return nil
 	}
+	return s.judgeCallRules(callRulesOf(ctx), op, p, rel)
+}
+
+// callRulesOf is the rule context rulesUnary or rulesStream gave the call.
+func callRulesOf(ctx context.Context) *callRules {
 	cr, _ := ctx.Value(callRulesKey{}).(*callRules)
-	return s.judgeCallRules(cr, op, p, rel)
+	return cr
 }
 
 func (s *Service) judgeCallRules(cr *callRules, op, p, rel string) error {

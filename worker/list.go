@@ -31,7 +31,7 @@ func (s *Service) List(ctx context.Context, req *fsmcpv1.ListRequest) (*fsmcpv1.
 	default:
 		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "", "list: unknown sort %d", req.GetSort())
 	}
-	d, _, rel, p, err := s.openListing("list", req.GetPath())
+	d, _, rel, p, err := s.openListing(ctx, "list", req.GetPath())
 	if err != nil {
 		return nil, err
 	}

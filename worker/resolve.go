@@ -468,14 +468,9 @@ func (s *Service) openDir(op, p, dir string) (*parent, error) {
 // directory, its fstat, its real root-relative path and the cleaned
 // client path.
 //
-// Under --rules it judges the directory on the call's rule context, which
-// List does not pass: the interceptor hands it over (callrules.go), and it
-// is taken first thing.
-func (s *Service) openListing(op string, raw []byte) (*os.File, *unix.Stat_t, string, string, error) {
-	var cr *callRules
-	if s.rules != nil {
-		cr = s.handoff.take()
-	}
+// Under --rules it judges the directory on the call's rule context (ctx).
+func (s *Service) openListing(ctx context.Context, op string, raw []byte) (*os.File, *unix.Stat_t, string, string, error) {
+	cr := callRulesOf(ctx)
 	p, err := clientPath(raw)
 	if err != nil {
 		return nil, nil, "", "", err
@@ -572,14 +567,9 @@ func (s *Service) statName(ctx context.Context, op string, raw []byte) (*named, 
 // directory is refused, and the target filters denied paths from what rg
 // finds beneath a directory.
 //
-// Under --rules it judges them on the call's rule context, which its
-// callers (the search RPCs) do not pass: the interceptor hands it over
-// (callrules.go), and it is taken first thing.
-func (s *Service) openSearch(op string, raw []byte, kind access) (*searchTarget, error) {
-	var cr *callRules
-	if s.rules != nil {
-		cr = s.handoff.take()
-	}
+// Under --rules it judges them on the call's rule context (ctx).
+func (s *Service) openSearch(ctx context.Context, op string, raw []byte, kind access) (*searchTarget, error) {
+	cr := callRulesOf(ctx)
 	p, err := clientPath(raw)
 	if err != nil {
 		return nil, err

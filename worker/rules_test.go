@@ -179,7 +179,7 @@ func rulesCall(tool string, judged map[judgedKey]fsmcpv1.RuleAction) context.Con
 // symlink swapped meanwhile) is precondition_failed, a denied one
 // permission_denied, an ask rule met by a call that named no path for the
 // person refused; nothing is written in any of those. A search's
-// resolution, whose callers pass no context, takes it from the handoff.
+// resolution judges the same way.
 func TestRulesAtCall(t *testing.T) {
 	s, root, _ := rulesService(t, "deny fs_write secret\nask fs_write pub\ndeny fs_grep secret\n")
 	for _, d := range []string{"pub", "other", "secret"} {
@@ -218,13 +218,9 @@ func TestRulesAtCall(t *testing.T) {
 	// A search: cur → secret now, judged by Check when it led to other.
 	os.Remove(filepath.Join(root, "cur"))
 	os.Symlink("secret", filepath.Join(root, "cur"))
-	end := s.handoff.give(&callRules{tool: "fs_grep", judged: map[judgedKey]fsmcpv1.RuleAction{{"cur", "other"}: ruleNone}})
-	_, err = s.openSearch("grep", []byte("cur"), accessContent)
-	end()
+	_, err = s.openSearch(rulesCall("fs_grep", map[judgedKey]fsmcpv1.RuleAction{{"cur", "other"}: ruleNone}), "grep", []byte("cur"), accessContent)
 	wantWriteCode(t, "a search that leads to a denied directory", err, fsmcpv1.ErrorCode_ERROR_CODE_PERMISSION_DENIED)
-	end = s.handoff.give(&callRules{tool: "fs_grep", judged: map[judgedKey]fsmcpv1.RuleAction{{"pub", "pub"}: ruleNone}})
-	tgt, err := s.openSearch("grep", []byte("pub"), accessContent)
-	end()
+	tgt, err := s.openSearch(rulesCall("fs_grep", map[judgedKey]fsmcpv1.RuleAction{{"pub", "pub"}: ruleNone}), "grep", []byte("pub"), accessContent)
 	if err != nil {
 		t.Fatalf("a search judged as it resolves: %v", err)
 	}

@@ -465,7 +465,7 @@ func (s *Service) Glob(req *fsmcpv1.GlobRequest, stream grpc.ServerStreamingServ
 	if err := checkArg(op, "pattern", req.GetPattern()); err != nil {
 		return err
 	}
-	t, err := s.openSearch(op, req.GetPath(), accessMeta)
+	t, err := s.openSearch(stream.Context(), op, req.GetPath(), accessMeta)
 	if err != nil {
 		return err
 	}
@@ -633,7 +633,7 @@ func (s *Service) Grep(req *fsmcpv1.GrepRequest, stream grpc.ServerStreamingServ
 	if req.GetMaxCount() < 0 || req.GetContext() < 0 {
 		return newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "", "%s: max_count and context must not be negative", op)
 	}
-	t, err := s.openSearch(op, req.GetPath(), accessContent)
+	t, err := s.openSearch(stream.Context(), op, req.GetPath(), accessContent)
 	if err != nil {
 		return err
 	}

@@ -49,9 +49,6 @@ type Service struct {
 	// rules, when set, are the operator's --rules, for Check and for
 	// every call (callrules.go).
 	rules *Rules
-	// handoff gives a search's or a listing's rule context to its
-	// resolution (callrules.go).
-	handoff resolveHandoff
 }
 
 var _ fsmcpv1.WorkerServiceServer = (*Service)(nil)

@@ -73,7 +73,7 @@ func (s *Service) Tree(req *fsmcpv1.TreeRequest, stream grpc.ServerStreamingServ
 			return err
 		}
 	}
-	t, err := s.openSearch(op, req.GetPath(), accessMeta)
+	t, err := s.openSearch(stream.Context(), op, req.GetPath(), accessMeta)
 	if err != nil {
 		return err
 	}
