@@ -395,8 +395,23 @@ func BenchmarkRobustMkdirDepth(b *testing.B) {
 
 // Finding 9: out of descriptors is transient and retryable: unavailable
 // with the reason, never internal, both for a file the worker opens and
-// for the pipes of an rg it starts.
+// for the pipes of an rg it starts. It runs in a child process of its own:
+// in this one, an earlier test's goroutine closing a connection late would
+// free a descriptor below the limit and let the call through.
 func TestRobustOutOfDescriptorsIsUnavailable(t *testing.T) {
+	if os.Getenv("FSMCP_TEST_NOFILE_CHILD") != "" {
+		outOfDescriptorsChild(t)
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestRobustOutOfDescriptorsIsUnavailable$", "-test.v")
+	cmd.Env = append(os.Environ(), "FSMCP_TEST_NOFILE_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS") {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+}
+
+func outOfDescriptorsChild(t *testing.T) {
 	s := newSearchService(t, Limits{})
 	wput(t, filepath.Join(s.testDir, "f"), "inside\n")
 	c := serveInProcess(t, s.Service)
@@ -420,7 +435,21 @@ func TestRobustOutOfDescriptorsIsUnavailable(t *testing.T) {
 	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
 		t.Fatal(err)
 	}
+	// Any hole below the limit that opens after all is filled right before
+	// each call, and the fillers are closed once the limit is back.
+	var fillers []int
+	fill := func() {
+		for {
+			fd, err := unix.Dup(0)
+			if err != nil {
+				return
+			}
+			fillers = append(fillers, fd)
+		}
+	}
+	fill()
 	_, statErr := c.Stat(context.Background(), &fsmcpv1.StatRequest{Path: []byte("f")})
+	fill()
 	stream, err := c.Grep(context.Background(), &fsmcpv1.GrepRequest{Pattern: "inside"})
 	var grepErr error
 	if err == nil {
@@ -432,6 +461,9 @@ func TestRobustOutOfDescriptorsIsUnavailable(t *testing.T) {
 	}
 	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
 		t.Fatal(err)
+	}
+	for _, fd := range fillers {
+		unix.Close(fd)
 	}
 	for op, err := range map[string]error{"Stat(f)": statErr, "Grep(inside)": grepErr} {
 		e := errorOf(err)
