@@ -57,6 +57,9 @@ const (
 	// treeSlack is how many regular files the walk may see beyond the
 	// names rg has reported before it waits for rg.
 	treeSlack = 2048
+	// treeSeenBatch is how many files rg lists between two reports of
+	// them to the walk's pacing: far fewer than treeSlack.
+	treeSeenBatch = 64
 	// direntBuffer is the walk's getdents buffer.
 	direntBuffer = 32 << 10
 )
@@ -105,6 +108,9 @@ func (s *Service) Tree(req *fsmcpv1.TreeRequest, stream grpc.ServerStreamingServ
 	consume := func(r io.Reader) error {
 		br := bufio.NewReaderSize(r, 64<<10)
 		file := &fsmcpv1.TreeEntry{Type: fsmcpv1.FileType_FILE_TYPE_FILE}
+		// unseen counts the files read but not yet told to the log.
+		unseen := int64(0)
+		defer func() { log.saw(unseen) }()
 		for {
 			name, err := br.ReadSlice(0)
 			if err == io.EOF && len(name) == 0 {
@@ -114,7 +120,10 @@ func (s *Service) Tree(req *fsmcpv1.TreeRequest, stream grpc.ServerStreamingServ
 				return fmt.Errorf("read a path: %w", err)
 			}
 			run.files.Add(1)
-			log.saw()
+			if unseen++; unseen == treeSeenBatch {
+				log.saw(unseen)
+				unseen = 0
+			}
 			rgPath := name[:len(name)-1]
 			p, ok := t.display(rgPath)
 			if !ok {
@@ -206,10 +215,10 @@ func newTreeLog() *treeLog {
 	return l
 }
 
-// saw counts a file rg listed.
-func (l *treeLog) saw() {
+// saw counts n more files rg listed.
+func (l *treeLog) saw(n int64) {
 	l.mu.Lock()
-	l.seen++
+	l.seen += n
 	l.mu.Unlock()
 	l.cond.Broadcast()
 }
@@ -429,6 +438,11 @@ func (w *treeWalk) read(fd int, rel string) ([]dirent, bool, error) {
 			}
 			if typ == unix.DT_REG {
 				w.regular++
+				if w.statRoom <= 0 {
+					// Past what the page can hold: counted, to pace
+					// the walk, and not kept.
+					continue
+				}
 			}
 			out = append(out, dirent{name: string(name), typ: typ})
 		}

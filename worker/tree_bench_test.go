@@ -37,11 +37,11 @@ func goTreeService(b *testing.B) fsmcpv1.WorkerServiceClient {
 }
 
 // BenchmarkWalkTreeGoTree is one Tree RPC of $GOROOT/src, depth 16, one
-// 256 KiB page, through an in-process gRPC connection.
+// 64 KiB page (the default reply bound), through an in-process gRPC connection.
 func BenchmarkWalkTreeGoTree(b *testing.B) {
 	c := goTreeService(b)
 	for b.Loop() {
-		if _, err := workertest.Drain(c.Tree(context.Background(), &fsmcpv1.TreeRequest{MaxDepth: 16, MaxBytes: 256 << 10})); err != nil {
+		if _, err := workertest.Drain(c.Tree(context.Background(), &fsmcpv1.TreeRequest{MaxDepth: 16, MaxBytes: 64 << 10})); err != nil {
 			b.Fatal(err)
 		}
 	}
