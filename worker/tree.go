@@ -23,43 +23,39 @@ import (
 // rg decides what is listed, so that ignore files, hidden names and
 // exclusions mean exactly what they mean to fs_glob: one rg --files run,
 // with fs_glob's options, names the regular files, and its --debug log
-// names every entry its walk skipped by a rule ("ignoring ./x: Ignore(…)").
-// rg lists no directories, so while rg runs the worker walks the same
-// subtree itself, through descriptors (each directory opened relative to
-// its parent with O_NOFOLLOW, never following a symlink), to the same
-// depth, and notes every directory, symlink, fifo, socket and device it
-// meets. Once both are done, it lists the files rg listed, and each noted
-// entry that no rule skipped, itself or through a directory above it.
-// That is how empty directories (and directories whose files are all
-// ignored) appear. The walk does not enter a directory rg has already
-// reported skipped, and abandons one as soon as rg does; so that it cannot
-// run far into an ignored tree before rg's verdict arrives, it never gets
-// more than treeSlack regular files ahead of the names rg has reported,
-// and it enters hidden directories last. It takes each directory's names
-// in byte order, which is nearly the page's order, and lstats the regular
-// files it passes, for their size, from the cursor on until what it has
-// passed would fill the page half again: those are the files that can
-// make the page. What it missed of the final page is stat'ed once the page
-// is known. The log names
-// a path lossily when it is not UTF-8 (rg prints it through Rust's lossy
-// conversion), so such a name is matched against the log by its lossy
-// form too: two names that differ only in invalid bytes share a fate.
+// names every entry its walk skipped by a rule ("ignoring ./x: Ignore(…)")
+// and every symlink, fifo, socket and device it met ("ignoring ./x:
+// failed to pass subject filter: file type: …", with the mode). rg names
+// no directory, so the directories are learned three ways:
+//
+//   - every directory above a name rg reported is one rg read;
+//   - while rg runs, each such directory is lstat'ed for its link count,
+//     which on Linux file systems is two plus its subdirectories;
+//   - a directory with more subdirectories than rg's names account for
+//     (one that holds an empty directory, say) is read whole, through
+//     descriptors (each opened relative to its parent with O_NOFOLLOW),
+//     and each subdirectory found there that no rule skipped is walked
+//     whole the same way. That is how empty directories, and directories
+//     whose files are all ignored, appear.
+//
+// A directory whose link count says nothing (below 2, as on btrfs) is
+// read. A name in the log that is not UTF-8 arrives lossily (rg prints
+// paths through Rust's lossy conversion), so when the log holds one the
+// whole subtree is walked instead, and rg's verdicts are matched against
+// each name's lossy form: two names that differ only in invalid bytes
+// share a fate. Each entry read from a directory replaces what the log
+// said of that directory's entries.
 //
 // It does not list what lies beneath a symlinked directory. rg runs one
 // level deeper than the listing, so that a directory at max_depth says
-// "more" exactly when a call on it would list something.
+// "more" exactly when a call on it would list something. The page's files
+// are lstat'ed for their size once the page is known.
 
 const (
 	// maxTreeDepth bounds max_depth.
 	maxTreeDepth = 16
 	// treeAllowance estimates the JSON an entry costs beyond its path.
 	treeAllowance = 64
-	// treeSlack is how many regular files the walk may see beyond the
-	// names rg has reported before it waits for rg.
-	treeSlack = 2048
-	// treeSeenBatch is how many files rg lists between two reports of
-	// them to the walk's pacing: far fewer than treeSlack.
-	treeSeenBatch = 64
 	// direntBuffer is the walk's getdents buffer.
 	direntBuffer = 32 << 10
 )
@@ -102,15 +98,13 @@ func (s *Service) Tree(req *fsmcpv1.TreeRequest, stream grpc.ServerStreamingServ
 	// Directories at the limit holding a file rg listed one level deeper.
 	more := map[string]bool{}
 	var files int64
+	ds := newTreeDirs(int(t.dir.Fd()), depth)
 	run := s.newRG(stream.Context(), op, t, func(p *fsmcpv1.Progress) error {
 		return stream.Send(&fsmcpv1.TreeResponse{Progress: p})
 	})
 	consume := func(r io.Reader) error {
 		br := bufio.NewReaderSize(r, 64<<10)
 		file := &fsmcpv1.TreeEntry{Type: fsmcpv1.FileType_FILE_TYPE_FILE}
-		// unseen counts the files read but not yet told to the log.
-		unseen := int64(0)
-		defer func() { log.saw(unseen) }()
 		for {
 			name, err := br.ReadSlice(0)
 			if err == io.EOF && len(name) == 0 {
@@ -120,16 +114,13 @@ func (s *Service) Tree(req *fsmcpv1.TreeRequest, stream grpc.ServerStreamingServ
 				return fmt.Errorf("read a path: %w", err)
 			}
 			run.files.Add(1)
-			if unseen++; unseen == treeSeenBatch {
-				log.saw(unseen)
-				unseen = 0
-			}
 			rgPath := name[:len(name)-1]
+			rel := bytes.TrimPrefix(rgPath, []byte("./"))
+			ds.above(rel)
 			p, ok := t.display(rgPath)
 			if !ok {
 				continue
 			}
-			rel := bytes.TrimPrefix(rgPath, []byte("./"))
 			if bytes.Count(rel, []byte("/")) >= depth {
 				more[string(rel[:bytes.LastIndexByte(rel, '/')])] = true
 				continue
@@ -139,35 +130,25 @@ func (s *Service) Tree(req *fsmcpv1.TreeRequest, stream grpc.ServerStreamingServ
 			page.add(file)
 		}
 	}
-
-	ctx, cancel := context.WithCancel(stream.Context())
-	defer cancel()
-	w := &treeWalk{ctx: ctx, log: log, maxDepth: depth, buf: make([]byte, direntBuffer),
-		prefix: t.prefix, after: req.GetAfter(), hasAfter: req.GetHasAfter(),
-		sizes: map[string]int64{}, statRoom: pageBudget(req.GetMaxBytes()) * 3 / 2}
-	walked := make(chan error, 1)
-	go func() { walked <- w.dir(int(t.dir.Fd()), "", 1, -1) }()
 	rgErr := run.run(args, consume)
-	log.finish()
 	if rgErr != nil {
-		cancel()
-	}
-	walkErr := <-walked
-	if rgErr != nil {
+		ds.stop()
 		return rgErr
-	}
-	if walkErr != nil {
-		return fsError(op, t.prefix, walkErr)
 	}
 	errs, err := run.result(opts)
 	if err != nil {
+		ds.stop()
 		return err
+	}
+	held, err := ds.finish(stream.Context(), log)
+	if err != nil {
+		return fsError(op, t.prefix, err)
 	}
 
 	total := files
 	entry := &fsmcpv1.TreeEntry{}
-	for i := range w.held {
-		e := &w.held[i]
+	for i := range held {
+		e := &held[i]
 		if log.skippedOrUnder(e.path) {
 			continue
 		}
@@ -182,7 +163,7 @@ func (s *Service) Tree(req *fsmcpv1.TreeRequest, stream grpc.ServerStreamingServ
 		page.add(entry)
 	}
 	entries, truncated := page.result()
-	entries, gone := sizeFiles(t, entries, w.sizes)
+	entries, gone := sizeFiles(t, entries)
 	return stream.Send(&fsmcpv1.TreeResponse{Entries: entries, More: truncated, Done: true, Total: total - gone, Errors: errs})
 }
 
@@ -196,49 +177,20 @@ func excludeArgs(args, excludes []string) []string {
 	return args
 }
 
-// treeLog is what the walk learns from rg while rg runs: from its --debug
-// lines, the paths its walk skipped by a rule, as rg printed them (lossily,
-// if not UTF-8) without "./"; and how many names rg has reported so far
-// (files listed and entries skipped), which paces the walk.
+// treeLog is what the tree learns from rg's --debug lines: the paths its
+// walk skipped by a rule, and the symlinks, fifos, sockets and devices it
+// met, each as rg printed it (lossily, if not UTF-8) without "./".
 type treeLog struct {
-	mu      sync.Mutex
-	cond    sync.Cond
-	skipped map[string]bool
+	mu       sync.Mutex
+	skipped  map[string]bool
+	specials []string
+	// inexact: a path in the log is not UTF-8, or not as rg named it.
+	inexact bool
 	pending []byte
-	seen    int64
-	done    bool
 }
 
 func newTreeLog() *treeLog {
-	l := &treeLog{skipped: map[string]bool{}}
-	l.cond.L = &l.mu
-	return l
-}
-
-// saw counts n more files rg listed.
-func (l *treeLog) saw(n int64) {
-	l.mu.Lock()
-	l.seen += n
-	l.mu.Unlock()
-	l.cond.Broadcast()
-}
-
-// finish records that rg has ended: the walk no longer waits.
-func (l *treeLog) finish() {
-	l.mu.Lock()
-	l.done = true
-	l.mu.Unlock()
-	l.cond.Broadcast()
-}
-
-// pace waits, while rg runs, until rg has reported at least
-// walked - treeSlack names.
-func (l *treeLog) pace(walked int64) {
-	l.mu.Lock()
-	for !l.done && walked > l.seen+treeSlack {
-		l.cond.Wait()
-	}
-	l.mu.Unlock()
+	return &treeLog{skipped: map[string]bool{}}
 }
 
 // skippedOrUnder reports whether rg skipped p (a path below the target)
@@ -255,6 +207,11 @@ func (l *treeLog) skippedOrUnder(p string) bool {
 	return l.skipped[lp]
 }
 
+// subjectMark follows the path in rg's line for an entry that is neither
+// a regular file nor a directory. The last one in a line is rg's: a name
+// may hold the same text.
+const subjectMark = ": failed to pass subject filter: "
+
 func (l *treeLog) line(b []byte) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -269,17 +226,25 @@ func (l *treeLog) line(b []byte) {
 		return
 	}
 	rest := b[i+len(mark):]
-	if j := bytes.Index(rest, []byte(": Ignore(")); j >= 0 {
-		l.skipped[string(rest[:j])] = true
-		l.seen++
-		l.cond.Broadcast()
+	if j := bytes.LastIndex(rest, []byte(subjectMark)); j >= 0 {
+		l.note(string(rest[:j]))
+		l.specials = append(l.specials, string(rest[:j]))
 		return
 	}
-	if bytes.Contains(rest, []byte(": failed to pass subject filter")) {
-		return // not a rule: a symlink or special file, which the walk lists
+	if j := bytes.Index(rest, []byte(": Ignore(")); j >= 0 {
+		l.note(string(rest[:j]))
+		l.skipped[string(rest[:j])] = true
+		return
 	}
 	if len(b) < maxPathBytes {
 		l.pending = bytes.Clone(b)
+	}
+}
+
+// note marks the log inexact for a path rg printed lossily.
+func (l *treeLog) note(p string) {
+	if strings.ContainsRune(p, utf8.RuneError) {
+		l.inexact = true
 	}
 }
 
@@ -318,66 +283,298 @@ func (d *debugSplitter) Write(p []byte) (int, error) {
 // "rg: " or a path followed by ": "; a continuation is told apart by the
 // rule text that ends it.
 func (d *debugSplitter) inRecord(line []byte) bool {
-	return bytes.Contains(line, []byte(": Ignore(IgnoreMatch(")) || bytes.Contains(line, []byte(": failed to pass subject filter"))
+	return bytes.Contains(line, []byte(": Ignore(IgnoreMatch(")) || bytes.Contains(line, []byte(subjectMark))
 }
 
-// treeWalk walks the subtree through descriptors, noting what rg does not
-// list.
+// treeDirs learns the directories of a tree from the names rg reports: it
+// notes each directory above one and, while rg runs, lstats it for its
+// link count; finish then reads only the directories whose subdirectories
+// those names do not account for.
+type treeDirs struct {
+	base     int // the target's descriptor
+	maxDepth int
+	// known holds the directories (below the target) above a name rg
+	// reported; last is the one above the name before.
+	known map[string]bool
+	last  []byte
+	fresh []string
+	queue chan string
+	// links holds each known directory's link count, or 0 when it
+	// could not be lstat'ed or is no longer a directory; written by the
+	// goroutine that drains queue until done is closed.
+	links map[string]uint64
+	gone  map[string]bool
+	done  chan struct{}
+}
+
+func newTreeDirs(base, maxDepth int) *treeDirs {
+	d := &treeDirs{base: base, maxDepth: maxDepth, known: map[string]bool{}, queue: make(chan string, 1024),
+		links: map[string]uint64{}, gone: map[string]bool{}, done: make(chan struct{})}
+	go func() {
+		defer close(d.done)
+		// The queue names parents before their children, mostly in
+		// runs below one directory: each is lstat'ed in its parent,
+		// held open (O_PATH) while the run lasts.
+		parents := &dirStack{base: base}
+		defer parents.close()
+		for p := range d.queue {
+			fd, err := parents.open(parentOf(p))
+			var st *unix.Stat_t
+			if err == nil {
+				st, err = fstatat(fd, p[strings.LastIndexByte(p, '/')+1:])
+			}
+			switch {
+			case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR),
+				err == nil && fileType(st.Mode) != fsmcpv1.FileType_FILE_TYPE_DIRECTORY:
+				d.gone[p] = true
+			case err == nil:
+				d.links[p] = uint64(st.Nlink)
+			}
+		}
+	}()
+	return d
+}
+
+// above notes the directories above rel, a path below the target rg
+// reported. Only one goroutine calls it at a time.
+func (d *treeDirs) above(rel []byte) {
+	i := bytes.LastIndexByte(rel, '/')
+	if i < 0 {
+		return
+	}
+	dir := rel[:i]
+	if bytes.Equal(dir, d.last) {
+		return
+	}
+	d.last = append(d.last[:0], dir...)
+	n := len(d.fresh)
+	for len(dir) > 0 && !d.known[string(dir)] {
+		p := string(dir)
+		d.known[p] = true
+		d.fresh = append(d.fresh, p)
+		i := bytes.LastIndexByte(dir, '/')
+		if i < 0 {
+			break
+		}
+		dir = dir[:i]
+	}
+	// Parents first.
+	for i := len(d.fresh) - 1; i >= n; i-- {
+		d.queue <- d.fresh[i]
+	}
+	d.fresh = d.fresh[:n]
+}
+
+// stop ends the lstats, for a tree that ends in an error.
+func (d *treeDirs) stop() {
+	close(d.queue)
+	<-d.done
+}
+
+// finish returns the directories, symlinks, fifos, sockets and devices of
+// the tree, once rg has ended, from what rg reported and what it reads.
+func (d *treeDirs) finish(ctx context.Context, log *treeLog) ([]heldEntry, error) {
+	log.mu.Lock()
+	inexact := log.inexact
+	specials := log.specials
+	skipped := make([]string, 0, len(log.skipped))
+	for p := range log.skipped {
+		skipped = append(skipped, p)
+	}
+	log.mu.Unlock()
+	w := &treeWalk{ctx: ctx, log: log, maxDepth: d.maxDepth, buf: make([]byte, direntBuffer)}
+	// What the log names must be there, as named, and neither a regular
+	// file nor a directory.
+	types := make(map[string]fsmcpv1.FileType, len(specials))
+	parents := &dirStack{base: d.base}
+	defer parents.close()
+	for _, p := range specials {
+		if inexact {
+			break
+		}
+		fd, err := parents.open(parentOf(p))
+		var st *unix.Stat_t
+		if err == nil {
+			st, err = fstatat(fd, p[strings.LastIndexByte(p, '/')+1:])
+		}
+		if err != nil {
+			inexact = true
+			break
+		}
+		switch ft := fileType(st.Mode); ft {
+		case fsmcpv1.FileType_FILE_TYPE_FILE, fsmcpv1.FileType_FILE_TYPE_DIRECTORY:
+			inexact = true
+		default:
+			types[p] = ft
+		}
+	}
+	if !inexact {
+		for _, p := range skipped {
+			d.above([]byte(p))
+		}
+		for _, p := range specials {
+			d.above([]byte(p))
+		}
+	}
+	d.stop()
+	if inexact {
+		fd, err := openBelow(d.base, "")
+		if err != nil {
+			return nil, err
+		}
+		defer unix.Close(fd)
+		err = w.dir(fd, "", 1, -1)
+		return w.held, err
+	}
+
+	// Each directory's subdirectories that the names account for.
+	subdirs := map[string]uint64{}
+	for p := range d.known {
+		if d.gone[p] {
+			continue
+		}
+		subdirs[parentOf(p)]++
+		w.held = append(w.held, heldEntry{path: p, typ: fsmcpv1.FileType_FILE_TYPE_DIRECTORY, limit: depthOf(p) == d.maxDepth})
+	}
+	var top unix.Stat_t
+	if err := unix.Fstat(d.base, &top); err != nil {
+		return nil, err
+	}
+	d.links[""] = uint64(top.Nlink)
+	index := make(map[string]int, len(w.held))
+	for i, h := range w.held {
+		index[h.path] = i
+	}
+	read := map[string]bool{}
+	dirs := append(make([]string, 0, len(d.known)+1), "")
+	for p := range d.known {
+		if !d.gone[p] {
+			dirs = append(dirs, p)
+		}
+	}
+	for _, p := range dirs {
+		if n := d.links[p]; n >= 2 && n-2 == subdirs[p] {
+			continue
+		}
+		read[p] = true
+		self := -1
+		if p != "" {
+			self = index[p]
+		}
+		if err := d.readDir(w, p, self); err != nil {
+			return nil, err
+		}
+	}
+	// The log's entries in directories not read.
+	for _, p := range specials {
+		dir := parentOf(p)
+		if read[dir] {
+			continue
+		}
+		if dir != "" && w.held[index[dir]].limit {
+			w.held[index[dir]].children = append(w.held[index[dir]].children, p)
+			continue
+		}
+		w.held = append(w.held, heldEntry{path: p, typ: types[p]})
+	}
+	return w.held, nil
+}
+
+// readDir reads the directory p (below the target; held at self, or -1
+// for the target) whole: its entries other than regular files replace
+// what the log said of them, and each subdirectory the names did not
+// account for, and no rule skipped, is walked whole.
+func (d *treeDirs) readDir(w *treeWalk, p string, self int) error {
+	fd, err := openBelow(d.base, p)
+	if err != nil {
+		if self >= 0 {
+			w.held[self].unreadable = true
+		}
+		return nil
+	}
+	defer unix.Close(fd)
+	ents, whole, err := w.read(fd)
+	if err != nil {
+		return err
+	}
+	if !whole && self >= 0 {
+		w.held[self].unreadable = true
+	}
+	if self >= 0 && w.held[self].limit {
+		for _, e := range ents {
+			w.held[self].children = append(w.held[self].children, joinRel(p, e.name))
+		}
+		return nil
+	}
+	depth := depthOf(p) + 1
+	for _, e := range ents {
+		c := joinRel(p, e.name)
+		if e.typ != unix.DT_DIR {
+			w.held = append(w.held, heldEntry{path: c, typ: direntType(e.typ)})
+			continue
+		}
+		if d.known[c] && !d.gone[c] {
+			continue
+		}
+		if err := w.enter(fd, e.name, c, depth); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// openBelow opens the directory p below the directory base for reading,
+// one component at a time, never following a symlink.
+func openBelow(base int, p string) (int, error) {
+	if p == "" {
+		return unix.Openat(base, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	}
+	fd := base
+	for {
+		c, rest, more := strings.Cut(p, "/")
+		flags := unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+		if !more {
+			flags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC | unix.O_NONBLOCK
+		}
+		next, err := unix.Openat(fd, c, flags, 0)
+		if fd != base {
+			unix.Close(fd)
+		}
+		if err != nil || !more {
+			return next, err
+		}
+		fd, p = next, rest
+	}
+}
+
+// parentOf is the directory of p below the target ("" for the target).
+func parentOf(p string) string {
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		return p[:i]
+	}
+	return ""
+}
+
+// depthOf is the depth of p below the target: 0 for the target, 1 for
+// its entries.
+func depthOf(p string) int {
+	if p == "" {
+		return 0
+	}
+	return strings.Count(p, "/") + 1
+}
+
+// treeWalk walks directories through descriptors, holding what rg does
+// not list: each directory, symlink, fifo, socket and device.
 type treeWalk struct {
 	ctx      context.Context
 	log      *treeLog
 	maxDepth int
 	buf      []byte
-	// regular counts the regular files seen, to pace the walk.
-	regular int64
-	held    []heldEntry
-	// sizes are the sizes of the regular files the walk stat'ed, by
-	// path below the target: those after the cursor (after, in the
-	// page's terms: with prefix) while statRoom, the page's budget and a
-	// half, was not used up by the entries passed after it.
-	sizes    map[string]int64
-	statRoom int64
-	prefix   string
-	after    []byte
-	hasAfter bool
-	key      []byte
+	held     []heldEntry
 }
 
-// pass charges the entry name in the directory at rel (below the target)
-// to statRoom if it comes after the cursor, and reports whether it did.
-func (w *treeWalk) pass(rel, name string) bool {
-	if w.statRoom <= 0 {
-		return false
-	}
-	k := w.key[:0]
-	if w.prefix != "" {
-		k = append(append(k, w.prefix...), '/')
-	}
-	if rel != "" {
-		k = append(append(k, rel...), '/')
-	}
-	k = append(k, name...)
-	w.key = k
-	if w.hasAfter && bytes.Compare(k, w.after) <= 0 {
-		return false
-	}
-	w.statRoom -= int64(len(k)) + treeAllowance
-	return true
-}
-
-// sizeFile records the size of the regular file name in the directory fd
-// (at rel) if it can make the page.
-func (w *treeWalk) sizeFile(fd int, rel, name string) {
-	if !w.pass(rel, name) {
-		return
-	}
-	st, err := fstatat(fd, name)
-	if err == nil && fileType(st.Mode) == fsmcpv1.FileType_FILE_TYPE_FILE {
-		w.sizes[joinRel(rel, name)] = st.Size
-	}
-}
-
-// heldEntry is a directory, symlink, fifo, socket or device the walk met:
+// heldEntry is a directory, symlink, fifo, socket or device of the tree:
 // listed if no rule skipped it.
 type heldEntry struct {
 	path string
@@ -396,11 +593,9 @@ type dirent struct {
 	typ  byte
 }
 
-// read reads the directory fd (at rel below the target) to its end and
-// returns its names other than temp files, and whether the whole of it was
-// read. It stops early, returning what it has, once rg has skipped rel or
-// a directory above it.
-func (w *treeWalk) read(fd int, rel string) ([]dirent, bool, error) {
+// read reads the directory fd to its end and returns its names other than
+// regular files and temp files, and whether the whole of it was read.
+func (w *treeWalk) read(fd int) ([]dirent, bool, error) {
 	var out []dirent
 	for {
 		if err := w.ctx.Err(); err != nil {
@@ -426,7 +621,7 @@ func (w *treeWalk) read(fd int, rel string) ([]dirent, bool, error) {
 			if i := bytes.IndexByte(name, 0); i >= 0 {
 				name = name[:i]
 			}
-			if string(name) == "." || string(name) == ".." || bytes.HasPrefix(name, []byte(tempPrefix)) {
+			if typ == unix.DT_REG || string(name) == "." || string(name) == ".." || bytes.HasPrefix(name, []byte(tempPrefix)) {
 				continue
 			}
 			if typ == unix.DT_UNKNOWN {
@@ -434,21 +629,11 @@ func (w *treeWalk) read(fd int, rel string) ([]dirent, bool, error) {
 				if err != nil {
 					continue // gone since
 				}
-				typ = dtype(st.Mode)
-			}
-			if typ == unix.DT_REG {
-				w.regular++
-				if w.statRoom <= 0 {
-					// Past what the page can hold: counted, to pace
-					// the walk, and not kept.
+				if typ = dtype(st.Mode); typ == unix.DT_REG {
 					continue
 				}
 			}
 			out = append(out, dirent{name: string(name), typ: typ})
-		}
-		w.log.pace(w.regular)
-		if w.log.skippedOrUnder(rel) {
-			return out, true, nil
 		}
 	}
 }
@@ -457,80 +642,62 @@ func (w *treeWalk) read(fd int, rel string) ([]dirent, bool, error) {
 // depth (its entries' depth); self is its index in held, or -1 for the
 // target.
 func (w *treeWalk) dir(fd int, rel string, depth, self int) error {
-	ents, whole, err := w.read(fd, rel)
+	ents, whole, err := w.read(fd)
 	if err != nil {
 		return err
 	}
 	if !whole && self >= 0 {
 		w.held[self].unreadable = true
 	}
-	// By name, hidden names last: rg has reported a hidden directory
-	// skipped by then, when it does, and the walk need not enter it.
-	slices.SortFunc(ents, func(a, b dirent) int {
-		if c := boolInt(strings.HasPrefix(a.name, ".")) - boolInt(strings.HasPrefix(b.name, ".")); c != 0 {
-			return c
-		}
-		return strings.Compare(a.name, b.name)
-	})
 	for _, e := range ents {
-		if e.typ == unix.DT_REG {
-			w.sizeFile(fd, rel, e.name)
-			continue
-		}
-		w.pass(rel, e.name)
 		p := joinRel(rel, e.name)
 		if e.typ != unix.DT_DIR {
 			w.held = append(w.held, heldEntry{path: p, typ: direntType(e.typ)})
 			continue
 		}
-		if w.log.skippedOrUnder(p) {
-			continue
-		}
-		w.held = append(w.held, heldEntry{path: p, typ: fsmcpv1.FileType_FILE_TYPE_DIRECTORY, limit: depth == w.maxDepth})
-		sub, err := unix.Openat(fd, e.name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
-		switch {
-		case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR), errors.Is(err, unix.ELOOP):
-			w.held = w.held[:len(w.held)-1] // gone, or no longer a directory
-			continue
-		case err != nil:
-			w.held[len(w.held)-1].unreadable = true
-			continue
-		}
-		if self := len(w.held) - 1; depth < w.maxDepth {
-			err = w.dir(sub, p, depth+1, self)
-		} else {
-			err = w.limit(sub, p, self)
-		}
-		unix.Close(sub)
-		if err != nil {
+		if err := w.enter(fd, e.name, p, depth); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// enter holds the directory name in the directory fd, at p and depth, and
+// walks it, unless rg skipped it.
+func (w *treeWalk) enter(fd int, name, p string, depth int) error {
+	if w.log.skippedOrUnder(p) {
+		return nil
+	}
+	w.held = append(w.held, heldEntry{path: p, typ: fsmcpv1.FileType_FILE_TYPE_DIRECTORY, limit: depth == w.maxDepth})
+	self := len(w.held) - 1
+	sub, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	switch {
+	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR), errors.Is(err, unix.ELOOP):
+		w.held = w.held[:self] // gone, or no longer a directory
+		return nil
+	case err != nil:
+		w.held[self].unreadable = true
+		return nil
+	}
+	defer unix.Close(sub)
+	if depth < w.maxDepth {
+		return w.dir(sub, p, depth+1, self)
+	}
+	return w.limit(sub, p, self)
+}
+
 // limit notes the names in the directory fd at max_depth (at p, held at
 // self) that are not regular files: rg reports those it lists itself.
 func (w *treeWalk) limit(fd int, p string, self int) error {
-	ents, _, err := w.read(fd, p)
+	ents, _, err := w.read(fd)
 	if err != nil {
 		return err
 	}
 	h := &w.held[self]
 	for _, e := range ents {
-		if e.typ == unix.DT_REG {
-			continue
-		}
 		h.children = append(h.children, joinRel(p, e.name))
 	}
 	return nil
-}
-
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // dtype is the directory entry type of a stat mode.
@@ -573,45 +740,65 @@ func direntType(t byte) fsmcpv1.FileType {
 	return fsmcpv1.FileType_FILE_TYPE_UNSPECIFIED
 }
 
-// sizeFiles fills in the size of each file of a page, from sizes (by path
-// below the target) or else lstat'ed through descriptors (each directory
-// opened relative to its parent, O_PATH and O_NOFOLLOW), and drops those no
-// longer regular files. It returns the page and how many it dropped.
-func sizeFiles(t *searchTarget, entries []*fsmcpv1.TreeEntry, sizes map[string]int64) ([]*fsmcpv1.TreeEntry, int64) {
-	d := &dirStack{base: int(t.dir.Fd())}
-	defer d.close()
+// sizeFiles fills in the size of each file of a page, lstat'ed through
+// descriptors (each directory opened relative to its parent, O_PATH and
+// O_NOFOLLOW), and drops those no longer regular files. It returns the
+// page and how many it dropped. The page is sorted, so each half shares
+// its directories; the halves are stat'ed side by side.
+func sizeFiles(t *searchTarget, entries []*fsmcpv1.TreeEntry) ([]*fsmcpv1.TreeEntry, int64) {
 	skip := len(t.prefix)
 	if skip > 0 {
 		skip++
 	}
+	half := len(entries) / 2
+	if half < sizeSplit {
+		half = len(entries)
+	}
+	var wg sync.WaitGroup
+	if half < len(entries) {
+		wg.Go(func() { sizeRun(int(t.dir.Fd()), skip, entries[half:]) })
+	}
+	sizeRun(int(t.dir.Fd()), skip, entries[:half])
+	wg.Wait()
 	out := entries[:0]
 	for _, e := range entries {
-		if e.Type != fsmcpv1.FileType_FILE_TYPE_FILE {
+		if e.Type != fsmcpv1.FileType_FILE_TYPE_UNSPECIFIED {
 			out = append(out, e)
+		}
+	}
+	return out, int64(len(entries) - len(out))
+}
+
+// sizeSplit is the fewest entries a page has for its halves to be stat'ed
+// side by side.
+const sizeSplit = 64
+
+// sizeRun sizes the files of entries, whose paths are below the target
+// after skip bytes, and marks those gone or replaced with no type.
+func sizeRun(base, skip int, entries []*fsmcpv1.TreeEntry) {
+	d := &dirStack{base: base}
+	defer d.close()
+	for _, e := range entries {
+		if e.Type != fsmcpv1.FileType_FILE_TYPE_FILE {
 			continue
 		}
 		rel := string(e.Path[skip:])
-		if n, ok := sizes[rel]; ok {
-			e.Size = n
-			out = append(out, e)
-			continue
-		}
 		dir, name := "", rel
 		if i := strings.LastIndexByte(rel, '/'); i >= 0 {
 			dir, name = rel[:i], rel[i+1:]
 		}
 		fd, err := d.open(dir)
 		if err != nil {
+			e.Type = fsmcpv1.FileType_FILE_TYPE_UNSPECIFIED
 			continue
 		}
 		st, err := fstatat(fd, name)
 		if err != nil || fileType(st.Mode) != fsmcpv1.FileType_FILE_TYPE_FILE {
-			continue // gone since, or replaced
+			e.Type = fsmcpv1.FileType_FILE_TYPE_UNSPECIFIED // gone since, or replaced
+			continue
 		}
 		e.Size = st.Size
-		out = append(out, e)
 	}
-	return out, int64(len(entries) - len(out))
 }
 
 // dirStack keeps open, O_PATH, the directories from the target down to

@@ -7,18 +7,18 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/worker/workertest"
 )
 
-// TestWalkTreeIgnoredBeyondSlack lists a tree whose ignored and hidden
-// directories hold more files than the walk may run ahead of rg, in pages
-// of 2 KiB: the walk waits for rg rather than list or stall, every page
+// TestWalkTreeIgnoredAndHidden lists a tree whose ignored and hidden
+// directories hold thousands of files, in pages of 2 KiB: every page
 // follows the last, and what is listed is exactly the tree outside them,
-// with each file's size whether the walk stat'ed it or the page did.
-func TestWalkTreeIgnoredBeyondSlack(t *testing.T) {
+// an empty directory among them, with each file's size.
+func TestWalkTreeIgnoredAndHidden(t *testing.T) {
 	rg, err := exec.LookPath("rg")
 	if err != nil {
 		t.Skip("no rg: ", err)
@@ -37,7 +37,7 @@ func TestWalkTreeIgnoredBeyondSlack(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, ".ignore"), []byte("big/\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for i := range treeSlack + 500 {
+	for i := range 2500 {
 		write(fmt.Sprintf("big/d%d/f%d", i%7, i), 1)
 		write(fmt.Sprintf(".hid/f%d", i), 1)
 	}
@@ -91,5 +91,139 @@ func TestWalkTreeIgnoredBeyondSlack(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("listed\n%q\nwant\n%q", got, want)
+	}
+}
+
+// treeService serves dir, unconfined, in this process, with rg.
+func treeService(t *testing.T, dir string) fsmcpv1.WorkerServiceClient {
+	t.Helper()
+	rg, err := exec.LookPath("rg")
+	if err != nil {
+		t.Skip("no rg: ", err)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	devNull, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { devNull.Close() })
+	s, err := New(root, Options{RG: rg, DevNull: devNull})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return serveInProcess(t, s)
+}
+
+// treeLines is one Tree page of everything, as "path type [more]" lines.
+func treeLines(t *testing.T, c fsmcpv1.WorkerServiceClient, req *fsmcpv1.TreeRequest) []string {
+	t.Helper()
+	msgs, err := workertest.Drain(c.Tree(context.Background(), req))
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := msgs[len(msgs)-1].(*fsmcpv1.TreeResponse)
+	if last.More {
+		t.Fatal("more than one page")
+	}
+	var out []string
+	for _, e := range last.Entries {
+		l := fmt.Sprintf("%s %v", e.Path, e.Type)
+		if e.More {
+			l += " more"
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// Directories that hold files and no empty directory are not read: their
+// symlinks and fifos come from rg's log, names with a newline or with the
+// log's own wording in them included, while a directory holding an empty
+// one is read and the empty one found. A symlink whose name is not UTF-8
+// reaches the log lossily, and the whole tree is then walked instead: the
+// listing is the same either way, and rg's verdicts (hidden, ignored)
+// hold for symlinks in both.
+func TestWalkTreeLearnsFromLog(t *testing.T) {
+	dir := t.TempDir()
+	wput(t, filepath.Join(dir, ".ignore"), "*.log\n")
+	wput(t, filepath.Join(dir, "src", "a.go"), "package a")
+	wput(t, filepath.Join(dir, "deep", "d1", "d2", "f.txt"), "f")
+	wput(t, filepath.Join(dir, "lim", "l1", "l2", "g.txt"), "g")
+	for _, d := range []string{"deep/d1/empty", "lim/only/sub"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	links := []string{"src/link", "src/odd\nname", "src/x" + subjectMark + "file type: None, metadata: Err(x)", "src/.hidden", "src/skip.log", "lim/l1/l2/ln"}
+	for _, l := range links {
+		if err := os.Symlink("a.go", filepath.Join(dir, l)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "src", "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sym, dirT, fifo, file := fsmcpv1.FileType_FILE_TYPE_SYMLINK, fsmcpv1.FileType_FILE_TYPE_DIRECTORY, fsmcpv1.FileType_FILE_TYPE_FIFO, fsmcpv1.FileType_FILE_TYPE_FILE
+	line := func(p string, typ fsmcpv1.FileType) string { return fmt.Sprintf("%s %v", p, typ) }
+	want := []string{
+		line("deep", dirT), line("deep/d1", dirT), line("deep/d1/d2", dirT), line("deep/d1/d2/f.txt", file), line("deep/d1/empty", dirT),
+		line("lim", dirT), line("lim/l1", dirT), line("lim/l1/l2", dirT), line("lim/l1/l2/g.txt", file), line("lim/l1/l2/ln", sym),
+		line("lim/only", dirT), line("lim/only/sub", dirT),
+		line("src", dirT), line("src/a.go", file), line("src/fifo", fifo), line("src/link", sym), line("src/odd\nname", sym),
+		line(links[2], sym),
+	}
+	slices.Sort(want)
+	// At depth 2, lim/l1 has a directory below (more), and so has
+	// lim/only (an empty one: more, since a call on it lists it).
+	want2 := []string{
+		line("deep", dirT), line("deep/d1", dirT) + " more", line("lim", dirT), line("lim/l1", dirT) + " more",
+		line("lim/only", dirT) + " more", line("src", dirT), line("src/a.go", file), line("src/fifo", fifo),
+		line("src/link", sym), line("src/odd\nname", sym), line(links[2], sym),
+	}
+	slices.Sort(want2)
+	c := treeService(t, dir)
+	for _, lossy := range []bool{false, true} {
+		if lossy {
+			if err := os.Symlink("a.go", filepath.Join(dir, "src", "bad\xffname")); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, line("src/bad\xffname", sym))
+			want2 = append(want2, line("src/bad\xffname", sym))
+			slices.Sort(want)
+			slices.Sort(want2)
+		}
+		if got := treeLines(t, c, &fsmcpv1.TreeRequest{MaxDepth: 16}); !slices.Equal(got, want) {
+			t.Errorf("lossy log %v, depth 16:\n got %q\nwant %q", lossy, got, want)
+		}
+		if got := treeLines(t, c, &fsmcpv1.TreeRequest{MaxDepth: 2}); !slices.Equal(got, want2) {
+			t.Errorf("lossy log %v, depth 2:\n got %q\nwant %q", lossy, got, want2)
+		}
+	}
+}
+
+// The log's lines as rg 13 writes them: a special entry is known by the
+// last subject mark in its line, a name with a newline joins its record,
+// and a path that is not UTF-8 makes the log inexact.
+func TestWalkTreeLogLines(t *testing.T) {
+	l := newTreeLog()
+	const pre = "DEBUG|rg::subject|crates/core/subject.rs:74: ignoring ./"
+	const tail = "file type: Some(FileType(FileType { mode: 40960 })), metadata: Ok(Metadata { .. })"
+	l.line([]byte(pre + "a/l" + subjectMark + tail))
+	l.line([]byte(pre + "a/x" + subjectMark + "y" + subjectMark + tail))
+	l.line([]byte("DEBUG|ignore::walk|walk.rs:1741: ignoring ./a/odd"))
+	l.line([]byte("name: Ignore(IgnoreMatch(Hidden))"))
+	if want := []string{"a/l", "a/x" + subjectMark + "y"}; !slices.Equal(l.specials, want) || l.inexact {
+		t.Errorf("specials %q (inexact %v), want %q", l.specials, l.inexact, want)
+	}
+	if !l.skipped["a/odd\nname"] || !l.skippedOrUnder("a/odd\nname/f") {
+		t.Errorf("skipped %v, want a/odd\\nname", l.skipped)
+	}
+	l.line([]byte(pre + "a/bad\uFFFDname" + subjectMark + tail))
+	if !l.inexact {
+		t.Error("a lossy path left the log exact")
 	}
 }
