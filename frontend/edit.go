@@ -9,6 +9,7 @@ import (
 	"slices"
 	"unicode/utf8"
 
+	"github.com/fsmcp/fsmcp/frontend/jsontext"
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -36,7 +37,7 @@ func appendDiff(o *obj, diff []byte, budget int) bool {
 	keep := fitLines(diff, max(budget, 0), text)
 	if text {
 		o.key("diff")
-		o.b = appendString(o.b, diff[:keep])
+		o.b = jsontext.AppendString(o.b, diff[:keep])
 	} else {
 		o.key("diff_base64")
 		o.b = append(o.b, '"')

@@ -9,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/fsmcp/fsmcp/frontend/jsontext"
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/sandbox"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -273,7 +274,7 @@ func writeStream(doc *obj, key string, data []byte, truncated bool, avail int) {
 	}
 	doc.key(key)
 	if encoding == "utf8" {
-		doc.b = appendString(doc.b, data)
+		doc.b = jsontext.AppendString(doc.b, data)
 	} else {
 		doc.b = append(doc.b, '"')
 		doc.b = base64.StdEncoding.AppendEncode(doc.b, data)
@@ -290,7 +291,7 @@ func execConfinementDoc(c *fsmcpv1.ExecConfinement) *obj {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendString(b, s)
+			b = jsontext.AppendString(b, s)
 		}
 		return append(b, ']')
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strconv"
 
+	"github.com/fsmcp/fsmcp/frontend/jsontext"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -35,7 +36,7 @@ func auditArgv(raw json.RawMessage) (argv []byte, clipped bool) {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendString(b, a)
+		b = jsontext.AppendString(b, a)
 	}
 	return append(b, ']'), clipped
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/fsmcp/fsmcp/frontend/jsontext"
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -62,7 +63,7 @@ func FuzzFitContent(f *testing.F) {
 		}
 		var got int
 		if encoding == "utf8" {
-			got = len(appendString(nil, data[:n])) - 2
+			got = len(jsontext.AppendString(nil, data[:n])) - 2
 		} else {
 			got = len(base64.StdEncoding.EncodeToString(data[:n]))
 		}
@@ -86,7 +87,7 @@ func fitReference(data []byte, avail int) (int, string) {
 		r, size := utf8.DecodeRune(data[n:])
 		cost := size
 		if r < utf8.RuneSelf {
-			cost = len(appendString(nil, data[n:n+1])) - 2
+			cost = len(jsontext.AppendString(nil, data[n:n+1])) - 2
 		}
 		if used+cost > avail {
 			break

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/fsmcp/fsmcp/frontend/jsontext"
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -131,7 +132,7 @@ func jsonStrings(ss []string) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendString(b, s)
+		b = jsontext.AppendString(b, s)
 	}
 	return append(b, ']')
 }
@@ -336,7 +337,7 @@ var typeNames = func() map[fsmcpv1.FileType]string {
 func appendEntry(b, name []byte, typ fsmcpv1.FileType, size, mtime int64, mode uint32) []byte {
 	if utf8.Valid(name) {
 		b = append(b, `{"name":`...)
-		b = appendString(b, name)
+		b = jsontext.AppendString(b, name)
 	} else {
 		b = append(b, `{"name_base64":"`...)
 		b = base64.StdEncoding.AppendEncode(b, name)
@@ -457,7 +458,7 @@ func readReply(head *obj, req *fsmcpv1.ReadRequest, length *int64, resp *fsmcpv1
 	doc.b = slices.Grow(doc.b, readOverhead+encoded)
 	doc.key("content")
 	if encoding == "utf8" {
-		doc.b = appendString(doc.b, data)
+		doc.b = jsontext.AppendString(doc.b, data)
 	} else {
 		doc.b = append(doc.b, '"')
 		doc.b = base64.StdEncoding.AppendEncode(doc.b, data)
@@ -519,7 +520,7 @@ func fitContent(data []byte, avail int) (n, encoded int, encoding string) {
 	used := 0
 	for i := 0; i < len(data); i++ {
 		// A word of bytes that need no escape costs its length.
-		for i+8 <= len(data) && used+8 <= avail && plainWord(load64(data, i)) {
+		for i+8 <= len(data) && used+8 <= avail && jsontext.PlainWord(jsontext.Load64(data, i)) {
 			i, used = i+8, used+8
 		}
 		if i == len(data) {

@@ -1,14 +1,13 @@
 package frontend
 
 import (
-	"encoding/base64"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 	"unsafe"
 
+	"github.com/fsmcp/fsmcp/frontend/jsontext"
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -67,11 +66,11 @@ func (o *obj) key(k string) {
 		o.b = append(o.b, ',')
 	}
 	o.n++
-	o.b = appendString(o.b, k)
+	o.b = jsontext.AppendString(o.b, k)
 	o.b = append(o.b, ':')
 }
 
-func (o *obj) str(k, v string) *obj { o.key(k); o.b = appendString(o.b, v); return o }
+func (o *obj) str(k, v string) *obj { o.key(k); o.b = jsontext.AppendString(o.b, v); return o }
 func (o *obj) int(k string, v int64) *obj {
 	o.key(k)
 	o.b = strconv.AppendInt(o.b, v, 10)
@@ -80,17 +79,13 @@ func (o *obj) int(k string, v int64) *obj {
 func (o *obj) bool(k string, v bool) *obj { o.key(k); o.b = strconv.AppendBool(o.b, v); return o }
 
 // name writes k with v as text when v is valid UTF-8, else k_base64 with v
-// base64-encoded: a name is never hidden or mangled.
+// base64-encoded (jsontext.AppendName).
 func (o *obj) name(k string, v []byte) *obj {
-	if utf8.Valid(v) {
-		o.key(k)
-		o.b = appendString(o.b, v)
-		return o
+	if o.n > 0 {
+		o.b = append(o.b, ',')
 	}
-	o.key(k + "_base64")
-	o.b = append(o.b, '"')
-	o.b = base64.StdEncoding.AppendEncode(o.b, v)
-	o.b = append(o.b, '"')
+	o.n++
+	o.b = jsontext.AppendName(o.b, k, v)
 	return o
 }
 
@@ -123,66 +118,6 @@ func (o *obj) text() string {
 
 // size is the length of the document if it were closed now.
 func (o *obj) size() int { return len(o.b) + 1 }
-
-const hexDigits = "0123456789abcdef"
-
-// appendString appends s, which must be valid UTF-8, as a JSON string. It
-// escapes only what JSON requires. s may be a []byte, so that file content
-// is not copied into a string first.
-func appendString[S string | []byte](b []byte, s S) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); i++ {
-		// Eight bytes at a time past what needs no escape: text has
-		// long runs between its newlines and quotes.
-		for i+8 <= len(s) && plainWord(load64(s, i)) {
-			i += 8
-		}
-		if i == len(s) {
-			break
-		}
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' {
-			continue
-		}
-		b = append(b, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			b = append(b, '\\', c)
-		case '\n':
-			b = append(b, '\\', 'n')
-		case '\r':
-			b = append(b, '\\', 'r')
-		case '\t':
-			b = append(b, '\\', 't')
-		default:
-			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-		}
-		start = i + 1
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
-
-// load64 reads the eight bytes of s at i, the first the lowest.
-func load64[S string | []byte](s S, i int) uint64 {
-	s = s[i : i+8]
-	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
-		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
-}
-
-// plainWord reports whether none of the eight bytes of w needs a JSON
-// escape: none is below 0x20, a quote or a backslash. Each test is the
-// exact "has a byte that is zero" (or "below n") trick, which borrows
-// only from a byte that is itself a match, so it has no false negative
-// and, when no byte matches, no false positive either.
-func plainWord(w uint64) bool {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	below := (w - 0x20*ones) &^ w
-	q := w ^ ('"' * ones)
-	bs := w ^ ('\\' * ones)
-	return (below|(q-ones)&^q|(bs-ones)&^bs)&highs == 0
-}
 
 // escapedLen is the length appendString adds for the byte c, beyond quotes.
 func escapedLen(c byte) int { return int(escapedLens[c]) }

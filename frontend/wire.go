@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/fsmcp/fsmcp/frontend/jsontext"
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -601,7 +602,7 @@ func (c *stdioConn) writeError(id *jsonrpc.ID, code int64, message string) {
 	data = append(data, `,"error":{"code":`...)
 	data = strconv.AppendInt(data, code, 10)
 	data = append(data, `,"message":`...)
-	data = appendString(data, message)
+	data = jsontext.AppendString(data, message)
 	c.writeLine(append(data, "}}\n"...))
 }
 
@@ -729,7 +730,7 @@ func encodeToolResult(res *mcp.CallToolResult, complete bool) (b []byte, ok bool
 			b = append(b, ',')
 		}
 		b = append(b, `{"type":"text","text":`...)
-		b = appendString(b, c.(*mcp.TextContent).Text)
+		b = jsontext.AppendString(b, c.(*mcp.TextContent).Text)
 		b = append(b, '}')
 	}
 	b = append(b, ']')
