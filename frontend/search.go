@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/fsmcp/fsmcp/frontend/jsontext"
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -188,36 +190,51 @@ func (s *server) glob(ctx context.Context, in *globIn, req *mcp.CallToolRequest)
 		return nil, err
 	}
 
+	objs, ends := resp.GetEntriesJson(), resp.GetEntryEnds()
+	paths, mtimes := resp.GetPaths(), resp.GetMtimesUnixNano()
+	n := len(ends)
+	if byMtime {
+		n = len(paths)
+		if len(mtimes) != n {
+			return nil, errf(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "the worker sent %d mtimes for %d paths", len(mtimes), n)
+		}
+	} else if !jsontext.NameObjects(objs, ends, "path") {
+		return nil, errf(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "the worker sent a page that is not path objects")
+	}
+
 	max := int(s.cfg.MaxResponseBytes)
 	doc := pageObj(max)
 	doc.bool("ok", true).name("path", displayPath(p))
 	doc.key("files")
 	doc.b = append(doc.b, '[')
 	tail := len(`,"total":,"unreadable":`) + 2*20 + pageTail
-	var last []byte
-	var lastMtime int64
+	// last is the index of the last entry placed, -1 for none.
+	last := -1
 	truncated := resp.GetMore()
 	item := &obj{b: make([]byte, 0, 256)}
-	mtimes := resp.GetMtimesUnixNano()
-	for i, path := range resp.GetPaths() {
-		item.reset()
-		item.name("path", path)
+	start := 0
+	for i := range n {
+		var it []byte
 		if byMtime {
+			item.reset()
+			item.name("path", paths[i])
 			item.str("mtime", formatTime(mtimes[i]))
+			item.b = append(item.b, '}')
+			it = item.b
+		} else {
+			it, start = objs[start:ends[i]], int(ends[i])
 		}
-		item.b = append(item.b, '}')
-		if len(doc.b)+1+len(item.b)+tail+base64.RawURLEncoding.EncodedLen(len(path)+binary.MaxVarintLen64) > max {
+		// The cursor holds the path, which is never longer than its
+		// object.
+		if len(doc.b)+1+len(it)+tail+base64.RawURLEncoding.EncodedLen(len(it)+binary.MaxVarintLen64) > max {
 			truncated = true
 			break
 		}
 		if i > 0 {
 			doc.b = append(doc.b, ',')
 		}
-		doc.b = append(doc.b, item.b...)
-		last = path
-		if byMtime {
-			lastMtime = mtimes[i]
-		}
+		doc.b = append(doc.b, it...)
+		last = i
 	}
 	doc.b = append(doc.b, ']')
 	doc.int("total", resp.GetTotal())
@@ -225,16 +242,42 @@ func (s *server) glob(ctx context.Context, in *globIn, req *mcp.CallToolRequest)
 		doc.int("unreadable", n)
 	}
 	if truncated {
-		if last == nil {
+		if last < 0 {
 			return nil, errf(fsmcpv1.ErrorCode_ERROR_CODE_TOO_LARGE, "one path does not fit in --max-response-bytes")
 		}
-		c := cursorFor(last)
+		var c string
 		if byMtime {
-			c = keyCursor(lastMtime, last)
+			c = keyCursor(mtimes[last], paths[last])
+		} else {
+			from := 0
+			if last > 0 {
+				from = int(ends[last-1])
+			}
+			path, err := pathOfObject(objs[from:ends[last]])
+			if err != nil {
+				return nil, err
+			}
+			c = cursorFor(path)
 		}
 		doc.bool("truncated", true).str("cursor", c)
 	}
 	return doc, nil
+}
+
+// pathOfObject is the path an object {"path":…} or {"path_base64":…} of
+// a page names.
+func pathOfObject(o []byte) ([]byte, error) {
+	var v struct {
+		Path       *string `json:"path"`
+		PathBase64 []byte  `json:"path_base64"`
+	}
+	if err := json.Unmarshal(o, &v); err != nil {
+		return nil, errf(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "the worker sent a page entry that is not JSON: %v", err)
+	}
+	if v.Path != nil {
+		return []byte(*v.Path), nil
+	}
+	return v.PathBase64, nil
 }
 
 // maxGlobDepth bounds fs_glob's max_depth: no tree an agent lists is
@@ -547,7 +590,7 @@ func grepItem(o *obj, l *fsmcpv1.GrepLine, text []byte) []byte {
 		int("line_number", l.GetLineNumber()).int("offset", l.GetOffset())
 	if utf8.Valid(text) {
 		o.key("text")
-		o.b = appendString(o.b, text)
+		o.b = jsontext.AppendString(o.b, text)
 	} else {
 		o.key("text_base64")
 		o.b = append(o.b, '"')

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fsmcp/fsmcp/frontend/jsontext"
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/sandbox"
 	"google.golang.org/grpc"
@@ -192,6 +193,26 @@ func (t *searchTarget) pathArgs(args []string) []string {
 		return append(args, fileArg)
 	}
 	return append(args, ".")
+}
+
+// pathObjects renders paths as the reply's objects, {"path":…} each, one
+// after another, and where each ends: one block crosses to the front-end,
+// which places it in its reply as it is, instead of a field per path that
+// it would decode and render again.
+func pathObjects(paths [][]byte) ([]byte, []uint32) {
+	n := 0
+	for _, p := range paths {
+		n += len(p) + len(p)/8 + 12
+	}
+	b := make([]byte, 0, n)
+	ends := make([]uint32, len(paths))
+	for i, p := range paths {
+		b = append(b, '{')
+		b = jsontext.AppendName(b, "path", p)
+		b = append(b, '}')
+		ends[i] = uint32(len(b))
+	}
+	return b, ends
 }
 
 // maxArgBytes bounds a pattern or glob. The kernel refuses a single exec
@@ -528,13 +549,15 @@ func (s *Service) Glob(req *fsmcpv1.GlobRequest, stream grpc.ServerStreamingServ
 		return err
 	}
 	paths, more := page.result()
-	resp := &fsmcpv1.GlobResponse{Paths: paths, More: more, Done: true, Total: run.files.Load(), Errors: errs}
+	resp := &fsmcpv1.GlobResponse{More: more, Done: true, Total: run.files.Load(), Errors: errs}
 	if byMtime {
 		resp.Paths = make([][]byte, len(paths))
 		resp.MtimesUnixNano = make([]int64, len(paths))
 		for i, k := range paths {
 			resp.MtimesUnixNano[i], resp.Paths[i] = splitMtimeKey(k)
 		}
+	} else {
+		resp.EntriesJson, resp.EntryEnds = pathObjects(paths)
 	}
 	return stream.Send(resp)
 }
@@ -595,7 +618,7 @@ func (pp *keyedPage[T]) add(item T) {
 // cut sorts the items and keeps the shortest run of the first ones whose
 // cost reaches the budget.
 func (pp *keyedPage[T]) cut() {
-	slices.SortFunc(pp.items, func(a, b T) int { return bytes.Compare(pp.keyOf(a), pp.keyOf(b)) })
+	pp.sort()
 	var cost int64
 	for i, it := range pp.items {
 		if cost += pp.costOf(it); cost >= pp.budget {
@@ -609,6 +632,36 @@ func (pp *keyedPage[T]) cut() {
 		}
 	}
 	pp.cost = cost
+}
+
+// parallelSort is the fewest items a page sorts in two halves side by
+// side, then merges: a page is sorted once rg has ended, when both cores
+// are free.
+const parallelSort = 4096
+
+// sort orders the items by key.
+func (pp *keyedPage[T]) sort() {
+	cmp := func(a, b T) int { return bytes.Compare(pp.keyOf(a), pp.keyOf(b)) }
+	if len(pp.items) < parallelSort {
+		slices.SortFunc(pp.items, cmp)
+		return
+	}
+	lo, hi := pp.items[:len(pp.items)/2], pp.items[len(pp.items)/2:]
+	var wg sync.WaitGroup
+	wg.Go(func() { slices.SortFunc(hi, cmp) })
+	slices.SortFunc(lo, cmp)
+	wg.Wait()
+	merged := make([]T, 0, cap(pp.items))
+	for len(lo) > 0 && len(hi) > 0 {
+		if cmp(hi[0], lo[0]) < 0 {
+			merged, hi = append(merged, hi[0]), hi[1:]
+		} else {
+			merged, lo = append(merged, lo[0]), lo[1:]
+		}
+	}
+	merged = append(append(merged, lo...), hi...)
+	clear(pp.items)
+	pp.items = merged
 }
 
 // result returns the page in order and whether items follow it.

@@ -1989,8 +1989,13 @@ type GlobResponse struct {
 	Errors int64 `protobuf:"varint,6,opt,name=errors,proto3" json:"errors,omitempty"`
 	// With sort by mtime: each path's mtime, in the order of paths.
 	MtimesUnixNano []int64 `protobuf:"varint,7,rep,packed,name=mtimes_unix_nano,json=mtimesUnixNano,proto3" json:"mtimes_unix_nano,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// With sort by path, the page instead of paths: each path as the reply's
+	// object, {"path":…} or, for a name that is not UTF-8,
+	// {"path_base64":…}, one after another; the i-th ends at entry_ends[i].
+	EntriesJson   []byte   `protobuf:"bytes,8,opt,name=entries_json,json=entriesJson,proto3" json:"entries_json,omitempty"`
+	EntryEnds     []uint32 `protobuf:"varint,9,rep,packed,name=entry_ends,json=entryEnds,proto3" json:"entry_ends,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GlobResponse) Reset() {
@@ -2068,6 +2073,20 @@ func (x *GlobResponse) GetErrors() int64 {
 func (x *GlobResponse) GetMtimesUnixNano() []int64 {
 	if x != nil {
 		return x.MtimesUnixNano
+	}
+	return nil
+}
+
+func (x *GlobResponse) GetEntriesJson() []byte {
+	if x != nil {
+		return x.EntriesJson
+	}
+	return nil
+}
+
+func (x *GlobResponse) GetEntryEnds() []uint32 {
+	if x != nil {
+		return x.EntryEnds
 	}
 	return nil
 }
@@ -4987,7 +5006,7 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\x04sort\x18\t \x01(\x0e2\x15.fsmcp.v1.ListingSortR\x04sort\x121\n" +
 	"\x15after_mtime_unix_nano\x18\n" +
 	" \x01(\x03R\x12afterMtimeUnixNano\x12\x1a\n" +
-	"\bexcludes\x18\v \x03(\tR\bexcludes\"\xd4\x01\n" +
+	"\bexcludes\x18\v \x03(\tR\bexcludes\"\x96\x02\n" +
 	"\fGlobResponse\x12.\n" +
 	"\bprogress\x18\x01 \x01(\v2\x12.fsmcp.v1.ProgressR\bprogress\x12\x14\n" +
 	"\x05paths\x18\x02 \x03(\fR\x05paths\x12\x12\n" +
@@ -4995,7 +5014,10 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\x04done\x18\x04 \x01(\bR\x04done\x12\x14\n" +
 	"\x05total\x18\x05 \x01(\x03R\x05total\x12\x16\n" +
 	"\x06errors\x18\x06 \x01(\x03R\x06errors\x12(\n" +
-	"\x10mtimes_unix_nano\x18\a \x03(\x03R\x0emtimesUnixNano\"\x82\x04\n" +
+	"\x10mtimes_unix_nano\x18\a \x03(\x03R\x0emtimesUnixNano\x12!\n" +
+	"\fentries_json\x18\b \x01(\fR\ventriesJson\x12\x1d\n" +
+	"\n" +
+	"entry_ends\x18\t \x03(\rR\tentryEnds\"\x82\x04\n" +
 	"\vGrepRequest\x12\x18\n" +
 	"\apattern\x18\x01 \x01(\tR\apattern\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\fR\x04path\x12\x14\n" +
