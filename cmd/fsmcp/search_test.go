@@ -414,6 +414,29 @@ func globAll(t testing.TB, s *server, args map[string]any, max int) ([]string, r
 	}
 }
 
+// fs_glob's pages are rendered by the worker and placed by the front-end
+// as they are: names with quotes, backslashes, control bytes and bytes that
+// are not UTF-8 come back exactly, across pages of 4 KiB whose cursors
+// land on each kind of name, with nothing repeated or lost.
+func TestGlobPagesRenderedNames(t *testing.T) {
+	root := t.TempDir()
+	var want []string
+	for i := range 120 {
+		for _, f := range []string{"q\"uote-%03d", "back\\slash-%03d", "bad\xff-%03d", "tab\tand\x01-%03d", "plain-%03d"} {
+			name := fmt.Sprintf(f, i)
+			writeFile(t, filepath.Join(root, name), nil, 0o644)
+			want = append(want, name)
+		}
+	}
+	sort.Strings(want)
+	const max = 4096
+	s := start(t, root, "--max-response-bytes", fmt.Sprint(max))
+	got, _ := globAll(t, s, map[string]any{"path": "", "pattern": "*"}, max)
+	if !slices.Equal(got, want) {
+		t.Fatalf("fs_glob listed %d names, want %d:\n got %.400q\nwant %.400q", len(got), len(want), got, want)
+	}
+}
+
 // fs_glob lists what rg --files lists, sorted, without temp files.
 func TestGlobMatchesRG(t *testing.T) {
 	root := searchTree(t)
