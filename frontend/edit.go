@@ -9,8 +9,8 @@ import (
 	"slices"
 	"unicode/utf8"
 
-	"github.com/fsmcp/fsmcp/frontend/jsontext"
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/proto/jsontext"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 

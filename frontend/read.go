@@ -11,8 +11,8 @@ import (
 	"strconv"
 	"unicode/utf8"
 
-	"github.com/fsmcp/fsmcp/frontend/jsontext"
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/proto/jsontext"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 

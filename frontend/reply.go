@@ -7,8 +7,8 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/fsmcp/fsmcp/frontend/jsontext"
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/proto/jsontext"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 

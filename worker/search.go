@@ -19,8 +19,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fsmcp/fsmcp/frontend/jsontext"
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/proto/jsontext"
 	"github.com/fsmcp/fsmcp/sandbox"
 	"google.golang.org/grpc"
 )

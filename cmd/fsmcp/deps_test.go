@@ -7,8 +7,9 @@ import (
 )
 
 // The package boundaries are part of the design: the front-end must not
-// link the worker's code, the worker must not link the MCP SDK, and the
-// sandbox mechanics link neither.
+// link the worker's code, the worker must not link the MCP SDK, the
+// sandbox mechanics link neither, and the JSON text both sides share
+// (proto/jsontext) links none of them.
 func TestPackageDependencies(t *testing.T) {
 	rules := []struct{ pkg, forbidden string }{
 		{"github.com/fsmcp/fsmcp/frontend", "github.com/fsmcp/fsmcp/worker"},
@@ -17,6 +18,9 @@ func TestPackageDependencies(t *testing.T) {
 		{"github.com/fsmcp/fsmcp/sandbox", "github.com/fsmcp/fsmcp/worker"},
 		{"github.com/fsmcp/fsmcp/sandbox", "github.com/fsmcp/fsmcp/frontend"},
 		{"github.com/fsmcp/fsmcp/sandbox", "github.com/modelcontextprotocol/go-sdk"},
+		{"github.com/fsmcp/fsmcp/proto/jsontext", "github.com/fsmcp/fsmcp/worker"},
+		{"github.com/fsmcp/fsmcp/proto/jsontext", "github.com/fsmcp/fsmcp/frontend"},
+		{"github.com/fsmcp/fsmcp/proto/jsontext", "github.com/modelcontextprotocol/go-sdk"},
 	}
 	for _, r := range rules {
 		out, err := exec.Command("go", "list", "-deps", r.pkg).Output()
