@@ -137,11 +137,18 @@ func (s *rawServer) call(method, params string) ([]byte, error) {
 }
 
 // tool calls an fsmcp tool, or the official server's equivalent.
-func (s *rawServer) tool(name string, args map[string]any) error {
+func (s *rawServer) tool(name string, args map[string]any) error { return s.toolAs(name, args, "") }
+
+// toolAs calls an fsmcp tool, or on the official server its equivalent,
+// or the official tool as when it is set.
+func (s *rawServer) toolAs(name string, args map[string]any, as string) error {
 	if s.official {
 		var ok bool
 		if name, args, ok = officialTool(name, args, s.root); !ok {
 			return fmt.Errorf("no official equivalent of %s", name)
+		}
+		if as != "" {
+			name = as
 		}
 	}
 	a, _ := json.Marshal(args)
@@ -299,13 +306,18 @@ func rawRows(o options, ro rawOptions, tmp string) ([]row, error) {
 		tool string
 		args map[string]any
 		k    int
+		// official, when set, is the official tool to compare with.
+		official string
 	}{
-		{"raw fs_stat 4 KiB", "fs_stat", map[string]any{"path": "f4k"}, 1},
-		{"raw fs_read 4 KiB", "fs_read", map[string]any{"path": "f4k"}, 1},
-		{"raw fs_read 1 MiB", "fs_read", map[string]any{"path": "f1m"}, 1},
-		{"raw fs_list 1,000 entries", "fs_list", map[string]any{"path": "dir1000"}, 1},
-		{"raw fs_stat, 8 in flight", "fs_stat", map[string]any{"path": "f4k"}, 8},
-		{"raw fs_read 4 KiB, 8 in flight", "fs_read", map[string]any{"path": "f4k"}, 8},
+		{"raw fs_stat 4 KiB", "fs_stat", map[string]any{"path": "f4k"}, 1, ""},
+		{"raw fs_read 4 KiB", "fs_read", map[string]any{"path": "f4k"}, 1, ""},
+		{"raw fs_read 1 MiB", "fs_read", map[string]any{"path": "f1m"}, 1, ""},
+		{"raw fs_list 1,000 entries", "fs_list", map[string]any{"path": "dir1000"}, 1, ""},
+		// fs_list gives each entry's size, mtime and mode: the official
+		// tool that also stats each entry.
+		{"raw fs_list 1,000 entries, official with sizes", "fs_list", map[string]any{"path": "dir1000"}, 1, "list_directory_with_sizes"},
+		{"raw fs_stat, 8 in flight", "fs_stat", map[string]any{"path": "f4k"}, 8, ""},
+		{"raw fs_read 4 KiB, 8 in flight", "fs_read", map[string]any{"path": "f4k"}, 8, ""},
 	} {
 		if only != nil && !only.MatchString(c.name) {
 			continue
@@ -319,13 +331,13 @@ func rawRows(o options, ro rawOptions, tmp string) ([]row, error) {
 		}
 		runs := make([][]rawRun, len(servers))
 		for _, s := range servers { // warm up
-			if _, err := s.measure(3, 1, func() error { return s.tool(c.tool, c.args) }); err != nil {
+			if _, err := s.measure(3, 1, func() error { return s.toolAs(c.tool, c.args, c.official) }); err != nil {
 				return nil, err
 			}
 		}
 		for range rounds {
 			for i, s := range servers {
-				r, err := s.measure(n, c.k, func() error { return s.tool(c.tool, c.args) })
+				r, err := s.measure(n, c.k, func() error { return s.toolAs(c.tool, c.args, c.official) })
 				if err != nil {
 					return nil, fmt.Errorf("%s: %w", c.name, err)
 				}
@@ -595,14 +607,20 @@ func tsClientRows(o options, nodeDir, bin, root string, rounds int) ([]row, erro
 	for _, c := range []struct {
 		tool string
 		args map[string]any
+		// official, when set, is the official tool to compare with.
+		official string
 	}{
-		{"fs_stat", map[string]any{"path": "f4k"}},
-		{"fs_read", map[string]any{"path": "f4k"}},
-		{"fs_read", map[string]any{"path": "f1m"}},
-		{"fs_list", map[string]any{"path": "dir1000"}},
-		{"fs_glob", map[string]any{"path": "", "pattern": "**/*.txt"}},
+		{"fs_stat", map[string]any{"path": "f4k"}, ""},
+		{"fs_read", map[string]any{"path": "f4k"}, ""},
+		{"fs_read", map[string]any{"path": "f1m"}, ""},
+		{"fs_list", map[string]any{"path": "dir1000"}, ""},
+		{"fs_list", map[string]any{"path": "dir1000"}, "list_directory_with_sizes"},
+		{"fs_glob", map[string]any{"path": "", "pattern": "**/*.txt"}, ""},
 	} {
 		oname, oargs, _ := officialTool(c.tool, c.args, root)
+		if c.official != "" {
+			oname = c.official
+		}
 		var lat, blat []float64
 		for range rounds {
 			l, err := run(bin, []string{"--root", root, "--max-response-bytes", "2097152"}, c.tool, c.args)
