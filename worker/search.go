@@ -599,20 +599,23 @@ func newPathPage(after []byte, hasAfter bool, budget int64) *pathPage {
 		func(p []byte) int64 { return int64(len(p)) + pathAllowance }, bytes.Clone)
 }
 
-func (pp *keyedPage[T]) add(item T) {
+// add offers the page an item, and reports whether it holds it for now:
+// an item it holds can still make the page, one it refuses cannot.
+func (pp *keyedPage[T]) add(item T) bool {
 	k := pp.keyOf(item)
 	if pp.hasAfter && bytes.Compare(k, pp.after) <= 0 {
-		return
+		return false
 	}
 	if pp.hasBound && bytes.Compare(k, pp.bound) > 0 {
 		pp.dropped = true
-		return
+		return false
 	}
 	item = pp.keep(item)
 	pp.items = append(pp.items, item)
 	if pp.cost += pp.costOf(item); pp.cost >= 2*pp.budget {
 		pp.cut()
 	}
+	return true
 }
 
 // cut sorts the items and keeps the shortest run of the first ones whose

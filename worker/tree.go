@@ -48,8 +48,10 @@ import (
 //
 // It does not list what lies beneath a symlinked directory. rg runs one
 // level deeper than the listing, so that a directory at max_depth says
-// "more" exactly when a call on it would list something. The page's files
-// are lstat'ed for their size once the page is known.
+// "more" exactly when a call on it would list something. A file the page
+// holds as rg lists it (one that can still make the page) is lstat'ed for
+// its size by the same goroutine, while rg runs; the final page's files it
+// did not reach are lstat'ed once the page is known.
 
 const (
 	// maxTreeDepth bounds max_depth.
@@ -127,7 +129,9 @@ func (s *Service) Tree(req *fsmcpv1.TreeRequest, stream grpc.ServerStreamingServ
 			}
 			files++
 			file.Path = p
-			page.add(file)
+			if page.add(file) {
+				ds.size(rel)
+			}
 		}
 	}
 	rgErr := run.run(args, consume)
@@ -163,7 +167,7 @@ func (s *Service) Tree(req *fsmcpv1.TreeRequest, stream grpc.ServerStreamingServ
 		page.add(entry)
 	}
 	entries, truncated := page.result()
-	entries, gone := sizeFiles(t, entries)
+	entries, gone := sizeFiles(t, entries, ds.sizes)
 	return stream.Send(&fsmcpv1.TreeResponse{Entries: entries, More: truncated, Done: true, Total: total - gone, Errors: errs})
 }
 
@@ -298,18 +302,28 @@ type treeDirs struct {
 	known map[string]bool
 	last  []byte
 	fresh []string
-	queue chan string
+	queue chan treeName
 	// links holds each known directory's link count, or 0 when it
 	// could not be lstat'ed or is no longer a directory; written by the
 	// goroutine that drains queue until done is closed.
 	links map[string]uint64
 	gone  map[string]bool
+	// sizes holds the sizes of the files lstat'ed while rg ran, by path
+	// below the target.
+	sizes map[string]int64
 	done  chan struct{}
 }
 
+// treeName is a directory to lstat for its link count, or a file for its
+// size.
+type treeName struct {
+	path string
+	file bool
+}
+
 func newTreeDirs(base, maxDepth int) *treeDirs {
-	d := &treeDirs{base: base, maxDepth: maxDepth, known: map[string]bool{}, queue: make(chan string, 1024),
-		links: map[string]uint64{}, gone: map[string]bool{}, done: make(chan struct{})}
+	d := &treeDirs{base: base, maxDepth: maxDepth, known: map[string]bool{}, queue: make(chan treeName, 1024),
+		links: map[string]uint64{}, gone: map[string]bool{}, sizes: map[string]int64{}, done: make(chan struct{})}
 	go func() {
 		defer close(d.done)
 		// The queue names parents before their children, mostly in
@@ -317,11 +331,18 @@ func newTreeDirs(base, maxDepth int) *treeDirs {
 		// held open (O_PATH) while the run lasts.
 		parents := &dirStack{base: base}
 		defer parents.close()
-		for p := range d.queue {
+		for q := range d.queue {
+			p := q.path
 			fd, err := parents.open(parentOf(p))
 			var st *unix.Stat_t
 			if err == nil {
 				st, err = fstatat(fd, p[strings.LastIndexByte(p, '/')+1:])
+			}
+			if q.file {
+				if err == nil && fileType(st.Mode) == fsmcpv1.FileType_FILE_TYPE_FILE {
+					d.sizes[p] = st.Size
+				}
+				continue
 			}
 			switch {
 			case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR),
@@ -360,9 +381,15 @@ func (d *treeDirs) above(rel []byte) {
 	}
 	// Parents first.
 	for i := len(d.fresh) - 1; i >= n; i-- {
-		d.queue <- d.fresh[i]
+		d.queue <- treeName{path: d.fresh[i]}
 	}
 	d.fresh = d.fresh[:n]
+}
+
+// size lstats rel, a file rg listed that can still make the page, for
+// its size, after the directories above it.
+func (d *treeDirs) size(rel []byte) {
+	d.queue <- treeName{path: string(rel), file: true}
 }
 
 // stop ends the lstats, for a tree that ends in an error.
@@ -740,12 +767,13 @@ func direntType(t byte) fsmcpv1.FileType {
 	return fsmcpv1.FileType_FILE_TYPE_UNSPECIFIED
 }
 
-// sizeFiles fills in the size of each file of a page, lstat'ed through
-// descriptors (each directory opened relative to its parent, O_PATH and
-// O_NOFOLLOW), and drops those no longer regular files. It returns the
+// sizeFiles fills in the size of each file of a page, from sizes (by path
+// below the target) or else lstat'ed through descriptors (each directory
+// opened relative to its parent, O_PATH and O_NOFOLLOW), and drops those
+// no longer regular files. It returns the
 // page and how many it dropped. The page is sorted, so each half shares
 // its directories; the halves are stat'ed side by side.
-func sizeFiles(t *searchTarget, entries []*fsmcpv1.TreeEntry) ([]*fsmcpv1.TreeEntry, int64) {
+func sizeFiles(t *searchTarget, entries []*fsmcpv1.TreeEntry, sizes map[string]int64) ([]*fsmcpv1.TreeEntry, int64) {
 	skip := len(t.prefix)
 	if skip > 0 {
 		skip++
@@ -756,9 +784,9 @@ func sizeFiles(t *searchTarget, entries []*fsmcpv1.TreeEntry) ([]*fsmcpv1.TreeEn
 	}
 	var wg sync.WaitGroup
 	if half < len(entries) {
-		wg.Go(func() { sizeRun(int(t.dir.Fd()), skip, entries[half:]) })
+		wg.Go(func() { sizeRun(int(t.dir.Fd()), skip, entries[half:], sizes) })
 	}
-	sizeRun(int(t.dir.Fd()), skip, entries[:half])
+	sizeRun(int(t.dir.Fd()), skip, entries[:half], sizes)
 	wg.Wait()
 	out := entries[:0]
 	for _, e := range entries {
@@ -774,8 +802,9 @@ func sizeFiles(t *searchTarget, entries []*fsmcpv1.TreeEntry) ([]*fsmcpv1.TreeEn
 const sizeSplit = 64
 
 // sizeRun sizes the files of entries, whose paths are below the target
-// after skip bytes, and marks those gone or replaced with no type.
-func sizeRun(base, skip int, entries []*fsmcpv1.TreeEntry) {
+// after skip bytes, from sizes or by lstat, and marks those gone or
+// replaced with no type.
+func sizeRun(base, skip int, entries []*fsmcpv1.TreeEntry, sizes map[string]int64) {
 	d := &dirStack{base: base}
 	defer d.close()
 	for _, e := range entries {
@@ -783,6 +812,10 @@ func sizeRun(base, skip int, entries []*fsmcpv1.TreeEntry) {
 			continue
 		}
 		rel := string(e.Path[skip:])
+		if n, ok := sizes[rel]; ok {
+			e.Size = n
+			continue
+		}
 		dir, name := "", rel
 		if i := strings.LastIndexByte(rel, '/'); i >= 0 {
 			dir, name = rel[:i], rel[i+1:]
