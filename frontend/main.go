@@ -83,6 +83,16 @@ func serve(ctx context.Context, cfg *Config, hooks Hooks, stdin io.ReadCloser, s
 		return err
 	}
 	defer ep.close()
+	// The MCP server (every tool's schema and handler) is built while the
+	// worker starts: it needs nothing of the worker until a call arrives.
+	var conn *stdioConn
+	if ep.http == nil {
+		conn = newStdioConn(stdin, stdout)
+		conn.structured = cfg.StructuredContent
+	}
+	s := &server{cfg: documentConfig(cfg), wrap: hooks.WrapTool, audit: ep.audit, stdio: conn}
+	built := make(chan *mcp.Server, 1)
+	go func() { built <- s.build() }()
 	// The worker is this same binary, so both ends are one build.
 	w, err := sandbox.StartWorker("/proc/self/exe", sandbox.WorkerConfig{
 		Root:            cfg.Root,
@@ -147,12 +157,8 @@ func serve(ctx context.Context, cfg *Config, hooks Hooks, stdin io.ReadCloser, s
 		fmt.Fprintf(stderr, "fsmcp: front-end seccomp filter: %d system calls refused\n", sc.Denied)
 	}
 
-	var conn *stdioConn
-	if ep.http == nil {
-		conn = newStdioConn(stdin, stdout)
-		conn.structured = cfg.StructuredContent
-	}
-	srv := (&server{cfg: documentConfig(cfg), wc: wc, ec: ec, confinement: confinement, wrap: hooks.WrapTool, audit: ep.audit, stdio: conn}).build()
+	srv := <-built
+	s.wc, s.ec, s.confinement = wc, ec, confinement
 	runCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	var workerDied atomic.Bool
