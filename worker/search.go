@@ -599,23 +599,20 @@ func newPathPage(after []byte, hasAfter bool, budget int64) *pathPage {
 		func(p []byte) int64 { return int64(len(p)) + pathAllowance }, bytes.Clone)
 }
 
-// add offers the page an item, and reports whether it holds it for now:
-// an item it holds can still make the page, one it refuses cannot.
-func (pp *keyedPage[T]) add(item T) bool {
+func (pp *keyedPage[T]) add(item T) {
 	k := pp.keyOf(item)
 	if pp.hasAfter && bytes.Compare(k, pp.after) <= 0 {
-		return false
+		return
 	}
 	if pp.hasBound && bytes.Compare(k, pp.bound) > 0 {
 		pp.dropped = true
-		return false
+		return
 	}
 	item = pp.keep(item)
 	pp.items = append(pp.items, item)
 	if pp.cost += pp.costOf(item); pp.cost >= 2*pp.budget {
 		pp.cut()
 	}
-	return true
 }
 
 // cut sorts the items and keeps the shortest run of the first ones whose

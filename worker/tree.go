@@ -48,10 +48,8 @@ import (
 //
 // It does not list what lies beneath a symlinked directory. rg runs one
 // level deeper than the listing, so that a directory at max_depth says
-// "more" exactly when a call on it would list something. A file the page
-// holds as rg lists it (one that can still make the page) is lstat'ed for
-// its size by the same goroutine, while rg runs; the final page's files it
-// did not reach are lstat'ed once the page is known.
+// "more" exactly when a call on it would list something. The page's files
+// are lstat'ed for their size once the page is known.
 
 const (
 	// maxTreeDepth bounds max_depth.
@@ -129,9 +127,7 @@ func (s *Service) Tree(req *fsmcpv1.TreeRequest, stream grpc.ServerStreamingServ
 			}
 			files++
 			file.Path = p
-			if page.add(file) {
-				ds.size(rel)
-			}
+			page.add(file)
 		}
 	}
 	rgErr := run.run(args, consume)
@@ -167,7 +163,7 @@ func (s *Service) Tree(req *fsmcpv1.TreeRequest, stream grpc.ServerStreamingServ
 		page.add(entry)
 	}
 	entries, truncated := page.result()
-	entries, gone := sizeFiles(t, entries, ds.sizes)
+	entries, gone := sizeFiles(t, entries)
 	return stream.Send(&fsmcpv1.TreeResponse{Entries: entries, More: truncated, Done: true, Total: total - gone, Errors: errs})
 }
 
@@ -302,28 +298,18 @@ type treeDirs struct {
 	known map[string]bool
 	last  []byte
 	fresh []string
-	queue chan treeName
+	queue chan string
 	// links holds each known directory's link count, or 0 when it
 	// could not be lstat'ed or is no longer a directory; written by the
 	// goroutine that drains queue until done is closed.
 	links map[string]uint64
 	gone  map[string]bool
-	// sizes holds the sizes of the files lstat'ed while rg ran, by path
-	// below the target.
-	sizes map[string]int64
 	done  chan struct{}
 }
 
-// treeName is a directory to lstat for its link count, or a file for its
-// size.
-type treeName struct {
-	path string
-	file bool
-}
-
 func newTreeDirs(base, maxDepth int) *treeDirs {
-	d := &treeDirs{base: base, maxDepth: maxDepth, known: map[string]bool{}, queue: make(chan treeName, 1024),
-		links: map[string]uint64{}, gone: map[string]bool{}, sizes: map[string]int64{}, done: make(chan struct{})}
+	d := &treeDirs{base: base, maxDepth: maxDepth, known: map[string]bool{}, queue: make(chan string, 1024),
+		links: map[string]uint64{}, gone: map[string]bool{}, done: make(chan struct{})}
 	go func() {
 		defer close(d.done)
 		// The queue names parents before their children, mostly in
@@ -331,18 +317,11 @@ func newTreeDirs(base, maxDepth int) *treeDirs {
 		// held open (O_PATH) while the run lasts.
 		parents := &dirStack{base: base}
 		defer parents.close()
-		for q := range d.queue {
-			p := q.path
+		for p := range d.queue {
 			fd, err := parents.open(parentOf(p))
 			var st *unix.Stat_t
 			if err == nil {
 				st, err = fstatat(fd, p[strings.LastIndexByte(p, '/')+1:])
-			}
-			if q.file {
-				if err == nil && fileType(st.Mode) == fsmcpv1.FileType_FILE_TYPE_FILE {
-					d.sizes[p] = st.Size
-				}
-				continue
 			}
 			switch {
 			case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR),
@@ -381,15 +360,9 @@ func (d *treeDirs) above(rel []byte) {
 	}
 	// Parents first.
 	for i := len(d.fresh) - 1; i >= n; i-- {
-		d.queue <- treeName{path: d.fresh[i]}
+		d.queue <- d.fresh[i]
 	}
 	d.fresh = d.fresh[:n]
-}
-
-// size lstats rel, a file rg listed that can still make the page, for
-// its size, after the directories above it.
-func (d *treeDirs) size(rel []byte) {
-	d.queue <- treeName{path: string(rel), file: true}
 }
 
 // stop ends the lstats, for a tree that ends in an error.
@@ -767,13 +740,12 @@ func direntType(t byte) fsmcpv1.FileType {
 	return fsmcpv1.FileType_FILE_TYPE_UNSPECIFIED
 }
 
-// sizeFiles fills in the size of each file of a page, from sizes (by path
-// below the target) or else lstat'ed through descriptors (each directory
-// opened relative to its parent, O_PATH and O_NOFOLLOW), and drops those
-// no longer regular files. It returns the
+// sizeFiles fills in the size of each file of a page, lstat'ed through
+// descriptors (each directory opened relative to its parent, O_PATH and
+// O_NOFOLLOW), and drops those no longer regular files. It returns the
 // page and how many it dropped. The page is sorted, so each half shares
 // its directories; the halves are stat'ed side by side.
-func sizeFiles(t *searchTarget, entries []*fsmcpv1.TreeEntry, sizes map[string]int64) ([]*fsmcpv1.TreeEntry, int64) {
+func sizeFiles(t *searchTarget, entries []*fsmcpv1.TreeEntry) ([]*fsmcpv1.TreeEntry, int64) {
 	skip := len(t.prefix)
 	if skip > 0 {
 		skip++
@@ -784,9 +756,9 @@ func sizeFiles(t *searchTarget, entries []*fsmcpv1.TreeEntry, sizes map[string]i
 	}
 	var wg sync.WaitGroup
 	if half < len(entries) {
-		wg.Go(func() { sizeRun(int(t.dir.Fd()), skip, entries[half:], sizes) })
+		wg.Go(func() { sizeRun(int(t.dir.Fd()), skip, entries[half:]) })
 	}
-	sizeRun(int(t.dir.Fd()), skip, entries[:half], sizes)
+	sizeRun(int(t.dir.Fd()), skip, entries[:half])
 	wg.Wait()
 	out := entries[:0]
 	for _, e := range entries {
@@ -802,9 +774,8 @@ func sizeFiles(t *searchTarget, entries []*fsmcpv1.TreeEntry, sizes map[string]i
 const sizeSplit = 64
 
 // sizeRun sizes the files of entries, whose paths are below the target
-// after skip bytes, from sizes or by lstat, and marks those gone or
-// replaced with no type.
-func sizeRun(base, skip int, entries []*fsmcpv1.TreeEntry, sizes map[string]int64) {
+// after skip bytes, and marks those gone or replaced with no type.
+func sizeRun(base, skip int, entries []*fsmcpv1.TreeEntry) {
 	d := &dirStack{base: base}
 	defer d.close()
 	for _, e := range entries {
@@ -812,10 +783,6 @@ func sizeRun(base, skip int, entries []*fsmcpv1.TreeEntry, sizes map[string]int6
 			continue
 		}
 		rel := string(e.Path[skip:])
-		if n, ok := sizes[rel]; ok {
-			e.Size = n
-			continue
-		}
 		dir, name := "", rel
 		if i := strings.LastIndexByte(rel, '/'); i >= 0 {
 			dir, name = rel[:i], rel[i+1:]
