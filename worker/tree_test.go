@@ -94,30 +94,6 @@ func TestWalkTreeIgnoredAndHidden(t *testing.T) {
 	}
 }
 
-// treeService serves dir, unconfined, in this process, with rg.
-func treeService(t *testing.T, dir string) fsmcpv1.WorkerServiceClient {
-	t.Helper()
-	rg, err := exec.LookPath("rg")
-	if err != nil {
-		t.Skip("no rg: ", err)
-	}
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { root.Close() })
-	devNull, err := os.Open(os.DevNull)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { devNull.Close() })
-	s, err := New(root, Options{RG: rg, DevNull: devNull})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return serveInProcess(t, s)
-}
-
 // treeLines is one Tree page of everything, as "path type [more]" lines.
 func treeLines(t *testing.T, c fsmcpv1.WorkerServiceClient, req *fsmcpv1.TreeRequest) []string {
 	t.Helper()
@@ -148,7 +124,8 @@ func treeLines(t *testing.T, c fsmcpv1.WorkerServiceClient, req *fsmcpv1.TreeReq
 // listing is the same either way, and rg's verdicts (hidden, ignored)
 // hold for symlinks in both.
 func TestWalkTreeLearnsFromLog(t *testing.T) {
-	dir := t.TempDir()
+	s := newSearchService(t, Limits{})
+	dir := s.testDir
 	wput(t, filepath.Join(dir, ".ignore"), "*.log\n")
 	wput(t, filepath.Join(dir, "src", "a.go"), "package a")
 	wput(t, filepath.Join(dir, "deep", "d1", "d2", "f.txt"), "f")
@@ -185,7 +162,7 @@ func TestWalkTreeLearnsFromLog(t *testing.T) {
 		line("src/link", sym), line("src/odd\nname", sym), line(links[2], sym),
 	}
 	slices.Sort(want2)
-	c := treeService(t, dir)
+	c := serveInProcess(t, s.Service)
 	for _, lossy := range []bool{false, true} {
 		if lossy {
 			if err := os.Symlink("a.go", filepath.Join(dir, "src", "bad\xffname")); err != nil {
