@@ -427,7 +427,8 @@ func (h *httpEndpoint) serve(ctx context.Context, srv *mcp.Server, stderr io.Wri
 		Handler:           h.handler(srv),
 		ReadHeaderTimeout: 10 * time.Second,
 		// Headers and body: a client sending slowly holds a
-		// descriptor only this long (untilBodyRead lifts it after).
+		// descriptor only this long. A call whose request was read in
+		// time answers however long it runs (TestContactHTTPReadTimeout).
 		ReadTimeout:    h.readTimeout,
 		IdleTimeout:    2 * time.Minute,
 		MaxHeaderBytes: 64 << 10,
