@@ -15,16 +15,33 @@ import (
 
 func newTestService(t *testing.T, dir string) *Service {
 	t.Helper()
+	return newServiceWith(t, dir, Options{})
+}
+
+// newServiceWith is a Service with opts over dir, closed with the test.
+func newServiceWith(t *testing.T, dir string, opts Options) *Service {
+	t.Helper()
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { root.Close() })
-	s, err := New(root, Options{})
+	s, err := New(root, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// newServiceIn is a Service with opts over a fresh directory, and that
+// directory.
+func newServiceIn(t *testing.T, opts Options) (*Service, string) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "root")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return newServiceWith(t, dir, opts), dir
 }
 
 func statSum(t *testing.T, s *Service, p string) string {

@@ -18,20 +18,7 @@ import (
 // newLimitedService is newWriteService with the given budgets.
 func newLimitedService(t *testing.T, l Limits) (*Service, string) {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "root")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { root.Close() })
-	s, err := New(root, Options{Limits: l})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s, dir
+	return newServiceIn(t, Options{Limits: l})
 }
 
 // searchService is a Service with a real rg over a fresh directory.
@@ -46,24 +33,12 @@ func newSearchService(t *testing.T, l Limits) searchService {
 	if err != nil {
 		t.Skip("rg not installed (scripts/test.sh installs ripgrep)")
 	}
-	dir := filepath.Join(t.TempDir(), "root")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { root.Close() })
 	devNull, err := os.Open(os.DevNull)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { devNull.Close() })
-	s, err := New(root, Options{RG: rg, DevNull: devNull, Limits: l})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, dir := newServiceIn(t, Options{RG: rg, DevNull: devNull, Limits: l})
 	return searchService{s, dir}
 }
 
@@ -552,19 +527,7 @@ func TestRobustMemoryBudget(t *testing.T) {
 // replies are encoded and sent as in fsmcp.
 func budgetService(t *testing.T) (*Service, fsmcpv1.WorkerServiceClient, string) {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "root")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { root.Close() })
-	s, err := New(root, Options{MaxMedia: 20 << 20, Limits: Limits{MemoryBytes: 64 << 20, QueueTimeout: 200 * time.Millisecond}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, dir := newServiceIn(t, Options{MaxMedia: 20 << 20, Limits: Limits{MemoryBytes: 64 << 20, QueueTimeout: 200 * time.Millisecond}})
 	return s, serveInProcess(t, s), dir
 }
 

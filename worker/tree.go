@@ -700,26 +700,9 @@ func (w *treeWalk) limit(fd int, p string, self int) error {
 	return nil
 }
 
-// dtype is the directory entry type of a stat mode.
-func dtype(mode uint32) byte {
-	switch mode & unix.S_IFMT {
-	case unix.S_IFREG:
-		return unix.DT_REG
-	case unix.S_IFDIR:
-		return unix.DT_DIR
-	case unix.S_IFLNK:
-		return unix.DT_LNK
-	case unix.S_IFIFO:
-		return unix.DT_FIFO
-	case unix.S_IFSOCK:
-		return unix.DT_SOCK
-	case unix.S_IFCHR:
-		return unix.DT_CHR
-	case unix.S_IFBLK:
-		return unix.DT_BLK
-	}
-	return unix.DT_UNKNOWN
-}
+// dtype is the directory entry type of a stat mode: on Linux a DT_ value
+// is the mode's S_IFMT bits shifted down by 12 (glibc's IFTODT).
+func dtype(mode uint32) byte { return byte(mode & unix.S_IFMT >> 12) }
 
 // direntType is the file type of a directory entry type.
 func direntType(t byte) fsmcpv1.FileType {

@@ -12,6 +12,7 @@ import (
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/worker/workertest"
+	"golang.org/x/sys/unix"
 )
 
 // TestWalkTreeIgnoredAndHidden lists a tree whose ignored and hidden
@@ -202,5 +203,19 @@ func TestWalkTreeLogLines(t *testing.T) {
 	l.line([]byte(pre + "a/bad\uFFFDname" + subjectMark + tail))
 	if !l.inexact {
 		t.Error("a lossy path left the log exact")
+	}
+}
+
+// dtype agrees with the kernel's directory entry types for every type a
+// stat mode names, and names none for a mode that is no type.
+func TestDtypeEveryMode(t *testing.T) {
+	for mode, dt := range map[uint32]byte{unix.S_IFREG: unix.DT_REG, unix.S_IFDIR: unix.DT_DIR, unix.S_IFLNK: unix.DT_LNK,
+		unix.S_IFIFO: unix.DT_FIFO, unix.S_IFSOCK: unix.DT_SOCK, unix.S_IFCHR: unix.DT_CHR, unix.S_IFBLK: unix.DT_BLK} {
+		if got := dtype(mode | 0o644); got != dt {
+			t.Errorf("dtype(%#o) = %d, want %d", mode, got, dt)
+		}
+	}
+	if got := fileType(0o644); got != fsmcpv1.FileType_FILE_TYPE_OTHER {
+		t.Errorf("fileType of a mode with no type = %v, want other", got)
 	}
 }

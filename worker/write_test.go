@@ -29,11 +29,7 @@ func wsum(b []byte) string {
 // that what these tests show holds for the worker's own code.
 func newWriteService(t *testing.T) (*Service, string) {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "root")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return newTestService(t, dir), dir
+	return newServiceIn(t, Options{})
 }
 
 func wput(t *testing.T, p, content string) {
