@@ -250,98 +250,149 @@ func matchPreconditions(files []*patchFile, pre []*fsmcpv1.PatchPrecondition) er
 	return nil
 }
 
-// applyHunks applies the fragments to data, byte for byte: each hunk's old
-// lines (context and removed, with their line endings exactly) must occur
-// at exactly one line start of the original content (and, when the last
-// one has no newline, at its end); the line numbers of the hunk header are
-// not used to find it, and no fuzz is allowed. A hunk with no old lines (an
-// insertion written with -U0, or a new file) goes after the line its
-// header names. Hunks may not overlap. A deletion must leave nothing.
+// applyHunks applies the fragments to data, byte for byte, in the order
+// the patch gives them, as patch(1) does: each hunk's old lines (context
+// and removed, with their line endings exactly; a last one without a
+// newline only as the file's last line) must occur at exactly one line
+// start at or after the end of the previous hunk; the line numbers of the
+// hunk header are not used to find it, and no fuzz is allowed. A hunk with
+// no old lines (an insertion written with -U0, or a new file) goes after
+// the line its header names, which may not lie before the previous hunk's
+// end. A deletion must leave nothing. The cost follows the file plus the
+// patch: the lines are indexed once, and each hunk is looked for only
+// where its rarest line occurs after the previous hunk.
 func applyHunks(p string, data []byte, frags []*gitdiff.TextFragment, deletion bool) ([]byte, error) {
-	type span struct {
-		start, end int
-		repl       []byte
-		hunk       int
-	}
-	var spans []span
+	ix := newHunkLines(data)
+	out := make([]byte, 0, len(data))
+	prevLine, prevHunk := 0, 0
 	for i, frag := range frags {
-		var old, nw []byte
+		var old [][]byte
+		var oldText, nw []byte
 		for _, l := range frag.Lines {
 			if l.Old() {
-				old = append(old, l.Line...)
+				old = append(old, []byte(l.Line))
+				oldText = append(oldText, l.Line...)
 			}
 			if l.New() {
 				nw = append(nw, l.Line...)
 			}
 		}
-		var at []int
+		at := 0
 		if len(old) == 0 {
-			off, ok := afterLine(data, frag.OldPosition)
-			if !ok {
+			n, ok := ix.afterLine(frag.OldPosition)
+			switch {
+			case !ok:
 				return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_NO_MATCH, p, "patch: hunk %d inserts after line %d, past the end of the file", i+1, frag.OldPosition)
+			case n < prevLine:
+				return nil, outOfOrder(p, prevHunk, i+1)
 			}
-			at = []int{off}
+			at = n
 		} else {
-			at = findLines(data, old, old[len(old)-1] != '\n')
+			found := ix.find(old, prevLine, 2)
+			switch {
+			case len(found) > 1:
+				all := ix.find(old, prevLine, maxAmbiguousCount)
+				offs := make([]int, len(all))
+				for k, l := range all {
+					offs[k] = ix.starts[l]
+				}
+				e := newError(fsmcpv1.ErrorCode_ERROR_CODE_AMBIGUOUS_MATCH, p,
+					"patch: hunk %d (@@ -%d,%d) matches %d places (lines %s); add context to make it unique", i+1, frag.OldPosition, frag.OldLines, len(all), lineList(data, offs))
+				e.Count = int64(len(all))
+				return nil, e
+			case len(found) == 0 && prevLine > 0 && len(ix.find(old, 0, 1)) > 0:
+				return nil, outOfOrder(p, prevHunk, i+1)
+			case len(found) == 0:
+				return nil, noMatch(p, data, oldText, "patch: hunk %d (@@ -%d,%d) does not match the file exactly", i+1, frag.OldPosition, frag.OldLines)
+			}
+			at = found[0]
 		}
-		switch {
-		case len(at) == 0:
-			return nil, noMatch(p, data, old, "patch: hunk %d (@@ -%d,%d) does not match the file exactly", i+1, frag.OldPosition, frag.OldLines)
-		case len(at) > 1:
-			e := newError(fsmcpv1.ErrorCode_ERROR_CODE_AMBIGUOUS_MATCH, p,
-				"patch: hunk %d (@@ -%d,%d) matches %d places (lines %s); add context to make it unique", i+1, frag.OldPosition, frag.OldLines, len(at), lineList(data, at))
-			e.Count = int64(len(at))
-			return nil, e
-		}
-		spans = append(spans, span{at[0], at[0] + len(old), nw, i + 1})
+		out = append(append(out, data[ix.starts[prevLine]:ix.starts[at]]...), nw...)
+		prevLine, prevHunk = at+len(old), i+1
 	}
-	slices.SortStableFunc(spans, func(a, b span) int { return a.start - b.start })
-	out := make([]byte, 0, len(data))
-	prev := 0
-	for i, sp := range spans {
-		if sp.start < prev {
-			return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, p, "patch: hunks %d and %d overlap", spans[i-1].hunk, sp.hunk)
-		}
-		out = append(append(out, data[prev:sp.start]...), sp.repl...)
-		prev = sp.end
-	}
-	out = append(out, data[prev:]...)
+	out = append(out, data[ix.starts[prevLine]:]...)
 	if deletion && len(out) > 0 {
 		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_NO_MATCH, p, "patch: the patch deletes the file, but the file holds %d bytes the patch does not show", len(out))
 	}
 	return out, nil
 }
 
-// findLines returns the offsets of the line starts in data where old
-// occurs (ending at the end of data, with atEnd), at most
-// maxAmbiguousCount of them.
-func findLines(data, old []byte, atEnd bool) []int {
-	var at []int
-	for i := 0; i <= len(data)-len(old) && len(at) < maxAmbiguousCount; {
-		j := bytes.Index(data[i:], old)
-		if j < 0 {
-			break
-		}
-		pos := i + j
-		if (pos == 0 || data[pos-1] == '\n') && (!atEnd || pos+len(old) == len(data)) {
-			at = append(at, pos)
-		}
-		i = pos + 1
-	}
-	return at
+func outOfOrder(p string, prev, hunk int) error {
+	return newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, p,
+		"patch: hunk %d matches only before the end of hunk %d; hunks must be in the order of the file and may not overlap", hunk, prev)
 }
 
-// afterLine is the offset just after the first n lines of data.
-func afterLine(data []byte, n int64) (int, bool) {
-	off := 0
-	for ; n > 0; n-- {
-		i := bytes.IndexByte(data[off:], '\n')
-		if i < 0 {
-			return len(data), n == 1 && off < len(data)
+// hunkLines is data cut into lines (each with its line ending; the last
+// may have none): where each starts, and where each distinct line occurs.
+type hunkLines struct {
+	data []byte
+	// starts[i] is the offset of line i; starts[len(starts)-1] is
+	// len(data).
+	starts []int
+	at     map[string][]int32
+}
+
+func newHunkLines(data []byte) *hunkLines {
+	ix := &hunkLines{data: data, at: map[string][]int32{}}
+	for off := 0; off < len(data); {
+		end := len(data)
+		if j := bytes.IndexByte(data[off:], '\n'); j >= 0 {
+			end = off + j + 1
 		}
-		off += i + 1
+		l := string(data[off:end])
+		ix.at[l] = append(ix.at[l], int32(len(ix.starts)))
+		ix.starts = append(ix.starts, off)
+		off = end
 	}
-	return off, true
+	ix.starts = append(ix.starts, len(data))
+	return ix
+}
+
+func (ix *hunkLines) line(i int) []byte { return ix.data[ix.starts[i]:ix.starts[i+1]] }
+
+// find returns the first lines (at most limit of them), from line from
+// on, where the lines old occur one after the other. It walks the
+// occurrences of old's rarest line only.
+func (ix *hunkLines) find(old [][]byte, from, limit int) []int {
+	anchor, occ := 0, []int32(nil)
+	for k, l := range old {
+		o := ix.at[string(l)]
+		if len(o) == 0 {
+			return nil
+		}
+		if k == 0 || len(o) < len(occ) {
+			anchor, occ = k, o
+		}
+	}
+	nlines := len(ix.starts) - 1
+	var found []int
+	c, _ := slices.BinarySearch(occ, int32(from+anchor))
+	for ; c < len(occ) && len(found) < limit; c++ {
+		start := int(occ[c]) - anchor
+		if start+len(old) > nlines {
+			break
+		}
+		ok := true
+		for k, l := range old {
+			if !bytes.Equal(ix.line(start+k), l) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			found = append(found, start)
+		}
+	}
+	return found
+}
+
+// afterLine is the line just after the first n lines of the file (n may
+// name a last line without a newline, after which the insertion goes).
+func (ix *hunkLines) afterLine(n int64) (int, bool) {
+	if n < 0 || n > int64(len(ix.starts)-1) {
+		return 0, false
+	}
+	return int(n), true
 }
 
 // lineList names the lines of the first few offsets, for a message.

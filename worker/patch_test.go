@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -245,4 +246,36 @@ func TestEditRPCsFollowThePolicy(t *testing.T) {
 			t.Errorf("%s exists", p)
 		}
 	}
+}
+
+// Hunks are located in the patch's order, each at or after the end of the
+// previous one: a context that also occurs before the previous hunk is
+// not ambiguous, one that occurs twice after it is, and a hunk that
+// matches only before the previous one is refused as out of order.
+func TestPatchHunksInOrder(t *testing.T) {
+	frags := func(patch string) []*patchFile {
+		t.Helper()
+		files, err := parsePatch([]byte(patch))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return files
+	}
+	data := []byte("a\nx\nb\nx\n")
+	two := "--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n a\n-x\n+X1\n@@ -4 +4 @@\n-x\n+X2\n"
+	got, err := applyHunks("f", data, frags(two)[0].frags, false)
+	if err != nil || string(got) != "a\nX1\nb\nX2\n" {
+		t.Fatalf("two hunks = %q, %v", got, err)
+	}
+	one := "--- a/f\n+++ b/f\n@@ -2 +2 @@\n-x\n+X\n"
+	_, err = applyHunks("f", data, frags(one)[0].frags, false)
+	if e := wantWriteCode(t, "one hunk", err, fsmcpv1.ErrorCode_ERROR_CODE_AMBIGUOUS_MATCH); e.Count != 2 {
+		t.Errorf("count = %d, want 2", e.Count)
+	}
+	swapped := "--- a/f\n+++ b/f\n@@ -3,1 +3,1 @@\n-x\n+y\n@@ -1,1 +1,1 @@\n-x\n+y\n"
+	got, err = applyHunks("f", []byte("a\nb\nx\n"), frags(swapped)[0].frags, false)
+	wantWriteCode(t, fmt.Sprintf("swapped hunks (%q)", got), err, fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT)
+	ins := "--- a/f\n+++ b/f\n@@ -3 +3 @@\n-x\n+y\n@@ -1,0 +2 @@\n+new\n"
+	_, err = applyHunks("f", []byte("a\nb\nx\n"), frags(ins)[0].frags, false)
+	wantWriteCode(t, "insertion before the previous hunk", err, fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT)
 }
