@@ -473,7 +473,9 @@ type patchShape struct {
 		DiffBase64    *string `json:"diff_base64,omitempty"`
 		DiffTruncated *bool   `json:"diff_truncated,omitempty"`
 	} `json:"files"`
-	DiffTruncated *bool `json:"diff_truncated,omitempty"`
+	DiffTruncated  *bool              `json:"diff_truncated,omitempty"`
+	IfSHA256       map[string]*string `json:"if_sha256,omitempty"`
+	IfSHA256Base64 map[string]*string `json:"if_sha256_base64,omitempty"`
 	undoTokenShape
 }
 

@@ -25,6 +25,9 @@ type patchFile struct {
 	mode           uint32 // of a created file
 	frags          []*gitdiff.TextFragment
 	sha            string // the precondition: the current sha256, "" for must not exist
+	// unchecked: a dry run given no precondition for the file, which
+	// then only has to exist (or, created, not exist).
+	unchecked bool
 
 	d    *parent
 	base string
@@ -51,7 +54,7 @@ func (s *Service) Patch(ctx context.Context, req *fsmcpv1.PatchRequest) (*fsmcpv
 	if err != nil {
 		return nil, err
 	}
-	if err := matchPreconditions(files, req.GetPreconditions()); err != nil {
+	if err := matchPreconditions(files, req.GetPreconditions(), req.GetDryRun()); err != nil {
 		return nil, err
 	}
 	// Shared: a patch renames only files, never a directory.
@@ -100,6 +103,10 @@ func (s *Service) Patch(ctx context.Context, req *fsmcpv1.PatchRequest) (*fsmcpv
 		}
 		defer cur.close()
 		f.cur = cur
+		if f.unchecked && !f.create && cur.exists {
+			// A dry run without the precondition: the file as it is.
+			f.sha = cur.sha
+		}
 		if err := cur.check(f.path, f.sha); err != nil {
 			return nil, err
 		}
@@ -121,6 +128,7 @@ func (s *Service) Patch(ctx context.Context, req *fsmcpv1.PatchRequest) (*fsmcpv
 			pf.Sha256, pf.Size = hex.EncodeToString(sum[:]), int64(len(f.data))
 		}
 		if req.GetDryRun() {
+			pf.CurrentSha256 = f.cur.sha
 			pf.Diff = unifiedDiff(f.path, f.cur.data, f.data, f.cur.exists, !f.delete, 0)
 		}
 		resp.Files = append(resp.Files, pf)
@@ -210,10 +218,10 @@ func parsePatch(b []byte) ([]*patchFile, error) {
 }
 
 // matchPreconditions gives each file its precondition. Every file needs
-// one, of the right kind (null for a file the patch creates, a hash for
-// one it changes or deletes), and none may name a file the patch does not
-// touch.
-func matchPreconditions(files []*patchFile, pre []*fsmcpv1.PatchPrecondition) error {
+// one (except in a dry run, which checks those it is given), of the right
+// kind (null for a file the patch creates, a hash for one it changes or
+// deletes), and none may name a file the patch does not touch.
+func matchPreconditions(files []*patchFile, pre []*fsmcpv1.PatchPrecondition, dryRun bool) error {
 	byPath := map[string]*fsmcpv1.PatchPrecondition{}
 	for _, c := range pre {
 		p, err := clientPath(c.GetPath())
@@ -232,6 +240,9 @@ func matchPreconditions(files []*patchFile, pre []*fsmcpv1.PatchPrecondition) er
 	for _, f := range files {
 		c, ok := byPath[f.path]
 		switch {
+		case !ok && dryRun:
+			f.unchecked = true
+			continue
 		case !ok:
 			return newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, f.path,
 				"patch: if_sha256 has no entry for %q, which the patch touches (its sha256, or null if the patch creates it; "+

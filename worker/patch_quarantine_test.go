@@ -241,7 +241,7 @@ func TestPatchQuarantineRecover(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := matchPreconditions(files, pre); err != nil {
+		if err := matchPreconditions(files, pre, false); err != nil {
 			t.Fatal(err)
 		}
 		// Stage, journal, place and keep by hand, as commitAll does, and

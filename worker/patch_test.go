@@ -83,7 +83,7 @@ func TestPatchRecoverUndoes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := matchPreconditions(files, threePre()); err != nil {
+		if err := matchPreconditions(files, threePre(), false); err != nil {
 			t.Fatal(err)
 		}
 		ctx := context.Background()

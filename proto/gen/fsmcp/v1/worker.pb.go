@@ -4275,10 +4275,12 @@ func (x *PatchPrecondition) GetMustNotExist() bool {
 }
 
 type PatchRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Patch         []byte                 `protobuf:"bytes,1,opt,name=patch,proto3" json:"patch,omitempty"`
-	Preconditions []*PatchPrecondition   `protobuf:"bytes,2,rep,name=preconditions,proto3" json:"preconditions,omitempty"`
-	DryRun        bool                   `protobuf:"varint,3,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Patch []byte                 `protobuf:"bytes,1,opt,name=patch,proto3" json:"patch,omitempty"`
+	// Every touched file needs one, except in a dry run, which checks those
+	// given.
+	Preconditions []*PatchPrecondition `protobuf:"bytes,2,rep,name=preconditions,proto3" json:"preconditions,omitempty"`
+	DryRun        bool                 `protobuf:"varint,3,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4345,7 +4347,10 @@ type PatchFile struct {
 	Hunks         int64  `protobuf:"varint,6,opt,name=hunks,proto3" json:"hunks,omitempty"`
 	BrokeHardLink bool   `protobuf:"varint,7,opt,name=broke_hard_link,json=brokeHardLink,proto3" json:"broke_hard_link,omitempty"`
 	// For a dry run: the unified diff of the change.
-	Diff          []byte `protobuf:"bytes,8,opt,name=diff,proto3" json:"diff,omitempty"`
+	Diff []byte `protobuf:"bytes,8,opt,name=diff,proto3" json:"diff,omitempty"`
+	// For a dry run: the file's sha256 now, the precondition the real call
+	// needs; empty for a file the patch creates.
+	CurrentSha256 string `protobuf:"bytes,9,opt,name=current_sha256,json=currentSha256,proto3" json:"current_sha256,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4434,6 +4439,13 @@ func (x *PatchFile) GetDiff() []byte {
 		return x.Diff
 	}
 	return nil
+}
+
+func (x *PatchFile) GetCurrentSha256() string {
+	if x != nil {
+		return x.CurrentSha256
+	}
+	return ""
 }
 
 type PatchResponse struct {
@@ -5190,7 +5202,7 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\fPatchRequest\x12\x14\n" +
 	"\x05patch\x18\x01 \x01(\fR\x05patch\x12A\n" +
 	"\rpreconditions\x18\x02 \x03(\v2\x1b.fsmcp.v1.PatchPreconditionR\rpreconditions\x12\x17\n" +
-	"\adry_run\x18\x03 \x01(\bR\x06dryRun\"\xd1\x01\n" +
+	"\adry_run\x18\x03 \x01(\bR\x06dryRun\"\xf8\x01\n" +
 	"\tPatchFile\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\fR\x04path\x12\x16\n" +
 	"\x06sha256\x18\x02 \x01(\tR\x06sha256\x12\x12\n" +
@@ -5199,7 +5211,8 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\adeleted\x18\x05 \x01(\bR\adeleted\x12\x14\n" +
 	"\x05hunks\x18\x06 \x01(\x03R\x05hunks\x12&\n" +
 	"\x0fbroke_hard_link\x18\a \x01(\bR\rbrokeHardLink\x12\x12\n" +
-	"\x04diff\x18\b \x01(\fR\x04diff\"N\n" +
+	"\x04diff\x18\b \x01(\fR\x04diff\x12%\n" +
+	"\x0ecurrent_sha256\x18\t \x01(\tR\rcurrentSha256\"N\n" +
 	"\rPatchResponse\x12)\n" +
 	"\x05files\x18\x01 \x03(\v2\x13.fsmcp.v1.PatchFileR\x05files\x12\x12\n" +
 	"\x04undo\x18\x02 \x01(\tR\x04undo\">\n" +
