@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -9,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"strings"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
@@ -72,10 +74,23 @@ type journalEntry struct {
 	// Q is the old version's name in the quarantine, with one (not for
 	// create).
 	Q []byte `json:"q,omitempty"`
+	// TmpDir is the real root-relative path of the directory Tmp is in
+	// ("." for the root), when that is not Dir: a file created in
+	// directories the patch makes is staged in the nearest one that
+	// exists; a file deleted from a directory the patch removes moves
+	// aside to the nearest one it keeps.
+	TmpDir []byte `json:"tmp_dir,omitempty"`
+	// Mode is an "rmdir" entry's permission bits. A "mkdir" entry is a
+	// directory Name in Dir that the patch makes for a created file, an
+	// "rmdir" one it removes because its deletions leave it empty.
+	Mode uint32 `json:"mode,omitempty"`
 }
 
 func (f *patchFile) entry() journalEntry {
-	e := journalEntry{Dir: []byte(f.d.rel), Name: []byte(f.base), Tmp: []byte(f.tmp)}
+	e := journalEntry{Dir: []byte(f.dirRel), Name: []byte(f.base), Tmp: []byte(f.tmp)}
+	if f.td.rel != f.dirRel {
+		e.TmpDir = []byte(cmp.Or(f.td.rel, "."))
+	}
 	switch {
 	case f.delete:
 		e.Kind, e.OldIno = "delete", f.cur.st.Ino
@@ -87,10 +102,12 @@ func (f *patchFile) entry() journalEntry {
 	return e
 }
 
-// commitAll commits the files of a patch, all or none (see above). With a
-// quarantine it returns the token that undoes the whole patch ("" when
-// what it kept exceeded the bound).
-func (s *Service) commitAll(ctx context.Context, files []*patchFile) (token string, err error) {
+// commitAll commits the files of a patch, all or none (see above), with
+// the directories it makes for created files (before placing them) and
+// the emptied ones it removes (after). With a quarantine it returns the
+// token that undoes the whole patch ("" when what it kept exceeded the
+// bound).
+func (s *Service) commitAll(ctx context.Context, files []*patchFile, emptied []*parent) (token string, err error) {
 	defer func() {
 		if err != nil {
 			for _, f := range files {
@@ -120,6 +137,12 @@ func (s *Service) commitAll(ctx context.Context, files []*patchFile) (token stri
 	if q != nil {
 		qfd, j.QDev, j.QIno = q.fd, q.dev, q.ino
 	}
+	// Undone in reverse: removed directories come back before the files
+	// deleted from them, and made ones go after the files created in them.
+	made := dirsToMake(files)
+	for _, rel := range made {
+		j.Entries = append(j.Entries, journalEntry{Dir: []byte(relDir(rel)), Name: []byte(path.Base(rel)), Kind: "mkdir"})
+	}
 	for _, f := range files {
 		e := f.entry()
 		if q != nil && e.Kind != "create" {
@@ -127,6 +150,9 @@ func (s *Service) commitAll(ctx context.Context, files []*patchFile) (token stri
 			e.Q = []byte(f.qname)
 		}
 		j.Entries = append(j.Entries, e)
+	}
+	for _, d := range emptied {
+		j.Entries = append(j.Entries, journalEntry{Dir: []byte(relDir(d.rel)), Name: []byte(path.Base(d.rel)), Kind: "rmdir", Mode: d.st.Mode & 0o7777})
 	}
 	root, err := s.root.OpenFile(".", os.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
@@ -137,6 +163,13 @@ func (s *Service) commitAll(ctx context.Context, files []*patchFile) (token stri
 	if err != nil {
 		return "", fsError("write the patch journal", "", err)
 	}
+	undoAll := func(err error) error {
+		s.undoJournal(j, qfd, func(where string, uerr error) {
+			bug(fmt.Errorf("undo %q after a failed patch: %w", where, uerr))
+		})
+		unix.Unlinkat(int(root.Fd()), jname, 0)
+		return err
+	}
 	if s.beforeCommit != nil {
 		for _, f := range files {
 			s.beforeCommit(f.path)
@@ -144,14 +177,47 @@ func (s *Service) commitAll(ctx context.Context, files []*patchFile) (token stri
 	}
 	// From here to the journal's removal the commit does not look at ctx:
 	// stopping half way would only mean undoing.
-	for i, f := range files {
-		if f.delete {
+	var synced []int
+	for _, rel := range made {
+		up, err := s.openRel(relDir(rel))
+		if err == nil {
+			defer up.Close()
+			synced = append(synced, int(up.Fd()))
+			err = unix.Mkdirat(int(up.Fd()), path.Base(rel), newDirMode)
+			if errors.Is(err, unix.EEXIST) {
+				// Made meanwhile by someone else: used, as git apply would.
+				err = nil
+			}
+		}
+		if err != nil {
+			return "", undoAll(fsError("mkdir", rel, err))
+		}
+	}
+	for _, f := range files {
+		if len(f.mkdirs) > 0 {
+			d, err := s.openDir("patch", f.path, f.dirRel)
+			if err != nil {
+				return "", undoAll(err)
+			}
+			defer d.close()
+			f.d = d
+		}
+	}
+	for _, f := range files {
+		switch {
+		case f.delete:
 			err = s.placeDeletion(f)
-		} else {
+		case len(f.mkdirs) > 0:
+			if err = renameNoReplace(f.td.fd, f.tmp, f.d.fd, f.base); errors.Is(err, unix.EEXIST) {
+				err = newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, f.path, "a file was created at the path meanwhile; nothing was written")
+			} else if err != nil {
+				err = fsError("rename", f.path, err)
+			}
+		default:
 			f.brokeHardLink, err = s.place(ctx, f.st, f.base, f.path, f.cur)
 		}
 		if err != nil {
-			return "", undoAll(files[:i], j, qfd, int(root.Fd()), jname, err)
+			return "", undoAll(err)
 		}
 	}
 	// The old versions go into the quarantine before the commit, so that
@@ -160,23 +226,42 @@ func (s *Service) commitAll(ctx context.Context, files []*patchFile) (token stri
 		if f.qname == "" {
 			continue
 		}
-		if err := renameNoReplace(f.d.fd, f.tmp, qfd, f.qname); err != nil {
-			return "", undoAll(files, j, qfd, int(root.Fd()), jname, fsError("quarantine", f.path, err))
+		if err := renameNoReplace(f.td.fd, f.tmp, qfd, f.qname); err != nil {
+			return "", undoAll(fsError("quarantine", f.path, err))
+		}
+	}
+	// A directory that is no longer empty (something was made in it
+	// meanwhile) stays, as git apply would leave it.
+	for _, d := range emptied {
+		up, err := s.openRel(relDir(d.rel))
+		if err == nil {
+			defer up.Close()
+			synced = append(synced, int(up.Fd()))
+			err = unix.Unlinkat(int(up.Fd()), path.Base(d.rel), unix.AT_REMOVEDIR)
+			if errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.EEXIST) {
+				err = nil
+			}
+		}
+		if err != nil {
+			return "", undoAll(fsError("rmdir", d.rel, err))
 		}
 	}
 	for _, f := range files {
-		if err := unix.Fsync(f.d.fd); err != nil {
-			return "", undoAll(files, j, qfd, int(root.Fd()), jname, fsError("fsync directory", f.path, err))
+		synced = append(synced, f.d.fd, f.td.fd)
+	}
+	for _, fd := range synced {
+		if err := unix.Fsync(fd); err != nil {
+			return "", undoAll(fsError("fsync directory", "", err))
 		}
 	}
 	if q != nil {
 		if err := unix.Fsync(qfd); err != nil {
-			return "", undoAll(files, j, qfd, int(root.Fd()), jname, fsError("fsync the quarantine", "", err))
+			return "", undoAll(fsError("fsync the quarantine", "", err))
 		}
 	}
 	// The commit.
 	if err := unix.Unlinkat(int(root.Fd()), jname, 0); err != nil {
-		return "", undoAll(files, j, qfd, int(root.Fd()), jname, fsError("remove the patch journal", "", err))
+		return "", undoAll(fsError("remove the patch journal", "", err))
 	}
 	unix.Fsync(int(root.Fd()))
 	if q != nil {
@@ -189,10 +274,28 @@ func (s *Service) commitAll(ctx context.Context, files []*patchFile) (token stri
 			f.st.discard()
 			f.st = nil
 		} else {
-			unix.Unlinkat(f.d.fd, f.tmp, 0)
+			unix.Unlinkat(f.td.fd, f.tmp, 0)
 		}
 	}
 	return token, nil
+}
+
+// dirsToMake lists the directories the patch makes for its created files,
+// each once, every one after its parent.
+func dirsToMake(files []*patchFile) []string {
+	seen := map[string]bool{}
+	var made []string
+	for _, f := range files {
+		rel := f.d.rel
+		for _, m := range f.mkdirs {
+			rel = joinRel(rel, m)
+			if !seen[rel] {
+				seen[rel] = true
+				made = append(made, rel)
+			}
+		}
+	}
+	return made
 }
 
 // patchEntry is the quarantine entry of a committed patch: each file's old
@@ -227,18 +330,6 @@ func patchEntry(files []*patchFile) *qEntry {
 	return e
 }
 
-// undoAll undoes the placed files, in reverse, after a failure, removes
-// the journal, and returns err.
-func undoAll(files []*patchFile, j *journal, qfd, rootFD int, jname string, err error) error {
-	for k := len(files) - 1; k >= 0; k-- {
-		if uerr := undoEntry(files[k].d.fd, qfd, j.Entries[k]); uerr != nil {
-			bug(fmt.Errorf("undo %q after a failed patch: %w", files[k].path, uerr))
-		}
-	}
-	unix.Unlinkat(rootFD, jname, 0)
-	return err
-}
-
 // writeJournal writes j to a new journal in the root and makes it durable.
 func writeJournal(rootFD int, j *journal) (string, error) {
 	b, err := json.Marshal(j)
@@ -268,19 +359,38 @@ func writeJournal(rootFD int, j *journal) (string, error) {
 
 // undoEntry puts one entry's file back as it was before the patch, judged
 // by the inodes its names hold now: an old version kept in the quarantine
-// (qfd, -1 for none) first comes back to its temp name; then a placed file
-// is exchanged back (or, created, renamed back to its temp name; deleted,
-// renamed back to its name); one not placed is left. What matches no state
-// was changed by someone else since, and is left alone (an error says so).
-func undoEntry(dirfd, qfd int, e journalEntry) error {
+// (qfd, -1 for none) first comes back to its temp name (in tmpfd, which is
+// dirfd unless the entry names a TmpDir); then a placed file is exchanged
+// back (or, created, renamed back to its temp name; deleted, renamed back
+// to its name); one not placed is left. What matches no state was changed
+// by someone else since, and is left alone (an error says so). A made
+// directory is removed if it is empty; a removed one is made again, with
+// its mode, unless it is there.
+func undoEntry(dirfd, tmpfd, qfd int, e journalEntry) error {
 	name, tmp := string(e.Name), string(e.Tmp)
-	side, serr := fstatat(dirfd, tmp)
+	switch e.Kind {
+	case "mkdir":
+		if err := unix.Unlinkat(dirfd, name, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
+			return err
+		}
+		return nil
+	case "rmdir":
+		err := unix.Mkdirat(dirfd, name, e.Mode)
+		if errors.Is(err, unix.EEXIST) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return unix.Fchmodat(dirfd, name, e.Mode, 0)
+	}
+	side, serr := fstatat(tmpfd, tmp)
 	if len(e.Q) > 0 && qfd >= 0 && errors.Is(serr, unix.ENOENT) {
 		if kept, err := fstatat(qfd, string(e.Q)); err == nil && kept.Ino == e.OldIno {
-			if err := renameNoReplace(qfd, string(e.Q), dirfd, tmp); err != nil {
+			if err := renameNoReplace(qfd, string(e.Q), tmpfd, tmp); err != nil {
 				return err
 			}
-			side, serr = fstatat(dirfd, tmp)
+			side, serr = fstatat(tmpfd, tmp)
 		}
 	}
 	at, aerr := fstatat(dirfd, name)
@@ -289,26 +399,79 @@ func undoEntry(dirfd, qfd int, e journalEntry) error {
 	case "replace":
 		switch {
 		case placedNew && serr == nil && side.Ino == e.OldIno:
-			return unix.Renameat2(dirfd, tmp, dirfd, name, unix.RENAME_EXCHANGE)
+			return unix.Renameat2(tmpfd, tmp, dirfd, name, unix.RENAME_EXCHANGE)
 		case aerr == nil && at.Ino == e.OldIno:
 			return nil
 		}
 	case "create":
 		switch {
 		case placedNew && errors.Is(serr, unix.ENOENT):
-			return unix.Renameat2(dirfd, name, dirfd, tmp, unix.RENAME_NOREPLACE)
+			return unix.Renameat2(dirfd, name, tmpfd, tmp, unix.RENAME_NOREPLACE)
 		case !placedNew:
 			return nil
 		}
 	case "delete":
 		switch {
 		case errors.Is(aerr, unix.ENOENT) && serr == nil && side.Ino == e.OldIno:
-			return unix.Renameat2(dirfd, tmp, dirfd, name, unix.RENAME_NOREPLACE)
+			return unix.Renameat2(tmpfd, tmp, dirfd, name, unix.RENAME_NOREPLACE)
 		case aerr == nil && at.Ino == e.OldIno:
 			return nil
 		}
 	}
 	return fmt.Errorf("%s: changed since the interrupted patch; left as it is", e.Kind)
+}
+
+// undoJournal undoes j's entries in reverse, each in the directories its
+// paths name now, and removes a staged file still under its temp name; it
+// reports what it could not undo. A created file whose directory was never
+// made was not placed.
+func (s *Service) undoJournal(j *journal, qfd int, report func(where string, err error)) {
+	for k := len(j.Entries) - 1; k >= 0; k-- {
+		e := j.Entries[k]
+		if err := s.undoJournalEntry(e, qfd); err != nil {
+			report(joinRel(string(e.Dir), string(e.Name)), err)
+		}
+	}
+}
+
+func (s *Service) undoJournalEntry(e journalEntry, qfd int) error {
+	d, err := s.openRel(string(e.Dir))
+	if errors.Is(err, unix.ENOENT) && (e.Kind == "create" || e.Kind == "mkdir") {
+		// Never made: nothing was placed in it.
+		d, err = nil, nil
+	}
+	if err != nil {
+		return err
+	}
+	if d != nil {
+		defer d.Close()
+	}
+	td := d
+	if len(e.TmpDir) > 0 {
+		if td, err = s.openRel(string(e.TmpDir)); err != nil {
+			return err
+		}
+		defer td.Close()
+	}
+	if d != nil {
+		err = undoEntry(int(d.Fd()), int(td.Fd()), qfd, e)
+		unix.Fsync(int(d.Fd()))
+	}
+	// The staged file, if it is still ours, goes now; the sweep would
+	// take it too.
+	if td != nil && e.NewIno != 0 {
+		if st, serr := fstatat(int(td.Fd()), string(e.Tmp)); serr == nil && st.Ino == e.NewIno {
+			unix.Unlinkat(int(td.Fd()), string(e.Tmp), 0)
+		}
+		unix.Fsync(int(td.Fd()))
+	}
+	return err
+}
+
+// openRel opens the directory at the real root-relative path rel ("" or
+// "." for the root).
+func (s *Service) openRel(rel string) (*os.File, error) {
+	return s.root.OpenFile(cmp.Or(rel, "."), os.O_RDONLY|unix.O_DIRECTORY, 0)
 }
 
 // Recover finds the journals of patches a crash interrupted and undoes
@@ -391,28 +554,9 @@ func (s *Service) recoverOne(jn string) error {
 			}
 			qfd = s.quarantine.fd
 		}
-		for k := len(j.Entries) - 1; k >= 0; k-- {
-			e := j.Entries[k]
-			dir := string(e.Dir)
-			if dir == "" {
-				dir = "."
-			}
-			d, err := s.root.OpenFile(dir, os.O_RDONLY|unix.O_DIRECTORY, 0)
-			if err != nil {
-				fmt.Fprintf(os.Stderr, "fsmcp worker: interrupted patch: %q: %v; left as it is\n", joinRel(string(e.Dir), string(e.Name)), err)
-				continue
-			}
-			if err := undoEntry(int(d.Fd()), qfd, e); err != nil {
-				fmt.Fprintf(os.Stderr, "fsmcp worker: interrupted patch: %q: %v\n", joinRel(string(e.Dir), string(e.Name)), err)
-			}
-			// The staged file, if it is still ours, goes now; the sweep
-			// would take it too.
-			if st, err := fstatat(int(d.Fd()), string(e.Tmp)); err == nil && e.NewIno != 0 && st.Ino == e.NewIno {
-				unix.Unlinkat(int(d.Fd()), string(e.Tmp), 0)
-			}
-			unix.Fsync(int(d.Fd()))
-			d.Close()
-		}
+		s.undoJournal(&j, qfd, func(where string, err error) {
+			fmt.Fprintf(os.Stderr, "fsmcp worker: interrupted patch: %q: %v; left as it is\n", where, err)
+		})
 	}
 	if err := unix.Unlinkat(int(root.Fd()), jn, 0); err != nil {
 		return err

@@ -2,10 +2,13 @@ package worker
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"maps"
+	"path"
 	"slices"
 	"strings"
 
@@ -33,7 +36,17 @@ type patchFile struct {
 	base string
 	key  lockKey
 	cur  *current
-	data []byte // the new content
+	// dirRel is the real root-relative path of the file's directory;
+	// mkdirs, for a created file, the directories beneath d the patch
+	// makes first (d is then the nearest one that exists, and dirRel the
+	// last one made). td is the directory the temp name is in: d, except
+	// for a file created in directories the patch makes (staged in the
+	// nearest one that exists) and a deleted file whose directory the
+	// patch removes (moved aside to the nearest one it keeps).
+	dirRel string
+	mkdirs []string
+	td     *parent
+	data   []byte // the new content
 	// st is the staged new content (not for a deletion); tmp is its temp
 	// name, or for a deletion the temp name the old file moves to.
 	st            *staged
@@ -62,14 +75,19 @@ func (s *Service) Patch(ctx context.Context, req *fsmcpv1.PatchRequest) (*fsmcpv
 	defer unlockRenames()
 	for _, f := range files {
 		d, base, err := s.openName(ctx, "patch", f.path, accessRewrite)
+		if err != nil && f.create {
+			d, base, err = s.openMissing(ctx, f, err)
+		}
 		if err != nil {
-			if f.create {
-				err = missingDirectory(err, f.path)
-			}
 			return nil, err
 		}
 		defer d.close()
-		f.d, f.base, f.key = d, base, lockKey{d.st.Dev, d.st.Ino, base}
+		f.d, f.base, f.td = d, base, d
+		f.dirRel = d.rel
+		for _, m := range f.mkdirs {
+			f.dirRel = joinRel(f.dirRel, m)
+		}
+		f.key = lockKey{d.st.Dev, d.st.Ino, strings.Join(append(slices.Clone(f.mkdirs), base), "/")}
 		// What the patch replaces or deletes must be able to go into the
 		// quarantine by a rename.
 		if !f.create && !s.quarantine.sameFS(d.st.Dev) {
@@ -97,9 +115,11 @@ func (s *Service) Patch(ctx context.Context, req *fsmcpv1.PatchRequest) (*fsmcpv
 		defer unlock()
 	}
 	for _, f := range order {
-		cur, err := s.current(ctx, "patch", f.d, f.base, f.path, true)
-		if err != nil {
-			return nil, err
+		cur := &current{}
+		if len(f.mkdirs) == 0 {
+			if cur, err = s.current(ctx, "patch", f.d, f.base, f.path, true); err != nil {
+				return nil, err
+			}
 		}
 		defer cur.close()
 		f.cur = cur
@@ -114,9 +134,14 @@ func (s *Service) Patch(ctx context.Context, req *fsmcpv1.PatchRequest) (*fsmcpv
 			return nil, err
 		}
 	}
+	emptied, closeDirs, err := s.emptiedDirs(ctx, files)
+	if err != nil {
+		return nil, err
+	}
+	defer closeDirs()
 	resp := &fsmcpv1.PatchResponse{}
 	if !req.GetDryRun() {
-		if resp.Undo, err = s.commitAll(ctx, order); err != nil {
+		if resp.Undo, err = s.commitAll(ctx, order, emptied); err != nil {
 			return nil, err
 		}
 	}
@@ -134,6 +159,149 @@ func (s *Service) Patch(ctx context.Context, req *fsmcpv1.PatchRequest) (*fsmcpv
 		resp.Files = append(resp.Files, pf)
 	}
 	return resp, nil
+}
+
+// openMissing resolves a file the patch creates in a directory that does
+// not exist (openName's error nf says so): it returns the nearest
+// directory of its path that exists, and sets f.mkdirs to the ones
+// beneath it the commit makes, as git apply does. The file's real path is
+// judged as openName would, before anything is made.
+func (s *Service) openMissing(ctx context.Context, f *patchFile, nf error) (*parent, string, error) {
+	var e *Error
+	dir, base := path.Split(f.path)
+	comps := strings.Split(strings.TrimSuffix(dir, "/"), "/")
+	if !errors.As(nf, &e) || e.Code != fsmcpv1.ErrorCode_ERROR_CODE_NOT_FOUND || dir == "" || slices.Contains(comps, "..") {
+		return nil, "", missingDirectory(nf, f.path)
+	}
+	for i := len(comps) - 1; i >= 0; i-- {
+		d, err := s.openDir("patch", f.path, cmp.Or(strings.Join(comps[:i], "/"), "."))
+		if errors.As(err, &e) && e.Code == fsmcpv1.ErrorCode_ERROR_CODE_NOT_FOUND {
+			continue
+		}
+		if err != nil {
+			return nil, "", err
+		}
+		// The policy covers everything beneath a directory it names, so
+		// judging the file judges every directory made for it.
+		rel := d.rel
+		for _, c := range append(slices.Clone(comps[i:]), base) {
+			if c != "" && c != "." {
+				rel = joinRel(rel, c)
+			}
+		}
+		if err == nil {
+			err = s.judge("patch", f.path, rel, accessRewrite)
+		}
+		if err == nil {
+			err = s.judgeRules(ctx, "patch", f.path, rel)
+		}
+		if err != nil {
+			d.close()
+			return nil, "", err
+		}
+		for _, c := range comps[i:] {
+			if c != "" && c != "." {
+				f.mkdirs = append(f.mkdirs, c)
+			}
+		}
+		return d, base, nil
+	}
+	return nil, "", missingDirectory(nf, f.path)
+}
+
+// emptiedDirs finds the directories the patch's deletions leave empty,
+// deepest first, as git apply removes them: a directory (not the root)
+// whose every entry the patch deletes or leaves empty, and beneath which
+// the patch creates nothing. (The policy judged the files: it covers
+// everything beneath a directory it names.) A deleted file in one gets
+// the nearest directory the patch keeps as its td.
+// The returned close closes them and the tds it opened.
+func (s *Service) emptiedDirs(ctx context.Context, files []*patchFile) (_ []*parent, closeAll func(), _ error) {
+	gone := map[string]map[string]bool{}
+	keep := map[string]bool{}
+	deepest := 0
+	for _, f := range files {
+		if f.create {
+			for r := f.dirRel; r != ""; r = relDir(r) {
+				keep[r] = true
+			}
+		}
+		if !f.delete {
+			continue
+		}
+		if gone[f.dirRel] == nil {
+			gone[f.dirRel] = map[string]bool{}
+		}
+		gone[f.dirRel][f.base] = true
+		deepest = max(deepest, strings.Count(f.dirRel, "/")+1)
+	}
+	var emptied, opened []*parent
+	closeAll = func() {
+		for _, d := range append(emptied, opened...) {
+			d.close()
+		}
+	}
+	fail := func(err error) ([]*parent, func(), error) {
+		closeAll()
+		return nil, nil, err
+	}
+	removed := map[string]*parent{}
+	for depth := deepest; depth > 0; depth-- {
+		for _, rel := range slices.Sorted(maps.Keys(gone)) {
+			if rel == "" || keep[rel] || strings.Count(rel, "/")+1 != depth {
+				continue
+			}
+			d, err := s.openDir("patch", rel, rel)
+			if err != nil {
+				return fail(err)
+			}
+			names, err := d.f.Readdirnames(-1)
+			if err != nil {
+				d.close()
+				return fail(fsError("patch", rel, err))
+			}
+			all := len(names) > 0
+			for _, n := range names {
+				all = all && gone[rel][n]
+			}
+			if !all {
+				d.close()
+				continue
+			}
+			emptied = append(emptied, d)
+			removed[rel] = d
+			up := relDir(rel)
+			if gone[up] == nil {
+				gone[up] = map[string]bool{}
+			}
+			gone[up][path.Base(rel)] = true
+		}
+	}
+	for _, f := range files {
+		if !f.delete || removed[f.dirRel] == nil {
+			continue
+		}
+		up := f.dirRel
+		for removed[up] != nil {
+			up = relDir(up)
+		}
+		td, err := s.openDir("patch", f.path, cmp.Or(up, "."))
+		if err != nil {
+			return fail(err)
+		}
+		opened = append(opened, td)
+		f.td = td
+	}
+	return emptied, closeAll, nil
+}
+
+// relDir is the directory of a root-relative path, "" for the root.
+func relDir(rel string) string {
+	i := strings.LastIndexByte(rel, '/')
+	if i < 0 {
+		return ""
+	}
+	return rel[:i]
 }
 
 func cmp3(a, b lockKey) int {
@@ -422,20 +590,20 @@ func lineList(data []byte, at []int) string {
 	return b.String()
 }
 
-// placeDeletion moves the file f deletes aside to its temp name, where the
+// placeDeletion moves the file f deletes aside to its temp name in f.td, where the
 // journal can find it until the commit, and checks that what moved is the
 // file that was read and has not been written since.
 func (s *Service) placeDeletion(f *patchFile) error {
-	if err := unix.Renameat2(f.d.fd, f.base, f.d.fd, f.tmp, unix.RENAME_NOREPLACE); err != nil {
+	if err := unix.Renameat2(f.d.fd, f.base, f.td.fd, f.tmp, unix.RENAME_NOREPLACE); err != nil {
 		if errors.Is(err, unix.ENOENT) {
 			return newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, f.path, "patch: the file was removed meanwhile; nothing was changed")
 		}
 		return fsError("patch", f.path, err)
 	}
-	moved, err := fstatat(f.d.fd, f.tmp)
+	moved, err := fstatat(f.td.fd, f.tmp)
 	now, ferr := fstat(f.cur.f)
 	if err != nil || ferr != nil || !sameInode(moved, f.cur.st) || now.Mtim != f.cur.st.Mtim || now.Size != f.cur.st.Size {
-		if xerr := unix.Renameat2(f.d.fd, f.tmp, f.d.fd, f.base, unix.RENAME_NOREPLACE); xerr != nil {
+		if xerr := unix.Renameat2(f.td.fd, f.tmp, f.d.fd, f.base, unix.RENAME_NOREPLACE); xerr != nil {
 			bug(xerr)
 			return newError(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, f.path, "patch: the file changed during the commit and could not be put back")
 		}

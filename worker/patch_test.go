@@ -132,7 +132,7 @@ func stageByHand(t *testing.T, s *Service, files []*patchFile) {
 			t.Fatal(err)
 		}
 		t.Cleanup(d.close)
-		f.d, f.base = d, base
+		f.d, f.base, f.td, f.dirRel = d, base, d, d.rel
 		if f.cur, err = s.current(ctx, "patch", d, base, f.path, true); err != nil {
 			t.Fatal(err)
 		}
