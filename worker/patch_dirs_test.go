@@ -179,3 +179,35 @@ func TestPatchDirectoriesFollowThePolicy(t *testing.T) {
 		})
 	}
 }
+
+// The undo token of a patch that removed directories does not make them
+// again: the undo is refused as a whole (precondition_failed), and the
+// tree stays as the patch left it. One that only made directories takes
+// its files away and leaves the directories.
+func TestPatchDirectoriesUndoToken(t *testing.T) {
+	s, root, _ := newQuarantineService(t, 1<<20)
+	dirsTree(t, root)
+	ctx := context.Background()
+	resp, err := s.Patch(ctx, &fsmcpv1.PatchRequest{Patch: []byte(dirsPatch), Preconditions: dirsPre()})
+	if err != nil || resp.GetUndo() == "" {
+		t.Fatalf("Patch = %v, %v", resp, err)
+	}
+	applied := treeHashes(t, root)
+	_, err = s.Undo(ctx, &fsmcpv1.UndoRequest{Token: resp.GetUndo()})
+	wantWriteCode(t, "Undo", err, fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED)
+	if got := treeHashes(t, root); got != applied {
+		t.Errorf("a refused undo changed the tree:\n got %s\nwant %s", got, applied)
+	}
+	create := "--- /dev/null\n+++ b/more/m\n@@ -0,0 +1 @@\n+m\n"
+	resp, err = s.Patch(ctx, &fsmcpv1.PatchRequest{Patch: []byte(create),
+		Preconditions: []*fsmcpv1.PatchPrecondition{{Path: []byte("more/m"), MustNotExist: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Undo(ctx, &fsmcpv1.UndoRequest{Token: resp.GetUndo()}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := treeHashes(t, root), strings.Replace(applied, " new/", " more/ new/", 1); got != want {
+		t.Errorf("after the undo:\n got %s\nwant %s", got, want)
+	}
+}
