@@ -29,7 +29,9 @@ import (
 //     deleted file renamed aside), and if one fails, those already placed
 //     are undone in reverse;
 //  4. with a quarantine, the old versions (now under the temp names) are
-//     renamed into it, to the names the journal gave them;
+//     renamed into it, to the names the journal gave them; then the
+//     directories the deletions left empty are removed (the directories
+//     for created files were made before step 3; both are in the journal);
 //  5. every directory is fsynced, and removing the journal (then fsyncing
 //     the root) is the commit;
 //  6. the old versions still under the temp names are removed; with a

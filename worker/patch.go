@@ -70,7 +70,8 @@ func (s *Service) Patch(ctx context.Context, req *fsmcpv1.PatchRequest) (*fsmcpv
 	if err := matchPreconditions(files, req.GetPreconditions(), req.GetDryRun()); err != nil {
 		return nil, err
 	}
-	// Shared: a patch renames only files, never a directory.
+	// Shared: a patch renames only files, never a directory (it makes
+	// and removes only empty ones).
 	unlockRenames := s.lockRenames(false)
 	defer unlockRenames()
 	for _, f := range files {
