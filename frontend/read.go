@@ -17,13 +17,13 @@ import (
 )
 
 type statIn struct {
-	Path       *string `json:"path,omitempty" jsonschema:"\"\" is the root; required unless path_base64"`
+	Path       *string `json:"path,omitempty" jsonschema:"the root when left out (or \"\", \".\")"`
 	PathBase64 *string `json:"path_base64,omitempty" jsonschema:"path as base64, for non-UTF-8 names"`
-	Hash       *bool   `json:"hash,omitempty"`
+	Hash       *bool   `json:"hash,omitempty" jsonschema:"false skips the sha256 of a file (default true)"`
 }
 
 type listIn struct {
-	Path       *string `json:"path,omitempty" jsonschema:"\"\" is the root; required unless path_base64"`
+	Path       *string `json:"path,omitempty" jsonschema:"the root when left out (or \"\", \".\")"`
 	PathBase64 *string `json:"path_base64,omitempty" jsonschema:"path as base64, for non-UTF-8 names"`
 	Sort       *string `json:"sort,omitempty" jsonschema:"name (default), size (largest first) or mtime (newest first)"`
 	Totals     *bool   `json:"totals,omitempty" jsonschema:"add totals of the whole directory: files, directories, bytes"`
@@ -64,7 +64,7 @@ func entryFields(o *obj, e *fsmcpv1.Entry) *obj {
 }
 
 func (s *server) stat(ctx context.Context, in *statIn, req *mcp.CallToolRequest) (*obj, error) {
-	p, err := requiredPath("path", in.Path, in.PathBase64)
+	p, err := rootedPath("path", in.Path, in.PathBase64)
 	if err != nil {
 		return nil, err
 	}
@@ -237,7 +237,7 @@ func listSortName(letter byte) string {
 }
 
 func (s *server) list(ctx context.Context, in *listIn, _ *mcp.CallToolRequest) (*obj, error) {
-	p, err := requiredPath("path", in.Path, in.PathBase64)
+	p, err := rootedPath("path", in.Path, in.PathBase64)
 	if err != nil {
 		return nil, err
 	}
