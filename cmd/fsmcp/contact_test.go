@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -122,5 +123,44 @@ func TestContactLinuxOnlyBuild(t *testing.T) {
 		if err == nil || len(errs) != 1 || !strings.Contains(errs[0], "fsmcp_builds_on_Linux_only") {
 			t.Errorf("GOOS=%s go build ./...: %v\n%s\nwant one error naming fsmcp_builds_on_Linux_only", goos, err, out)
 		}
+	}
+}
+
+// Tools that work on a directory take the root when path is left out, as
+// "" and "." name it: a client that cannot send an empty string (the MCP
+// Inspector's forms) still reaches the root. Tools on one file still
+// require a path, and say how to name one.
+func TestContactPathLeftOutIsRoot(t *testing.T) {
+	root, _ := tree(t)
+	s := start(t, root)
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+		key  string
+	}{
+		{"fs_stat", map[string]any{}, "type"},
+		{"fs_list", map[string]any{}, "entries"},
+		{"fs_glob", map[string]any{"pattern": "**"}, "files"},
+		{"fs_grep", map[string]any{"pattern": "."}, "results"},
+		{"fs_tree", map[string]any{}, "entries"},
+		{"fs_digest", map[string]any{}, "tree_sha256"},
+	} {
+		left := s.wantOK(c.tool, c.args)
+		for _, named := range []string{"", "."} {
+			args := map[string]any{"path": named}
+			for k, v := range c.args {
+				args[k] = v
+			}
+			if got := s.wantOK(c.tool, args); fmt.Sprint(got.doc[c.key]) != fmt.Sprint(left.doc[c.key]) {
+				t.Errorf("%s with path %q: %s = %v; with path left out: %v", c.tool, named, c.key, got.doc[c.key], left.doc[c.key])
+			}
+		}
+		if left.doc[c.key] == nil {
+			t.Errorf("%s with path left out: no %s in %s", c.tool, c.key, left.text)
+		}
+	}
+	r := s.wantErr("fs_read", map[string]any{}, "invalid_argument")
+	if msg := r.doc["error"].(map[string]any)["message"].(string); !strings.Contains(msg, `"." for the root itself`) {
+		t.Errorf("fs_read without path: %q, want it to say how to name a path", msg)
 	}
 }
