@@ -461,7 +461,7 @@ func (s *server) grepFilesPage(p []byte, output fsmcpv1.GrepOutput, resp *fsmcpv
 	doc.key("files")
 	doc.b = append(doc.b, '[')
 	// The cursor: an offset, and with max_results a count, then the path.
-	tail := len(`,"files_searched":,"matches":,"unreadable":`) + 3*20 + pageTail +
+	tail := len(`,"files_matched":,"matches":,"unreadable":`) + 3*20 + pageTail +
 		base64.RawURLEncoding.EncodedLen(2*binary.MaxVarintLen64)
 	var last []byte
 	truncated := resp.GetMore()
@@ -487,7 +487,7 @@ func (s *server) grepFilesPage(p []byte, output fsmcpv1.GrepOutput, resp *fsmcpv
 		kept++
 	}
 	doc.b = append(doc.b, ']')
-	doc.int("files_searched", resp.GetFilesSearched())
+	doc.int("files_matched", resp.GetFilesSearched())
 	if output == fsmcpv1.GrepOutput_GREP_OUTPUT_FILES {
 		doc.int("matches", resp.GetMatches())
 	}
@@ -522,7 +522,7 @@ func (s *server) grepPage(p []byte, resp *fsmcpv1.GrepResponse, bound *resultBou
 	doc.key("results")
 	doc.b = append(doc.b, '[')
 	// The cursor: an offset, and with max_results a count, then the path.
-	tail := len(`,"files_searched":,"matches":,"unreadable":`) + 3*20 + pageTail +
+	tail := len(`,"files_matched":,"matches":,"unreadable":`) + 3*20 + pageTail +
 		base64.RawURLEncoding.EncodedLen(2*binary.MaxVarintLen64)
 	var last, lastMatch *fsmcpv1.GrepLine
 	truncated := resp.GetMore()
@@ -557,7 +557,7 @@ func (s *server) grepPage(p []byte, resp *fsmcpv1.GrepResponse, bound *resultBou
 		}
 	}
 	doc.b = append(doc.b, ']')
-	doc.int("files_searched", resp.GetFilesSearched()).int("matches", resp.GetMatches())
+	doc.int("files_matched", resp.GetFilesSearched()).int("matches", resp.GetMatches())
 	if n := resp.GetErrors(); n > 0 {
 		doc.int("unreadable", n)
 	}

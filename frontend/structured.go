@@ -355,7 +355,7 @@ type grepShape struct {
 		Matches *int64 `json:"matches,omitempty"`
 		Count   *int64 `json:"count,omitempty"`
 	} `json:"files,omitempty"`
-	FilesSearched     int64  `json:"files_searched"`
+	FilesMatched      int64  `json:"files_matched"`
 	Matches           *int64 `json:"matches,omitempty"`
 	Unreadable        *int64 `json:"unreadable,omitempty"`
 	MaxResultsReached *bool  `json:"max_results_reached,omitempty"`
