@@ -153,7 +153,7 @@ func guardArgs(ifSHA, ifTree *string) (string, string, error) {
 // fs_digest
 
 type digestIn struct {
-	Path       *string `json:"path,omitempty" jsonschema:"file or directory; the root when left out (or \"\", \".\")"`
+	Path       *string `json:"path,omitempty" jsonschema:"file or directory; root if left out, \"\" or \".\""`
 	PathBase64 *string `json:"path_base64,omitempty" jsonschema:"path as base64, for non-UTF-8 names"`
 }
 

@@ -20,7 +20,7 @@ import (
 
 type globIn struct {
 	Pattern    string   `json:"pattern" jsonschema:"glob, e.g. **/*.go"`
-	Path       *string  `json:"path,omitempty" jsonschema:"the root when left out (or \"\", \".\")"`
+	Path       *string  `json:"path,omitempty" jsonschema:"root if left out, \"\" or \".\""`
 	PathBase64 *string  `json:"path_base64,omitempty" jsonschema:"path as base64, for non-UTF-8 names"`
 	Hidden     *bool    `json:"hidden,omitempty" jsonschema:"include hidden files"`
 	NoIgnore   *bool    `json:"no_ignore,omitempty" jsonschema:"include .gitignored files"`
@@ -32,7 +32,7 @@ type globIn struct {
 
 type grepIn struct {
 	Pattern    string   `json:"pattern" jsonschema:"regular expression (Rust syntax), or text with literal"`
-	Path       *string  `json:"path,omitempty" jsonschema:"the root when left out (or \"\", \".\")"`
+	Path       *string  `json:"path,omitempty" jsonschema:"root if left out, \"\" or \".\""`
 	PathBase64 *string  `json:"path_base64,omitempty" jsonschema:"path as base64, for non-UTF-8 names"`
 	Glob       []string `json:"glob,omitempty" jsonschema:"globs choosing files, e.g. [\"*.go\", \"!*_test.go\"]; the last match wins"`
 	Literal    *bool    `json:"literal,omitempty" jsonschema:"pattern is plain text"`

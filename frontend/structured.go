@@ -299,6 +299,7 @@ type readShape struct {
 	TextTruncated *bool   `json:"text_truncated,omitempty"`
 	LineLength    *int64  `json:"line_length,omitempty"`
 	NextLine      *int64  `json:"next_line,omitempty"`
+	Binary        *bool   `json:"binary,omitempty"`
 	SHA256        *string `json:"sha256,omitempty"`
 	SHA256Omitted *bool   `json:"sha256_omitted,omitempty"`
 }

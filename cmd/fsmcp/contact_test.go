@@ -164,3 +164,33 @@ func TestContactPathLeftOutIsRoot(t *testing.T) {
 		t.Errorf("fs_read without path: %q, want it to say how to name a path", msg)
 	}
 }
+
+// A read without length of bytes that are not text answers 4 KiB of
+// base64 and says binary; length still reads as much as asked, and text
+// keeps the whole default page.
+func TestContactBinaryReadShortDefault(t *testing.T) {
+	root := t.TempDir()
+	bin := make([]byte, 100<<10)
+	for i := range bin {
+		bin[i] = byte(i*7 + i>>8)
+	}
+	if err := os.WriteFile(filepath.Join(root, "blob"), bin, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "text"), []byte(strings.Repeat("text line\n", 10<<10)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, root)
+	r := s.wantOK("fs_read", map[string]any{"path": "blob"})
+	if r.str("encoding") != "base64" || r.num("length") != 4096 || r.doc["binary"] != true || r.doc["truncated"] != true || r.num("next_offset") != 4096 {
+		t.Errorf("fs_read of 100 KiB of binary: %s; want 4096 bytes of base64, binary, truncated, next_offset 4096", r.text[len(r.text)-300:])
+	}
+	r = s.wantOK("fs_read", map[string]any{"path": "blob", "offset": 4096, "length": 30000})
+	if r.num("length") != 30000 || r.doc["binary"] != nil {
+		t.Errorf("fs_read of binary with length 30000: length %d, binary %v", r.num("length"), r.doc["binary"])
+	}
+	r = s.wantOK("fs_read", map[string]any{"path": "text"})
+	if r.str("encoding") != "utf8" || r.num("length") < 40000 || r.doc["binary"] != nil {
+		t.Errorf("fs_read of text: encoding %s, length %d, binary %v; want the whole default page", r.str("encoding"), r.num("length"), r.doc["binary"])
+	}
+}
