@@ -432,65 +432,87 @@ func matchPreconditions(files []*patchFile, pre []*fsmcpv1.PatchPrecondition, dr
 
 // applyHunks applies the fragments to data, byte for byte, in the order
 // the patch gives them, as patch(1) does: each hunk's old lines (context
-// and removed, with their line endings exactly; a last one without a
-// newline only as the file's last line) must occur at exactly one line
-// start at or after the end of the previous hunk; the line numbers of the
-// hunk header are not used to find it, and no fuzz is allowed. A hunk with
-// no old lines (an insertion written with -U0, or a new file) goes after
-// the line its header names, which may not lie before the previous hunk's
-// end. A deletion must leave nothing. The cost follows the file plus the
-// patch: the lines are indexed once, and each hunk is looked for only
-// where its rarest line occurs after the previous hunk.
+// and removed, with their line endings exactly) must occur at a line start
+// at or after the end of the previous hunk (and, when the last of them has
+// no newline, at the file's end), and only once before the place of the
+// next hunk (for the last hunk, before the file's end); the line numbers
+// of the hunk header are not used to find it, and no fuzz is allowed. A
+// hunk with no old lines (an insertion written with -U0, or a new file)
+// goes after the line its header names, which may not lie before the
+// previous hunk's end. A deletion must leave nothing. Every search starts
+// where the previous one's region ends, so the cost is the file plus the
+// patch.
 func applyHunks(p string, data []byte, frags []*gitdiff.TextFragment, deletion bool) ([]byte, error) {
-	ix := newHunkLines(data)
 	out := make([]byte, 0, len(data))
-	prevLine, prevHunk := 0, 0
+	// prev is the previous hunk's place and old text, whose uniqueness is
+	// checked up to this hunk's place; end and line are where it ends,
+	// and how many lines lie before that.
+	type placed struct {
+		start, hunk int
+		old         []byte
+		atEnd       bool
+	}
+	var prev *placed
+	end, line := 0, 0
+	// unique refuses prev if it occurs again before limit.
+	unique := func(limit int) error {
+		if prev == nil || len(prev.old) == 0 {
+			return nil
+		}
+		more := findLines(data[:min(len(data), limit+len(prev.old)-1)], prev.old, prev.atEnd, prev.start+1, 1)
+		if len(more) == 0 {
+			return nil
+		}
+		all := append([]int{prev.start}, findLines(data[:min(len(data), limit+len(prev.old)-1)], prev.old, prev.atEnd, prev.start+1, maxAmbiguousCount-1)...)
+		frag := frags[prev.hunk-1]
+		e := newError(fsmcpv1.ErrorCode_ERROR_CODE_AMBIGUOUS_MATCH, p,
+			"patch: hunk %d (@@ -%d,%d) matches %d places (lines %s); add context to make it unique", prev.hunk, frag.OldPosition, frag.OldLines, len(all), lineList(data, all))
+		e.Count = int64(len(all))
+		return e
+	}
 	for i, frag := range frags {
-		var old [][]byte
-		var oldText, nw []byte
+		var old, nw []byte
 		for _, l := range frag.Lines {
 			if l.Old() {
-				old = append(old, []byte(l.Line))
-				oldText = append(oldText, l.Line...)
+				old = append(old, l.Line...)
 			}
 			if l.New() {
 				nw = append(nw, l.Line...)
 			}
 		}
-		at := 0
+		atEnd := len(old) > 0 && old[len(old)-1] != '\n'
+		var at int
 		if len(old) == 0 {
-			n, ok := ix.afterLine(frag.OldPosition)
+			off, ok := afterLine(data, end, line, frag.OldPosition)
 			switch {
-			case !ok:
+			case !ok && frag.OldPosition >= int64(line):
 				return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_NO_MATCH, p, "patch: hunk %d inserts after line %d, past the end of the file", i+1, frag.OldPosition)
-			case n < prevLine:
-				return nil, outOfOrder(p, prevHunk, i+1)
+			case !ok:
+				return nil, outOfOrder(p, i, i+1)
 			}
-			at = n
+			at = off
 		} else {
-			found := ix.find(old, prevLine, 2)
+			found := findLines(data, old, atEnd, end, 1)
 			switch {
-			case len(found) > 1:
-				all := ix.find(old, prevLine, maxAmbiguousCount)
-				offs := make([]int, len(all))
-				for k, l := range all {
-					offs[k] = ix.starts[l]
-				}
-				e := newError(fsmcpv1.ErrorCode_ERROR_CODE_AMBIGUOUS_MATCH, p,
-					"patch: hunk %d (@@ -%d,%d) matches %d places (lines %s); add context to make it unique", i+1, frag.OldPosition, frag.OldLines, len(all), lineList(data, offs))
-				e.Count = int64(len(all))
-				return nil, e
-			case len(found) == 0 && prevLine > 0 && len(ix.find(old, 0, 1)) > 0:
-				return nil, outOfOrder(p, prevHunk, i+1)
+			case len(found) == 0 && i > 0 && len(findLines(data, old, atEnd, 0, 1)) > 0:
+				return nil, outOfOrder(p, i, i+1)
 			case len(found) == 0:
-				return nil, noMatch(p, data, oldText, "patch: hunk %d (@@ -%d,%d) does not match the file exactly", i+1, frag.OldPosition, frag.OldLines)
+				return nil, noMatch(p, data, old, "patch: hunk %d (@@ -%d,%d) does not match the file exactly", i+1, frag.OldPosition, frag.OldLines)
 			}
 			at = found[0]
 		}
-		out = append(append(out, data[ix.starts[prevLine]:ix.starts[at]]...), nw...)
-		prevLine, prevHunk = at+len(old), i+1
+		if err := unique(at); err != nil {
+			return nil, err
+		}
+		out = append(append(out, data[end:at]...), nw...)
+		line += bytes.Count(data[end:at+len(old)], []byte{'\n'})
+		end = at + len(old)
+		prev = &placed{start: at, hunk: i + 1, old: old, atEnd: atEnd}
 	}
-	out = append(out, data[ix.starts[prevLine]:]...)
+	if err := unique(len(data)); err != nil {
+		return nil, err
+	}
+	out = append(out, data[end:]...)
 	if deletion && len(out) > 0 {
 		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_NO_MATCH, p, "patch: the patch deletes the file, but the file holds %d bytes the patch does not show", len(out))
 	}
@@ -502,77 +524,40 @@ func outOfOrder(p string, prev, hunk int) error {
 		"patch: hunk %d matches only before the end of hunk %d; hunks must be in the order of the file and may not overlap", hunk, prev)
 }
 
-// hunkLines is data cut into lines (each with its line ending; the last
-// may have none): where each starts, and where each distinct line occurs.
-type hunkLines struct {
-	data []byte
-	// starts[i] is the offset of line i; starts[len(starts)-1] is
-	// len(data).
-	starts []int
-	at     map[string][]int32
-}
-
-func newHunkLines(data []byte) *hunkLines {
-	ix := &hunkLines{data: data, at: map[string][]int32{}}
-	for off := 0; off < len(data); {
-		end := len(data)
-		if j := bytes.IndexByte(data[off:], '\n'); j >= 0 {
-			end = off + j + 1
-		}
-		l := string(data[off:end])
-		ix.at[l] = append(ix.at[l], int32(len(ix.starts)))
-		ix.starts = append(ix.starts, off)
-		off = end
-	}
-	ix.starts = append(ix.starts, len(data))
-	return ix
-}
-
-func (ix *hunkLines) line(i int) []byte { return ix.data[ix.starts[i]:ix.starts[i+1]] }
-
-// find returns the first lines (at most limit of them), from line from
-// on, where the lines old occur one after the other. It walks the
-// occurrences of old's rarest line only.
-func (ix *hunkLines) find(old [][]byte, from, limit int) []int {
-	anchor, occ := 0, []int32(nil)
-	for k, l := range old {
-		o := ix.at[string(l)]
-		if len(o) == 0 {
-			return nil
-		}
-		if k == 0 || len(o) < len(occ) {
-			anchor, occ = k, o
-		}
-	}
-	nlines := len(ix.starts) - 1
-	var found []int
-	c, _ := slices.BinarySearch(occ, int32(from+anchor))
-	for ; c < len(occ) && len(found) < limit; c++ {
-		start := int(occ[c]) - anchor
-		if start+len(old) > nlines {
+// findLines returns the offsets, from offset from on, of the line starts
+// in data where old occurs (ending at the end of data, with atEnd), at
+// most limit of them.
+func findLines(data, old []byte, atEnd bool, from, limit int) []int {
+	var at []int
+	for i := from; i <= len(data)-len(old) && len(at) < limit; {
+		j := bytes.Index(data[i:], old)
+		if j < 0 {
 			break
 		}
-		ok := true
-		for k, l := range old {
-			if !bytes.Equal(ix.line(start+k), l) {
-				ok = false
-				break
-			}
+		pos := i + j
+		if (pos == 0 || data[pos-1] == '\n') && (!atEnd || pos+len(old) == len(data)) {
+			at = append(at, pos)
 		}
-		if ok {
-			found = append(found, start)
-		}
+		i = pos + 1
 	}
-	return found
+	return at
 }
 
-// afterLine is the line just after the first n lines of the file (n may
-// name a last line without a newline, after which the insertion goes).
-func (ix *hunkLines) afterLine(n int64) (int, bool) {
-	if n < 0 || n > int64(len(ix.starts)-1) {
+// afterLine is the offset just after the first n lines of data, counting
+// on from offset off, after line lines; false when n lies before that or
+// past the end (a last line without a newline counts).
+func afterLine(data []byte, off, line int, n int64) (int, bool) {
+	if n < int64(line) {
 		return 0, false
 	}
-	return int(n), true
+	for ; int64(line) < n; line++ {
+		i := bytes.IndexByte(data[off:], '\n')
+		if i < 0 {
+			return len(data), int64(line)+1 == n && off < len(data)
+		}
+		off += i + 1
+	}
+	return off, true
 }
 
 // lineList names the lines of the first few offsets, for a message.

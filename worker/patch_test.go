@@ -250,7 +250,7 @@ func TestEditRPCsFollowThePolicy(t *testing.T) {
 
 // Hunks are located in the patch's order, each at or after the end of the
 // previous one: a context that also occurs before the previous hunk is
-// not ambiguous, one that occurs twice after it is, and a hunk that
+// not ambiguous, one that occurs twice in its stretch is, and a hunk that
 // matches only before the previous one is refused as out of order.
 func TestPatchHunksInOrder(t *testing.T) {
 	frags := func(patch string) []*patchFile {
