@@ -246,7 +246,7 @@ func (s *Service) emptiedDirs(ctx context.Context, files []*patchFile) (_ []*par
 		closeAll()
 		return nil, nil, err
 	}
-	removed := map[string]*parent{}
+	removed := map[string]bool{}
 	for depth := deepest; depth > 0; depth-- {
 		for _, rel := range slices.Sorted(maps.Keys(gone)) {
 			if rel == "" || keep[rel] || strings.Count(rel, "/")+1 != depth {
@@ -270,7 +270,7 @@ func (s *Service) emptiedDirs(ctx context.Context, files []*patchFile) (_ []*par
 				continue
 			}
 			emptied = append(emptied, d)
-			removed[rel] = d
+			removed[rel] = true
 			up := relDir(rel)
 			if gone[up] == nil {
 				gone[up] = map[string]bool{}
@@ -279,11 +279,11 @@ func (s *Service) emptiedDirs(ctx context.Context, files []*patchFile) (_ []*par
 		}
 	}
 	for _, f := range files {
-		if !f.delete || removed[f.dirRel] == nil {
+		if !f.delete || !removed[f.dirRel] {
 			continue
 		}
 		up := f.dirRel
-		for removed[up] != nil {
+		for removed[up] {
 			up = relDir(up)
 		}
 		td, err := s.openDir("patch", f.path, cmp.Or(up, "."))
@@ -459,11 +459,11 @@ func applyHunks(p string, data []byte, frags []*gitdiff.TextFragment, deletion b
 		if prev == nil || len(prev.old) == 0 {
 			return nil
 		}
-		more := findLines(data[:min(len(data), limit+len(prev.old)-1)], prev.old, prev.atEnd, prev.start+1, 1)
+		more := findLines(data[:min(len(data), limit+len(prev.old)-1)], prev.old, prev.atEnd, prev.start+1, maxAmbiguousCount-1)
 		if len(more) == 0 {
 			return nil
 		}
-		all := append([]int{prev.start}, findLines(data[:min(len(data), limit+len(prev.old)-1)], prev.old, prev.atEnd, prev.start+1, maxAmbiguousCount-1)...)
+		all := append([]int{prev.start}, more...)
 		frag := frags[prev.hunk-1]
 		e := newError(fsmcpv1.ErrorCode_ERROR_CODE_AMBIGUOUS_MATCH, p,
 			"patch: hunk %d (@@ -%d,%d) matches %d places (lines %s); add context to make it unique", prev.hunk, frag.OldPosition, frag.OldLines, len(all), lineList(data, all))
