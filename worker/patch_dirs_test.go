@@ -162,15 +162,19 @@ func TestPatchDirectoriesRecovered(t *testing.T) {
 	wantDirsBefore(t, root, before)
 }
 
-// Directories are judged like files: a protected directory the patch
-// would make, or would remove because it leaves it empty, refuses the
-// whole patch, and nothing changes. (The policy covers everything beneath
-// a directory it names, so the file the patch creates or deletes in it is
-// protected too.)
+// Directories are judged like files: a protected or denied directory the
+// patch would make, or a protected one it would remove because it leaves
+// it empty, refuses the whole patch, and nothing changes. (The policy
+// covers everything beneath a directory it names, so the file the patch
+// creates or deletes in it is protected or denied too.)
 func TestPatchDirectoriesFollowThePolicy(t *testing.T) {
-	for _, glob := range []string{"new/deep", "gone"} {
-		t.Run(glob, func(t *testing.T) {
-			s, root := newServiceIn(t, Options{Policy: sandbox.Policy{Protect: []string{glob}}})
+	for name, pol := range map[string]sandbox.Policy{
+		"protect new/deep": {Protect: []string{"new/deep"}},
+		"deny new":         {Deny: []string{"new"}},
+		"protect gone":     {Protect: []string{"gone"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s, root := newServiceIn(t, Options{Policy: pol})
 			dirsTree(t, root)
 			before := treeHashes(t, root)
 			_, err := s.Patch(context.Background(), &fsmcpv1.PatchRequest{Patch: []byte(dirsPatch), Preconditions: dirsPre()})
