@@ -110,7 +110,7 @@ func run(args []string) error {
 	}
 	// Looked at before seccomp refuses the netlink socket it takes.
 	svc.noNetwork = noNetwork()
-	sc, err := sandbox.FilterRunner()
+	sc, err := sandbox.FilterRunner(cfg.Writable)
 	switch {
 	case errors.Is(err, sandbox.ErrNoSeccomp) && cfg.AllowNoLandlock:
 		fmt.Fprintf(os.Stderr, "fsmcp exec: WARNING: %v\n", err)

@@ -91,7 +91,7 @@ func (s *Service) describe(st sandbox.Status, sc sandbox.Seccomp, l *sandbox.Exe
 		PidsNone:       s.pids.none,
 	}
 	if sc.Mode == "filter" {
-		c.SeccompDeniedSyscalls = int32(sandbox.CommandSeccompDenied())
+		c.SeccompDeniedSyscalls = int32(sandbox.CommandSeccompDenied(s.writable))
 	}
 	var files, vcsFiles, vcsDirs []string
 	for _, p := range s.programs {

@@ -1,0 +1,253 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// metaScript tries every descriptor trick on each path in argv: a
+// descriptor opened with access mode 3, with O_PATH, for reading, one
+// reopened through /proc/self/fd, and one inherited by a forked child;
+// with each, every call that changes metadata through a descriptor. Each
+// line is "trick path what=answer", the answer "ok" or an errno name.
+const metaScript = `
+import errno, os, sys
+def answer(f):
+    try:
+        f()
+        return "ok"
+    except OSError as e:
+        return errno.errorcode.get(e.errno, str(e.errno))
+def ops(fd):
+    return [("fchmod", lambda: os.fchmod(fd, 0o4777)),
+            ("fchmod-plain", lambda: os.fchmod(fd, 0o700)),
+            ("fchown", lambda: os.fchown(fd, -1, -1)),
+            ("fsetxattr", lambda: os.setxattr(fd, "user.fsmcp", b"evil")),
+            ("fremovexattr", lambda: os.removexattr(fd, "user.keep")),
+            ("futimens", lambda: os.utime(fd, (1000, 1000))),
+            ("utimensat-null", lambda: os.utime(fd))]
+def attack(trick, path, opener):
+    fd = None
+    def o():
+        nonlocal fd
+        fd = opener(path)
+    print(trick, path, "open=" + answer(o), flush=True)
+    if fd is None:
+        return
+    for name, f in ops(fd):
+        print(trick, path, name + "=" + answer(f), flush=True)
+def reopen(p):
+    return os.open("/proc/self/fd/%d" % os.open(p, os.O_PATH), 3)
+for p in sys.argv[1:]:
+    attack("mode3", p, lambda p: os.open(p, 3))
+    attack("opath", p, lambda p: os.open(p, os.O_PATH))
+    attack("read", p, lambda p: os.open(p, os.O_RDONLY))
+    attack("reopen", p, reopen)
+    try:
+        fd = os.open(p, os.O_RDONLY)
+    except OSError:
+        continue
+    pid = os.fork()
+    if pid == 0:
+        for name, f in ops(fd):
+            print("inherited", p, name + "=" + answer(f), flush=True)
+        os._exit(0)
+    os.waitpid(pid, 0)
+`
+
+// perlMeta is the attack as first reported, and openat2, whose flags a
+// filter cannot see: perl's sysopen with access mode 3, then chmod and
+// utime on the handle; openat2 (437 on x86_64) with access mode 3.
+const perlMeta = `
+my $p = $ARGV[0];
+if (sysopen(my $fh, $p, 3)) {
+    print "perl-mode3 $p open=ok\n";
+    print "perl-mode3 $p fchmod=", (chmod(04777, $fh) ? "ok" : $!+0), "\n";
+    print "perl-mode3 $p futimens=", (utime(1000, 1000, $fh) ? "ok" : $!+0), "\n";
+} else {
+    print "perl-mode3 $p open=", $!+0, "\n";
+}
+my $how = pack("QQQ", 3, 0, 0);
+my $fd = syscall(437, -100, $p, $how, 24);
+print "openat2 $p open=", ($fd >= 0 ? "ok" : $!+0), "\n";
+`
+
+// metaSnapshot is what the attacks must leave alone.
+func metaSnapshot(t *testing.T, path string) string {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1024)
+	n, _ := unix.Listxattr(path, buf)
+	return fmt.Sprintf("mode=%o uid=%d gid=%d mtime=%v xattrs=%q", st.Mode, st.Uid, st.Gid, st.Mtim, buf[:max(n, 0)])
+}
+
+// metaCanary makes a file with an extended attribute in dir.
+func metaCanary(t *testing.T, dir, name string) string {
+	t.Helper()
+	f := filepath.Join(dir, name)
+	if err := os.WriteFile(f, []byte("canary\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Setxattr(f, "user.keep", []byte("original"), 0); err != nil {
+		t.Skipf("the file system of %s has no user extended attributes, which the attacks need: %v", dir, err)
+	}
+	return f
+}
+
+// metaAnswers runs the attacks on paths and returns each line's answer by
+// "trick path what".
+func metaAnswers(t *testing.T, s *server, paths ...string) map[string]string {
+	t.Helper()
+	got := map[string]string{}
+	collect := func(argv []string) {
+		r := s.execCall(map[string]any{"argv": argv, "timeout_s": 20})
+		if r.exit(t) != 0 {
+			t.Fatalf("%s: %s", argv[0], r.text)
+		}
+		for _, l := range strings.Split(strings.TrimSpace(r.str("stdout")), "\n") {
+			k, v, ok := strings.Cut(l, "=")
+			if !ok {
+				t.Fatalf("%s printed %q", argv[0], l)
+			}
+			got[k] = v
+		}
+	}
+	python, _ := filepath.EvalSymlinks("/usr/bin/python3")
+	collect(append([]string{filepath.Base(python), "-I", "-c", metaScript}, paths...))
+	for _, p := range paths {
+		collect([]string{"perl", "-e", perlMeta, p})
+	}
+	return got
+}
+
+// metaFlags grant python3 (by its real name, python3.N) with its standard
+// library, perl, and read on dir, the directory of a canary.
+func metaFlags(t *testing.T, dir string) []string {
+	t.Helper()
+	needTool(t, "perl")
+	python, err := filepath.EvalSymlinks("/usr/bin/python3")
+	if err != nil {
+		t.Skipf("python3 is not installed: %v", err)
+	}
+	return []string{"--exec", python, "--exec-read", filepath.Join("/usr/lib", filepath.Base(python)),
+		"--exec", "/usr/bin/perl", "--exec-read", "/usr/lib/x86_64-linux-gnu/perl-base", "--exec-read", dir}
+}
+
+// No descriptor lets a command change the metadata of a file outside the
+// root, whether the command may read it (an --exec-read directory) or
+// not, nor of a file of a read-only root. Both layers answer here: the
+// seccomp filter first (EPERM, ENOSYS for openat2), the read-only mounts
+// behind it (each alone: TestCommandFilterMetadata and
+// TestExecMountsReadOnly in sandbox/).
+//
+// As an unprivileged uid the answers are the same: both layers refuse
+// before the kernel looks at who owns the file. The test runs the server
+// as root, the case where a missed refusal reaches every file.
+func TestExecMetadataReadOnlyRoot(t *testing.T) {
+	root := t.TempDir()
+	outside, err := os.MkdirTemp("/var/tmp", "fsmcp-meta-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(outside) })
+	readable := metaCanary(t, outside, "readable")
+	hidden := metaCanary(t, filepath.Dir(outside), filepath.Base(outside)+"-hidden")
+	t.Cleanup(func() { os.Remove(hidden) })
+	inRoot := metaCanary(t, root, "inroot")
+	files := []string{readable, hidden, inRoot}
+	before := map[string]string{}
+	for _, f := range files {
+		before[f] = metaSnapshot(t, f)
+	}
+	s := start(t, root, metaFlags(t, outside)...)
+	got := metaAnswers(t, s, readable, hidden, "inroot")
+	attempts := 0
+	for k, v := range got {
+		t.Logf("%s=%s", k, v)
+		what := k[strings.LastIndexByte(k, ' ')+1:]
+		if what == "open" {
+			continue
+		}
+		attempts++
+		if v == "ok" || v == "0" {
+			t.Errorf("%s = %s, want refused", k, v)
+		}
+	}
+	want := map[string]string{
+		"mode3 " + readable + " open": "EPERM", "mode3 " + hidden + " open": "EPERM", "mode3 inroot open": "EPERM",
+		"reopen " + hidden + " open": "EPERM", "reopen inroot open": "EPERM",
+		"read " + readable + " open": "ok", "read inroot open": "ok", "read " + hidden + " open": "EACCES",
+		"read inroot fchmod": "EPERM", "read " + readable + " fchmod": "EPERM",
+		"inherited inroot fsetxattr": "EPERM", "inherited " + readable + " utimensat-null": "EPERM",
+		"opath inroot fchmod": "EPERM",
+		"perl-mode3 " + readable + " open": fmt.Sprint(int(unix.EPERM)), "perl-mode3 inroot open": fmt.Sprint(int(unix.EPERM)),
+		"openat2 " + hidden + " open": fmt.Sprint(int(unix.ENOSYS)), "openat2 inroot open": fmt.Sprint(int(unix.ENOSYS)),
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s = %q, want %s", k, got[k], w)
+		}
+	}
+	if attempts < 40 {
+		t.Errorf("only %d metadata calls were tried", attempts)
+	}
+	for _, f := range files {
+		if after := metaSnapshot(t, f); after != before[f] {
+			t.Errorf("%s changed:\nbefore %s\nafter  %s", f, before[f], after)
+		}
+	}
+}
+
+// Under --exec-writable the filter lets descriptor metadata calls through
+// (the root's files need them) but for a set-user-ID or set-group-ID
+// mode; the read-only mounts still refuse them for everything outside
+// the root, with EROFS. The root's own files change, as the flag
+// promises.
+func TestExecMetadataWritableRoot(t *testing.T) {
+	root := t.TempDir()
+	outside, err := os.MkdirTemp("/var/tmp", "fsmcp-meta-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(outside) })
+	readable := metaCanary(t, outside, "readable")
+	before := metaSnapshot(t, readable)
+	inRoot := metaCanary(t, root, "inroot")
+	rootBefore := metaSnapshot(t, inRoot)
+	s := start(t, root, append(metaFlags(t, outside), "--exec-writable")...)
+	got := metaAnswers(t, s, readable, "inroot")
+	for k, v := range got {
+		t.Logf("%s=%s", k, v)
+		if strings.Contains(k, readable) && !strings.HasSuffix(k, " open") && (v == "ok" || v == "0") {
+			t.Errorf("%s = %s, want refused", k, v)
+		}
+	}
+	want := map[string]string{
+		"mode3 " + readable + " open": "EPERM", "mode3 inroot open": "EPERM",
+		"read " + readable + " fchmod": "EPERM", "read " + readable + " fchmod-plain": "EROFS", "read " + readable + " fchown": "EROFS",
+		"read " + readable + " fsetxattr": "EROFS", "read " + readable + " fremovexattr": "EROFS",
+		"read " + readable + " futimens": "EROFS", "read " + readable + " utimensat-null": "EROFS",
+		"inherited " + readable + " fchmod-plain": "EROFS", "opath " + readable + " fsetxattr": "EBADF",
+		"read inroot fchmod": "EPERM", "read inroot fchmod-plain": "ok", "read inroot fsetxattr": "ok", "read inroot futimens": "ok",
+		"openat2 inroot open": fmt.Sprint(int(unix.ENOSYS)),
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s = %q, want %s", k, got[k], w)
+		}
+	}
+	if after := metaSnapshot(t, readable); after != before {
+		t.Errorf("%s changed:\nbefore %s\nafter  %s", readable, before, after)
+	}
+	if after := metaSnapshot(t, inRoot); after == rootBefore {
+		t.Errorf("the root's own file did not change under --exec-writable: %s", after)
+	}
+}
