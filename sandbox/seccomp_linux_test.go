@@ -492,8 +492,8 @@ func TestSeccompProgram(t *testing.T) {
 		t.Skipf("no system call table for %s: %v", runtime.GOARCH, err)
 	}
 	const (
-		allow  = unix.SECCOMP_RET_ALLOW
-		eperm  = unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)
+		allow     = unix.SECCOMP_RET_ALLOW
+		eperm     = unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)
 		enosysRet = unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)
 	)
 	filters, refused := policies(info, workerDeny())

@@ -187,7 +187,7 @@ func TestExecMetadataReadOnlyRoot(t *testing.T) {
 		"read " + readable + " open": "ok", "read inroot open": "ok", "read " + hidden + " open": "EACCES",
 		"read inroot fchmod": "EPERM", "read " + readable + " fchmod": "EPERM",
 		"inherited inroot fsetxattr": "EPERM", "inherited " + readable + " utimensat-null": "EPERM",
-		"opath inroot fchmod": "EPERM",
+		"opath inroot fchmod":              "EPERM",
 		"perl-mode3 " + readable + " open": fmt.Sprint(int(unix.EPERM)), "perl-mode3 inroot open": fmt.Sprint(int(unix.EPERM)),
 		"openat2 " + hidden + " open": fmt.Sprint(int(unix.ENOSYS)), "openat2 inroot open": fmt.Sprint(int(unix.ENOSYS)),
 	}
