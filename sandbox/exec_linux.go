@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 
@@ -332,6 +333,10 @@ type Command struct {
 	// scratch tmpfs.
 	Scratch string
 	Limits  Limits
+	// Probe makes the shim, once confined as the command would be, run
+	// the self-test's probes on Path (see ProbeMetadata) and print their
+	// answers instead of executing anything.
+	Probe bool
 }
 
 // Process is a started command.
@@ -379,6 +384,7 @@ func (l *ExecLayout) Start(c *Command) (*Process, error) {
 		"--cpu=" + strconv.FormatUint(c.Limits.CPUSeconds, 10),
 		"--as=" + strconv.FormatUint(c.Limits.MemoryBytes, 10),
 		"--nofile=" + strconv.FormatUint(c.Limits.Files, 10),
+		"--probe=" + strconv.FormatBool(c.Probe),
 	}
 	for _, f := range c.ExecFiles {
 		a = append(a, "--exec-file="+f)
@@ -483,6 +489,74 @@ func chdirTo(fd int) error {
 	return nil
 }
 
+// The self-test's probes, run by the shim on a file outside the root that
+// commands may read (a granted program), each named as the runner lists
+// it. A probe that the kernel allows changes nothing: fchmod asks for the
+// file's own mode.
+const (
+	ProbeOpenMode3  = "access-mode-3 open outside the root"
+	ProbeFchmodMode = "fchmod through the access-mode-3 descriptor"
+	ProbeFchmodRead = "fchmod through a read-only descriptor outside the root"
+)
+
+// probeMetadata runs the probes on path and returns "name\tanswer" lines,
+// each answer an errno name or "allowed".
+func probeMetadata(path string) string {
+	var b strings.Builder
+	line := func(name string, err error) { fmt.Fprintf(&b, "%s\t%s\n", name, errnoName(err)) }
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		line(ProbeOpenMode3, err)
+		return b.String()
+	}
+	mode := st.Mode & 0o7777
+	fd, err := unix.Open(path, 3|unix.O_CLOEXEC, 0)
+	line(ProbeOpenMode3, err)
+	if err == nil {
+		line(ProbeFchmodMode, unix.Fchmod(fd, mode))
+		unix.Close(fd)
+	}
+	fd, err = unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		line(ProbeFchmodRead, fmt.Errorf("the read-only open failed: %s", errnoName(err)))
+		return b.String()
+	}
+	line(ProbeFchmodRead, unix.Fchmod(fd, mode))
+	unix.Close(fd)
+	return b.String()
+}
+
+// errnoName is a system call's answer: "allowed", or its errno's name.
+func errnoName(err error) string {
+	var en syscall.Errno
+	switch {
+	case err == nil:
+		return "allowed"
+	case errors.As(err, &en) && unix.ErrnoName(en) != "":
+		return unix.ErrnoName(en)
+	}
+	return err.Error()
+}
+
+// MetadataGuards names what keeps commands from changing metadata by
+// descriptor, for the attestation: the read-only mounts always, and the
+// seccomp filter's part when one is installed.
+func MetadataGuards(writable, seccomp bool) []string {
+	writableMounts := "the scratch"
+	if writable {
+		writableMounts = "the scratch and the root"
+	}
+	g := []string{"read-only mounts but " + writableMounts + ", locked in each command's own user and mount namespaces"}
+	if seccomp {
+		refused := "seccomp refuses access-mode-3 opens, openat2 (ENOSYS), fchmod to a set-user-ID or set-group-ID mode, file attribute ioctls"
+		if !writable {
+			refused += ", and fchmod, fchown, fsetxattr, fremovexattr and futimens"
+		}
+		g = append(g, refused)
+	}
+	return g
+}
+
 // CommandMain is the shim: it runs as PID 1 of the command's namespace,
 // moves itself into the commands' pids cgroup (descriptor 4, when there
 // is one), sets the limits, changes to the directory on descriptor 3, confines
@@ -503,6 +577,7 @@ func commandMain(args []string) error {
 		policy                     Policy
 		nproc, fsize, cpu, as, nof uint64
 		pidsFD                     int
+		probe                      bool
 	)
 	fs := flag.NewFlagSet(CommandSubcommand, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -516,6 +591,7 @@ func commandMain(args []string) error {
 	fs.Uint64Var(&as, "as", 0, "")
 	fs.Uint64Var(&nof, "nofile", 0, "")
 	fs.IntVar(&pidsFD, "pids-fd", -1, "")
+	fs.BoolVar(&probe, "probe", false, "")
 	fs.Var((*listFlag)(&policy.Protect), "protect", "")
 	fs.Var((*listFlag)(&policy.Deny), "deny", "")
 	if err := fs.Parse(args); err != nil {
@@ -584,6 +660,10 @@ func commandMain(args []string) error {
 		if err := syscall.Setrlimit(r.res, &syscall.Rlimit{Cur: r.v, Max: r.v}); err != nil {
 			return fmt.Errorf("setrlimit %d: %w", r.res, err)
 		}
+	}
+	if probe {
+		os.Stdout.WriteString(probeMetadata(argv[0]))
+		os.Exit(0)
 	}
 	err = syscall.Exec(argv[0], argv[1:], os.Environ())
 	return fmt.Errorf("exec %s: %w", argv[0], err)

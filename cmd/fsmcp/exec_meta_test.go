@@ -251,3 +251,43 @@ func TestExecMetadataWritableRoot(t *testing.T) {
 		t.Errorf("the root's own file did not change under --exec-writable: %s", after)
 	}
 }
+
+// fs_stat of the root names what guards metadata, and the runner's
+// start-up probes: an access-mode-3 open of a granted program (outside the
+// root) and fchmod through a read-only descriptor of it, both refused.
+func TestExecMetadataAttested(t *testing.T) {
+	for _, c := range []struct {
+		flags      []string
+		fchmodRead string
+		guards     string
+	}{
+		{execSh, "EPERM", "fchmod, fchown, fsetxattr, fremovexattr and futimens"},
+		{append(append([]string{}, execSh...), "--exec-writable"), "EROFS", "read-only mounts but the scratch and the root"},
+	} {
+		s := start(t, t.TempDir(), c.flags...)
+		e := s.wantOK("fs_stat", map[string]any{"path": ""}).doc["confinement"].(map[string]any)["exec"].(map[string]any)
+		guards := fmt.Sprint(e["metadata_guards"])
+		if !strings.Contains(guards, "locked in each command's own user and mount namespaces") ||
+			!strings.Contains(guards, "seccomp refuses access-mode-3 opens, openat2") || !strings.Contains(guards, c.guards) {
+			t.Errorf("%q: metadata_guards = %s", c.flags, guards)
+		}
+		got := map[string]string{}
+		probes, _ := e["selftest"].([]any)
+		for _, p := range probes {
+			p := p.(map[string]any)
+			got[p["probe"].(string)] = fmt.Sprint(p["result"], " ", p["refused"])
+		}
+		want := map[string]string{
+			"access-mode-3 open outside the root":                    "EPERM true",
+			"fchmod through a read-only descriptor outside the root": c.fchmodRead + " true",
+		}
+		if len(got) != len(want) {
+			t.Errorf("%q: selftest = %v", c.flags, got)
+		}
+		for k, w := range want {
+			if got[k] != w {
+				t.Errorf("%q: selftest %q = %q, want %q", c.flags, k, got[k], w)
+			}
+		}
+	}
+}

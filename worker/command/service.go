@@ -37,6 +37,8 @@ type Service struct {
 	noNetwork   bool
 	confinement *fsmcpv1.ExecConfinement
 	pids        pidsBound
+	// selftest is what the start-up probes answered.
+	selftest []*fsmcpv1.Probe
 }
 
 // pidsBound is what bounds the tasks of all commands together.
@@ -89,6 +91,8 @@ func (s *Service) describe(st sandbox.Status, sc sandbox.Seccomp, l *sandbox.Exe
 		PidsCgroup:     s.pids.cgroup,
 		PidsMax:        s.pids.max,
 		PidsNone:       s.pids.none,
+		MetadataGuards: sandbox.MetadataGuards(s.writable, sc.Mode == "filter"),
+		Selftest:       s.selftest,
 	}
 	if sc.Mode == "filter" {
 		c.SeccompDeniedSyscalls = int32(sandbox.CommandSeccompDenied(s.writable))
@@ -217,6 +221,8 @@ type runSpec struct {
 	timeout     time.Duration
 	// capture bounds each stream kept.
 	capture int64
+	// probe runs the self-test's probes on prog's path instead of it.
+	probe bool
 }
 
 // run runs spec confined and collects its bounded output. A command that
@@ -253,7 +259,7 @@ func (s *Service) run(ctx context.Context, spec runSpec) (*fsmcpv1.CommandResult
 		Path: spec.prog.path, Args: argv, Env: env, Dir: dir,
 		Stdin: bytes.NewReader(spec.stdin), Stdout: outW, Stderr: errW,
 		Writable: spec.writable, ExecFiles: spec.files, ReadDirs: spec.readDirs,
-		Scratch: scratch, Limits: limits,
+		Scratch: scratch, Limits: limits, Probe: spec.probe,
 	})
 	outW.Close()
 	errW.Close()
