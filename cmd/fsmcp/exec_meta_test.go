@@ -291,3 +291,60 @@ func TestExecMetadataAttested(t *testing.T) {
 		}
 	}
 }
+
+// A writable command is refused, naming both names, while a protected or
+// denied file has a second name in the root: through notes/cfg it would
+// append to .git/config. Once the second name is gone it runs.
+func TestExecSecondNameRefused(t *testing.T) {
+	root := t.TempDir()
+	for name, content := range map[string]string{".git/config": "[core]\n", "secret.txt": "SECRET\n", "ok.txt": "fine\n"} {
+		p := filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(root, "notes"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := func(from, to string) {
+		if err := os.Link(filepath.Join(root, from), filepath.Join(root, to)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	link(".git/config", "notes/cfg")
+	link("secret.txt", "notes/s")
+	link("ok.txt", "notes/ok")
+	s := start(t, root, "--exec-writable", "--deny", "secret.txt", "--exec", "/bin/sh")
+	appendCfg := sh("echo '\tfsmonitor = ./evil.sh' >> notes/cfg")
+	r := s.wantErr("fs_exec", appendCfg, "precondition_failed")
+	e := r.doc["error"].(map[string]any)
+	if e["path"] != ".git/config" || !strings.Contains(e["message"].(string), "notes/cfg") {
+		t.Errorf("the refusal does not name both names: %s", r.text)
+	}
+	if err := os.Remove(filepath.Join(root, "notes/cfg")); err != nil {
+		t.Fatal(err)
+	}
+	r = s.wantErr("fs_exec", sh("true"), "precondition_failed")
+	if e := r.doc["error"].(map[string]any); e["path"] != "secret.txt" || !strings.Contains(e["message"].(string), "denied by the policy and has a second name in the root, notes/s") {
+		t.Errorf("the refusal does not name the denied file and its second name: %s", r.text)
+	}
+	if err := os.Remove(filepath.Join(root, "notes/s")); err != nil {
+		t.Fatal(err)
+	}
+	// A second name of a file the policy leaves alone refuses nothing.
+	if code, r := s.shExit("echo more >> notes/ok"); code != 0 {
+		t.Fatalf("with no protected file linked: %s", r.text)
+	}
+	if b, err := os.ReadFile(filepath.Join(root, ".git/config")); err != nil || string(b) != "[core]\n" {
+		t.Errorf(".git/config = %q, %v", b, err)
+	}
+	// Without --exec-writable nothing is refused: the root is read-only.
+	ro := start(t, root, "--exec", "/bin/sh")
+	link("secret.txt", "notes/s")
+	if code, r := ro.shExit("true"); code != 0 {
+		t.Errorf("read-only command with a linked denied file: %s", r.text)
+	}
+}

@@ -167,6 +167,15 @@ func (s *Service) Exec(ctx context.Context, req *fsmcpv1.ExecRequest) (*fsmcpv1.
 		}
 		capture = captureBytes
 	}
+	if s.writable {
+		var second *sandbox.ErrSecondName
+		switch err := s.layout.CheckSecondNames(); {
+		case errors.As(err, &second):
+			return nil, &worker.Error{Code: fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, Message: err.Error(), Path: second.Path}
+		case err != nil:
+			return nil, errorf(fsmcpv1.ErrorCode_ERROR_CODE_UNAVAILABLE, "apply the policy: %v", err)
+		}
+	}
 	res, err := s.run(ctx, runSpec{prog: prog, argv: argv, cwd: req.GetCwd(), stdin: req.GetStdin(),
 		writable: s.writable, files: s.execFiles, readDirs: s.readDirs, timeout: timeout, capture: capture})
 	if err != nil {
