@@ -287,8 +287,9 @@ func CommandSeccompDenied(writable bool) int {
 // Limits are a command's resource limits (setrlimit), each both soft and
 // hard, so the command cannot raise them.
 type Limits struct {
-	// Procs bounds the processes of the runner's user (RLIMIT_NPROC),
-	// counted in its user namespace: every command of the runner at once.
+	// Procs bounds the processes of one command (RLIMIT_NPROC), counted
+	// in the command's own user namespace; the pids cgroup bounds all
+	// commands together.
 	Procs uint64
 	// FileBytes bounds one file a command writes (RLIMIT_FSIZE).
 	FileBytes uint64
