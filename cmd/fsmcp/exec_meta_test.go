@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -148,9 +149,9 @@ func metaFlags(t *testing.T, dir string) []string {
 // behind it (each alone: TestCommandFilterMetadata and
 // TestExecMountsReadOnly in sandbox/).
 //
-// As an unprivileged uid the answers are the same: both layers refuse
-// before the kernel looks at who owns the file. The test runs the server
-// as root, the case where a missed refusal reaches every file.
+// As an unprivileged uid that owns the files the answers are the same
+// (TestExecMetadataUnprivileged): both layers refuse before the kernel
+// looks at who owns the file.
 func TestExecMetadataReadOnlyRoot(t *testing.T) {
 	root := t.TempDir()
 	outside, err := os.MkdirTemp("/var/tmp", "fsmcp-meta-")
@@ -346,5 +347,66 @@ func TestExecSecondNameRefused(t *testing.T) {
 	link("secret.txt", "notes/s")
 	if code, r := ro.shExit("true"); code != 0 {
 		t.Errorf("read-only command with a linked denied file: %s", r.text)
+	}
+}
+
+// The same attacks with fsmcp running as an unprivileged uid that owns the
+// canaries (the case where ownership alone would let fchmod through): the
+// answers are root's. The server is a copy of the test binary, where that
+// uid can execute it.
+func TestExecMetadataUnprivileged(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to run the server as another uid")
+	}
+	const uid = 65534
+	base, err := os.MkdirTemp("/var/tmp", "fsmcp-unpriv-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	exe := filepath.Join(base, "fsmcp")
+	copyFile(t, os.Args[0], exe, 0o755)
+	mkdir := func(name string) string {
+		d := filepath.Join(base, name)
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	root, outside, home := mkdir("root"), mkdir("outside"), mkdir("home")
+	readable, inRoot := metaCanary(t, outside, "readable"), metaCanary(t, root, "inroot")
+	for _, p := range []string{root, outside, home, readable, inRoot} {
+		if err := os.Chown(p, uid, uid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := map[string]string{readable: metaSnapshot(t, readable), inRoot: metaSnapshot(t, inRoot)}
+	sp := spawn(t, root, metaFlags(t, outside)...)
+	sp.cmd.Path = exe
+	sp.cmd.Env = append(sp.cmd.Env, "HOME="+home)
+	sp.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+	s := connectWith(t, sp, nil, "")
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", sp.cmd.Process.Pid)); err != nil || !strings.Contains(string(b), fmt.Sprintf("\nUid:\t%d\t", uid)) {
+		t.Fatalf("the server does not run as uid %d: %v\n%s", uid, err, b)
+	}
+	got := metaAnswers(t, s, readable, "inroot")
+	for k, v := range got {
+		if !strings.HasSuffix(k, " open") && (v == "ok" || v == "0") {
+			t.Errorf("%s = %s, want refused", k, v)
+		}
+	}
+	for k, w := range map[string]string{"mode3 " + readable + " open": "EPERM", "read " + readable + " fchmod": "EPERM",
+		"read inroot fchown": "EPERM", "inherited " + readable + " futimens": "EPERM"} {
+		if got[k] != w {
+			t.Errorf("%s = %q, want %s", k, got[k], w)
+		}
+	}
+	for f, b := range before {
+		if after := metaSnapshot(t, f); after != b {
+			t.Errorf("%s changed:\nbefore %s\nafter  %s", f, b, after)
+		}
 	}
 }
