@@ -200,7 +200,7 @@ func copyTool() *tool {
 		"to must not exist (fs_delete it first); it is never replaced. Content, mode, owner, extended attributes and ACLs "+
 		"are copied, or the copy is refused. A directory appears whole or not at all; a tree holding a symlink, fifo, "+
 		"socket or device is refused and nothing is copied.",
-		false, false, false, (*server).copy).titled("Copy path").paths(onePath("from"), onePath("to"))
+		false, false, false, (*server).copy).titled("Copy path").paths(onePath("from").acted(), onePath("to"))
 }
 
 func (s *server) copy(ctx context.Context, in *copyIn, _ *mcp.CallToolRequest) (*obj, error) {

@@ -54,34 +54,35 @@ func (c *Config) checkRules() error {
 }
 
 // gate decides, before a call runs, whether it may: the rules first, then
-// --ask. It returns nil to run the call, else the result to answer with.
+// --ask. It returns the request to run (req, or req bound to what the
+// person approved), else the result to answer with.
 // With --rules it also returns the metadata the call's worker RPCs carry:
 // the tool, and every real path Check judged with its decision, which the
 // worker requires the call's own resolution to find again. An approval is
 // bound to those paths as well as to the arguments: the person is asked
 // about where the call leads, and a call that leads elsewhere by the time
 // it runs is refused.
-func (s *server) gate(ctx context.Context, t *tool, req *mcp.CallToolRequest) (metadata.MD, *mcp.CallToolResult) {
+func (s *server) gate(ctx context.Context, t *tool, req *mcp.CallToolRequest) (*mcp.CallToolRequest, metadata.MD, *mcp.CallToolResult) {
 	ask := s.approvals.needed(t.name)
 	var md metadata.MD
 	var judged []*fsmcpv1.JudgedPath
 	if s.cfg.Rules != "" {
 		if _, err := t.decode(ctx, req); err != nil {
-			return nil, errorResult(asToolError(err))
+			return nil, nil, errorResult(asToolError(err))
 		}
 		var args map[string]any
 		json.Unmarshal(req.Params.Arguments, &args) // validated by decode
 		paths := t.judgedPaths(args)
 		resp, err := s.wc.Check(ctx, &fsmcpv1.CheckRequest{Tool: t.name, Paths: paths})
 		if err != nil {
-			return nil, errorResult(s.callError(ctx, err))
+			return nil, nil, errorResult(s.callError(ctx, err))
 		}
 		md = metadata.Pairs(toolMetadata, t.name)
 		if len(paths) > 0 {
 			judged = resp.GetJudged()
 			b, err := proto.Marshal(&fsmcpv1.JudgedPaths{Paths: judged})
 			if err != nil {
-				return nil, errorResult(asToolError(bug(err)))
+				return nil, nil, errorResult(asToolError(bug(err)))
 			}
 			md.Append(judgedMetadata, string(b))
 		}
@@ -89,7 +90,7 @@ func (s *server) gate(ctx context.Context, t *tool, req *mcp.CallToolRequest) (m
 		switch resp.GetAction() {
 		case fsmcpv1.RuleAction_RULE_ACTION_DENY:
 			noteDecision(ctx, decisionDeniedByRule)
-			return nil, errorResult(&toolError{code: fsmcpv1.ErrorCode_ERROR_CODE_PERMISSION_DENIED,
+			return nil, nil, errorResult(&toolError{code: fsmcpv1.ErrorCode_ERROR_CODE_PERMISSION_DENIED,
 				message: fmt.Sprintf("%s: %q is denied by --rules line %d (%s)",
 					s.cfg.ToolsPrefix+t.name, resp.GetPath(), resp.GetLine(), resp.GetRule()),
 				path: resp.GetPath(), hasPath: true, policyViolation: true})
@@ -101,9 +102,10 @@ func (s *server) gate(ctx context.Context, t *tool, req *mcp.CallToolRequest) (m
 		}
 	}
 	if !ask {
-		return md, nil
+		return req, md, nil
 	}
-	return md, s.approve(ctx, t, req, judged)
+	run, res := s.approve(ctx, t, req, judged)
+	return run, md, res
 }
 
 // The metadata keys of a call under --rules, as the worker reads them

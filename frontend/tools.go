@@ -107,6 +107,16 @@ type pathDecl struct {
 	kind pathKind
 	// label is the key the audit line names the paths under.
 	label string
+	// existing: the call acts on what is at the path now (it deletes,
+	// moves or copies it), so an approval question shows its current
+	// state and binds to it (approve_effect.go).
+	existing bool
+}
+
+// acted marks d as naming a path whose current state the call acts on.
+func (d pathDecl) acted() pathDecl {
+	d.existing = true
+	return d
 }
 
 func onePath(name string) pathDecl     { return pathDecl{name: name, kind: kindOne, label: name} }
@@ -500,10 +510,11 @@ func (s *server) handler(t *tool) mcp.ToolHandler {
 			return res
 		}
 		if s.approvals != nil {
-			md, res := s.gate(cctx, t, req)
+			run, md, res := s.gate(cctx, t, req)
 			if res != nil {
 				return res, nil
 			}
+			req = run
 			// With --rules the call carries its tool and what Check
 			// judged, for the worker to judge again (worker/callrules.go).
 			if md != nil {

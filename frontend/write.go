@@ -111,11 +111,11 @@ func writeTools() []*tool {
 			false, false, true, (*server).mkdir).titled("Make directory").paths(onePath("path")),
 		defineTool("fs_move", "Rename or move a file or directory within the root. It never replaces an existing "+
 			"to: fs_delete that first if it must go. Optional if_sha256 (fs_stat) or if_tree_sha256 (fs_digest) guard it.",
-			false, true, false, (*server).move).titled("Move path").paths(onePath("from"), onePath("to")),
+			false, true, false, (*server).move).titled("Move path").paths(onePath("from").acted(), onePath("to")),
 		defineTool("fs_delete", "Remove a file, a symlink (never its target) or an empty directory. A directory "+
 			"with entries needs recursive: true; fs_list shows what it holds. The root cannot be removed. "+
 			"Optional if_sha256 (fs_stat) or if_tree_sha256 (fs_digest) guard it.",
-			false, true, false, (*server).delete).titled("Delete path").paths(onePath("path")),
+			false, true, false, (*server).delete).titled("Delete path").paths(onePath("path").acted()),
 	}
 }
 
