@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -97,5 +98,33 @@ func TestAuditLine(t *testing.T) {
 	line = auditLine(start, 0, readTools()[0], &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{}}, &callRecord{}, nil, errors.New("x"), nil)
 	if !strings.Contains(string(line), `"session":"stdio"`) || !strings.Contains(string(line), `"outcome":"protocol_error"`) {
 		t.Errorf("audit line %s", line)
+	}
+}
+
+// BenchmarkAuditLine: the audit line of an fs_stat call (one path, from
+// the typed decoding) and of an fs_read_many call of 64 paths.
+func BenchmarkAuditLine(b *testing.B) {
+	start := time.Now()
+	res := okResult(newObj().bool("ok", true))
+	stat := readTools()[0]
+	many := make([]any, 64)
+	for i := range many {
+		many[i] = fmt.Sprintf("dir/file%02d.txt", i)
+	}
+	for _, c := range []struct {
+		name string
+		t    *tool
+		args map[string]any
+	}{
+		{"stat", stat, map[string]any{"path": "dir/f4k"}},
+		{"read_many_64", readManyTool(), map[string]any{"paths": many}},
+	} {
+		req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: c.t.name}}
+		rec := &callRecord{args: c.args, outcome: "ok", replyBytes: 100, res: res}
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				auditLine(start, time.Millisecond, c.t, req, rec, res, nil, nil)
+			}
+		})
 	}
 }
