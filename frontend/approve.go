@@ -500,11 +500,20 @@ func askValue(t *tool, k string, v json.RawMessage, args map[string]json.RawMess
 	var s string
 	isString := json.Unmarshal(v, &s) == nil
 	base := strings.TrimSuffix(k, "_base64")
-	isPath := false
-	for _, a := range t.pathArgs {
-		if a.name == base {
-			isPath = a.kind == kindOne
+	var decl *pathDecl
+	for i := range t.pathArgs {
+		if t.pathArgs[i].name == base {
+			decl = &t.pathArgs[i]
 		}
+	}
+	isPath := decl != nil && decl.kind == kindOne
+	if decl != nil && (decl.kind == kindList || decl.kind == kindUnder) && k == base {
+		// Every name of a list, whole.
+		var items any
+		json.Unmarshal(v, &items)
+		var names []string
+		decl.each(map[string]any{k: items}, func(p []byte) { names = append(names, quoteName(p)) })
+		return strings.Join(names, ", ")
 	}
 	switch {
 	case isString && strings.HasSuffix(k, "_base64"):

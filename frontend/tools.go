@@ -157,46 +157,50 @@ type namedPath struct {
 // base64, not a string) names nothing.
 func (t *tool) callPaths(args map[string]any) []namedPath {
 	var out []namedPath
-	add := func(a *pathDecl, p []byte) { out = append(out, namedPath{arg: a, path: p}) }
 	for i := range t.pathArgs {
 		a := &t.pathArgs[i]
-		switch a.kind {
-		case kindOne:
-			if s, ok := args[a.name].(string); ok {
-				add(a, []byte(s))
-			} else if s, ok := args[a.name+"_base64"].(string); ok {
-				if p, err := base64.StdEncoding.DecodeString(s); err == nil {
-					add(a, p)
-				}
+		a.each(args, func(p []byte) { out = append(out, namedPath{arg: a, path: p}) })
+	}
+	return out
+}
+
+// each calls add with every path a's argument names in args.
+func (a *pathDecl) each(args map[string]any, add func(p []byte)) {
+	switch a.kind {
+	case kindOne:
+		if s, ok := args[a.name].(string); ok {
+			add([]byte(s))
+		} else if s, ok := args[a.name+"_base64"].(string); ok {
+			if p, err := base64.StdEncoding.DecodeString(s); err == nil {
+				add(p)
 			}
-		case kindList, kindUnder:
-			items, _ := args[a.name].([]any)
-			for _, v := range items {
-				switch v := v.(type) {
-				case string:
-					add(a, []byte(v))
-				case map[string]any:
-					if s, ok := v["path_base64"].(string); ok {
-						if p, err := base64.StdEncoding.DecodeString(s); err == nil {
-							add(a, p)
-						}
+		}
+	case kindList, kindUnder:
+		items, _ := args[a.name].([]any)
+		for _, v := range items {
+			switch v := v.(type) {
+			case string:
+				add([]byte(v))
+			case map[string]any:
+				if s, ok := v["path_base64"].(string); ok {
+					if p, err := base64.StdEncoding.DecodeString(s); err == nil {
+						add(p)
 					}
 				}
 			}
-		case kindKeys:
-			text, _ := args[a.name].(map[string]any)
-			for _, k := range slices.Sorted(maps.Keys(text)) {
-				add(a, []byte(k))
-			}
-			b64, _ := args[a.name+"_base64"].(map[string]any)
-			for _, k := range slices.Sorted(maps.Keys(b64)) {
-				if p, err := base64.StdEncoding.DecodeString(k); err == nil {
-					add(a, p)
-				}
+		}
+	case kindKeys:
+		text, _ := args[a.name].(map[string]any)
+		for _, k := range slices.Sorted(maps.Keys(text)) {
+			add([]byte(k))
+		}
+		b64, _ := args[a.name+"_base64"].(map[string]any)
+		for _, k := range slices.Sorted(maps.Keys(b64)) {
+			if p, err := base64.StdEncoding.DecodeString(k); err == nil {
+				add(p)
 			}
 		}
 	}
-	return out
 }
 
 // judgedPaths returns the paths --rules judges: every path the call
