@@ -62,6 +62,7 @@ func startExec(ctx context.Context, cfg *Config, stderr io.Writer) (*execClient,
 		Policy:          cfg.Policy(),
 		Pids:            pids,
 		PidsNone:        pidsNone,
+		Verbose:         cfg.Verbose,
 	}, stderr)
 	if err != nil {
 		if pids != nil {
