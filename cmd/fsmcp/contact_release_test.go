@@ -200,9 +200,12 @@ func runDocumentedContainer(t *testing.T, d containerBlocks, engine, ctx string)
 	if err != nil {
 		t.Skipf("%s is not installed", engine)
 	}
-	info, err := exec.Command(path, "info", "--format", "{{json .}}").CombinedOutput()
+	var stderr bytes.Buffer
+	infoCmd := exec.Command(path, "info", "--format", "{{json .}}")
+	infoCmd.Stderr = &stderr
+	info, err := infoCmd.Output()
 	if err != nil {
-		t.Skipf("%s info: %s", engine, bytes.TrimSpace(info))
+		t.Skipf("%s info: %v: %s", engine, err, bytes.TrimSpace(stderr.Bytes()))
 	}
 	// The line as the section gives it for this runtime and user.
 	line := d.docker
