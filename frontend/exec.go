@@ -60,6 +60,7 @@ func startExec(ctx context.Context, cfg *Config, stderr io.Writer) (*execClient,
 		VCS:             cfg.Exec.VCSPrograms,
 		AllowNoLandlock: cfg.AllowNoLandlock,
 		Policy:          cfg.Policy(),
+		Rules:           cfg.Rules,
 		Pids:            pids,
 		PidsNone:        pidsNone,
 	}, stderr)

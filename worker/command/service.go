@@ -37,6 +37,9 @@ type Service struct {
 	noNetwork   bool
 	confinement *fsmcpv1.ExecConfinement
 	pids        pidsBound
+	// rules is the --rules file, read again when it changes; nil
+	// without one.
+	rules *worker.Rules
 }
 
 // pidsBound is what bounds the tasks of all commands together.
@@ -163,7 +166,7 @@ func (s *Service) Exec(ctx context.Context, req *fsmcpv1.ExecRequest) (*fsmcpv1.
 		}
 		capture = captureBytes
 	}
-	res, err := s.run(ctx, runSpec{prog: prog, argv: argv, cwd: req.GetCwd(), stdin: req.GetStdin(),
+	res, err := s.run(ctx, runSpec{prog: prog, argv: argv, cwd: req.GetCwd(), stdin: req.GetStdin(), lines: s.lines("fs_exec"),
 		writable: s.writable, files: s.execFiles, readDirs: s.readDirs, timeout: timeout, capture: capture})
 	if err != nil {
 		return nil, err
@@ -217,6 +220,18 @@ type runSpec struct {
 	timeout     time.Duration
 	// capture bounds each stream kept.
 	capture int64
+	// lines are the --rules lines of the call's tool (lines).
+	lines []sandbox.RuleLine
+}
+
+// lines are the --rules lines in force for tool (without --tools-prefix),
+// read when a call starts: its commands' confinement leaves out what
+// they deny, exactly as it leaves out --deny.
+func (s *Service) lines(tool string) []sandbox.RuleLine {
+	if s.rules == nil {
+		return nil
+	}
+	return s.rules.Lines(tool)
 }
 
 // run runs spec confined and collects its bounded output. A command that
@@ -253,7 +268,7 @@ func (s *Service) run(ctx context.Context, spec runSpec) (*fsmcpv1.CommandResult
 		Path: spec.prog.path, Args: argv, Env: env, Dir: dir,
 		Stdin: bytes.NewReader(spec.stdin), Stdout: outW, Stderr: errW,
 		Writable: spec.writable, ExecFiles: spec.files, ReadDirs: spec.readDirs,
-		Scratch: scratch, Limits: limits,
+		Scratch: scratch, Limits: limits, Lines: spec.lines,
 	})
 	outW.Close()
 	errW.Close()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/sandbox"
 	"github.com/fsmcp/fsmcp/worker"
 )
 
@@ -78,14 +79,17 @@ type vcsCall struct {
 	files    []string
 	timeout  int64
 	maxBytes int64
+	// lines are the --rules lines of the call's tool, as the call
+	// started: every command of the call runs under them.
+	lines []sandbox.RuleLine
 }
 
-func (s *Service) vcsCall(backend string, path []byte, files [][]byte, timeoutMS, maxBytes int64) (*vcsCall, error) {
+func (s *Service) vcsCall(tool, backend string, path []byte, files [][]byte, timeoutMS, maxBytes int64) (*vcsCall, error) {
 	prog := s.vcs[backend]
 	if prog == nil {
 		return nil, errorf(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "backend %q is not enabled (--vcs)", clip(backend))
 	}
-	c := &vcsCall{backend: backend, prog: prog, path: path, timeout: timeoutMS, maxBytes: maxBytes}
+	c := &vcsCall{backend: backend, prog: prog, path: path, timeout: timeoutMS, maxBytes: maxBytes, lines: s.lines(tool)}
 	for _, f := range files {
 		name, err := literalFile(f)
 		if err != nil {
@@ -135,7 +139,7 @@ func (s *Service) git(ctx context.Context, c *vcsCall, capture int64, args ...st
 	argv = append(argv, args...)
 	argv = append(argv, "--")
 	argv = append(argv, c.files...)
-	return s.run(ctx, runSpec{prog: c.prog, argv: argv, env: append(gitEnv, configEnv(config)...), cwd: c.path,
+	return s.run(ctx, runSpec{prog: c.prog, argv: argv, env: append(gitEnv, configEnv(config)...), cwd: c.path, lines: c.lines,
 		files: c.prog.files, readDirs: c.prog.readDirs, timeout: timeout, capture: capture})
 }
 
@@ -145,7 +149,7 @@ func (s *Service) git(ctx context.Context, c *vcsCall, capture int64, args ...st
 func (s *Service) filterDrivers(ctx context.Context, c *vcsCall, timeout time.Duration) ([]string, error) {
 	argv := append([]string{"git"}, gitFlags...)
 	argv = append(argv, "config", "-z", "--name-only", "--get-regexp", `^filter\.`)
-	res, err := s.run(ctx, runSpec{prog: c.prog, argv: argv, env: append(gitEnv, configEnv(gitConfig)...), cwd: c.path,
+	res, err := s.run(ctx, runSpec{prog: c.prog, argv: argv, env: append(gitEnv, configEnv(gitConfig)...), cwd: c.path, lines: c.lines,
 		files: c.prog.files, timeout: timeout, capture: captureBytes})
 	if err != nil {
 		return nil, err
@@ -170,7 +174,7 @@ func (s *Service) filterDrivers(ctx context.Context, c *vcsCall, timeout time.Du
 
 // VcsStatus implements fsmcpv1.ExecServiceServer.
 func (s *Service) VcsStatus(ctx context.Context, req *fsmcpv1.VcsStatusRequest) (*fsmcpv1.VcsStatusResponse, error) {
-	c, err := s.vcsCall(req.GetBackend(), req.GetPath(), req.GetFiles(), req.GetTimeoutMs(), req.GetMaxBytes())
+	c, err := s.vcsCall("fs_vcs_status", req.GetBackend(), req.GetPath(), req.GetFiles(), req.GetTimeoutMs(), req.GetMaxBytes())
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +196,7 @@ func (s *Service) VcsStatus(ctx context.Context, req *fsmcpv1.VcsStatusRequest) 
 
 // VcsDiff implements fsmcpv1.ExecServiceServer.
 func (s *Service) VcsDiff(ctx context.Context, req *fsmcpv1.VcsDiffRequest) (*fsmcpv1.VcsDiffResponse, error) {
-	c, err := s.vcsCall(req.GetBackend(), req.GetPath(), req.GetFiles(), req.GetTimeoutMs(), req.GetMaxBytes())
+	c, err := s.vcsCall("fs_vcs_diff", req.GetBackend(), req.GetPath(), req.GetFiles(), req.GetTimeoutMs(), req.GetMaxBytes())
 	if err != nil {
 		return nil, err
 	}
