@@ -68,11 +68,11 @@ func rulesDenyTree(t *testing.T) string {
 // what the reply showed: its error code, or "ok" and the markers in it. A
 // listing lists names, denied ones too, and never content; a search must
 // not name a denied file either (a search by file lists the files whose
-// content matches).
+// content matches). One that shows public content must still show it.
 type rulesDenyProbe struct {
-	name            string
-	run             func(s *server) string
-	listing, search bool
+	name                    string
+	run                     func(s *server) string
+	listing, search, public bool
 }
 
 // shown summarises r: its error code, or "ok" with the markers found.
@@ -109,7 +109,7 @@ func rulesDenyProbes() []rulesDenyProbe {
 	var probes []rulesDenyProbe
 	for _, path := range []string{"", "w", "w/sub", "w/private", ".env"} {
 		for _, output := range []string{"matches", "files", "count"} {
-			probes = append(probes, rulesDenyProbe{name: "grep " + output + " " + path, search: true, run: call("fs_grep",
+			probes = append(probes, rulesDenyProbe{name: "grep " + output + " " + path, search: true, public: output == "matches" && (path == "" || path == "w"), run: call("fs_grep",
 				map[string]any{"pattern": "SECRET|PUBLIC", "path": path, "output": output, "hidden": true, "no_ignore": true})})
 		}
 	}
@@ -150,7 +150,9 @@ func rulesDenyProbes() []rulesDenyProbe {
 			return out + "; " + shown(s.call("fs_grep", map[string]any{"pattern": "SECRET", "path": "w"}))
 		}},
 		rulesDenyProbe{name: "vcs diff", run: call("fs_vcs_diff", map[string]any{"backend": "git", "path": "repo"})},
-		rulesDenyProbe{name: "cat", run: func(s *server) string {
+		rulesDenyProbe{name: "vcs diff staged", public: true, run: call("fs_vcs_diff", map[string]any{"backend": "git", "path": "repo", "staged": true})},
+		rulesDenyProbe{name: "vcs diff staged in w", public: true, run: call("fs_vcs_diff", map[string]any{"backend": "git", "path": "repo/w", "staged": true})},
+		rulesDenyProbe{name: "cat", public: true, run: func(s *server) string {
 			r := s.execCall(map[string]any{"argv": []string{"cat", "w/private/key.txt", ".env", "w/sub/.env", "w/hard.txt", "w/public.txt"}})
 			return fmt.Sprintf("%s exit %d", shown(r), r.exit(s.t))
 		}},
@@ -203,6 +205,9 @@ func TestRulesDenyAsDeny(t *testing.T) {
 			if strings.Contains(deny, m) || strings.Contains(rules, m) {
 				t.Errorf("%s shows %s: under --deny %q, under --rules %q", p.name, m, deny, rules)
 			}
+		}
+		if p.public && !strings.Contains(deny, publicText) {
+			t.Errorf("%s: under --deny %q, without the public content", p.name, deny)
 		}
 		switch {
 		case p.listing && (control != deny || !strings.Contains(deny, "private/key.txt")):

@@ -38,8 +38,12 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	policy, err := cfg.Policy.Compile()
+	if err != nil {
+		return err
+	}
 	svc := &Service{writable: cfg.Writable, maxTimeout: time.Duration(cfg.MaxTimeoutS) * time.Second,
-		rg: cfg.RG, vcs: map[string]*program{}}
+		rg: cfg.RG, vcs: map[string]*program{}, policy: policy}
 	var execFiles []string
 	for _, p := range cfg.Programs {
 		prog, err := newProgram(p)

@@ -40,6 +40,8 @@ type Service struct {
 	// rules is the --rules file, read again when it changes; nil
 	// without one.
 	rules *worker.Rules
+	// policy is --protect and --deny, compiled (gitDiff filters by it).
+	policy *sandbox.Rules
 }
 
 // pidsBound is what bounds the tasks of all commands together.
