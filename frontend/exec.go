@@ -63,6 +63,7 @@ func startExec(ctx context.Context, cfg *Config, stderr io.Writer) (*execClient,
 		Rules:           cfg.Rules,
 		Pids:            pids,
 		PidsNone:        pidsNone,
+		Verbose:         cfg.Verbose,
 	}, stderr)
 	if err != nil {
 		if pids != nil {

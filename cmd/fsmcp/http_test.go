@@ -53,7 +53,7 @@ type httpServer struct {
 	stderr *syncBuffer
 }
 
-var servingLine = regexp.MustCompile(`fsmcp: serving MCP at http://(\S+)/mcp \(([a-z-]+); bearer token(?:: ([^\s)]+))?`)
+var servingLine = regexp.MustCompile(`fsmcp \S+: serving .* on http://(\S+)/mcp \(([a-z-]+); bearer token(?:: ([^\s)]+))?`)
 
 // startHTTP runs fsmcp --transport http on a free loopback port.
 func startHTTP(t testing.TB, root string, flags ...string) *httpServer {
