@@ -290,10 +290,15 @@ func linesFor(rules []rule, tool string) []sandbox.RuleLine {
 // them to each command as it starts.
 func (r *Rules) Lines(tool string) []sandbox.RuleLine { return linesFor(r.current(), tool) }
 
-// anyDeny reports whether a deny line of the rules in force, for any
-// tool, matches rel.
+// anyDeny reports whether a deny line of the rules last read, for any
+// tool, matches rel. It does not ask for a newer version: a listing meets
+// many names (a pnpm store is hard links throughout), and each call
+// starts by asking.
 func (r *Rules) anyDeny(rel string) bool {
-	for _, l := range r.current() {
+	r.mu.Lock()
+	rules := r.rules
+	r.mu.Unlock()
+	for _, l := range rules {
 		if l.action == fsmcpv1.RuleAction_RULE_ACTION_DENY && l.glob.Match(rel) {
 			return true
 		}
