@@ -31,8 +31,9 @@ var (
 
 // rulesDenyTree is a root with a denied directory w/private, a hard link
 // to its key outside it, .env files at two depths, public files, and a git
-// repository holding the same, with committed content changed in the work
-// tree and in the index.
+// repository holding the same (configured to name a diff's files relative
+// to the working directory, without prefixes), with committed content
+// changed in the work tree and in the index.
 func rulesDenyTree(t *testing.T) string {
 	t.Helper()
 	root := t.TempDir()
@@ -52,6 +53,9 @@ func rulesDenyTree(t *testing.T) string {
 	}
 	repo := filepath.Join(root, "repo")
 	git(t, repo, "init", "-q")
+	// Configuration that would change how a diff names its files.
+	git(t, repo, "config", "diff.relative", "true")
+	git(t, repo, "config", "diff.noprefix", "true")
 	git(t, repo, "add", "-A")
 	git(t, repo, "commit", "-q", "-m", "one")
 	for p, c := range files {

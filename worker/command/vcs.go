@@ -246,7 +246,9 @@ func (s *Service) gitDiff(ctx context.Context, c *vcsCall, staged bool) (*fsmcpv
 	if err != nil || res != nil {
 		return res, err
 	}
-	res, err = s.git(ctx, c, c.maxBytes, append(args, "--no-renames")...)
+	// The repository's configuration may not change how a section names
+	// its file (diff.noprefix, diff.mnemonicPrefix, diff.relative).
+	res, err = s.git(ctx, c, c.maxBytes, append(args, "--no-renames", "--no-relative", "--src-prefix=a/", "--dst-prefix=b/")...)
 	if err != nil {
 		return nil, err
 	}
