@@ -155,7 +155,7 @@ func commandTools(cfg *Config) []*tool {
 			"confinement: the root read-only unless the operator allowed writes, a private scratch HOME and TMPDIR, no network, "+
 			"nothing beneath the root executable. Reply: exit or signal, timed_out, duration_ms, stdout and stderr each with "+
 			"its encoding (utf8 or base64) and truncated. A non-zero exit is an ordinary result.",
-			!writable, writable, false, (*server).exec).titled("Run command")
+			!writable, writable, false, (*server).exec).titled("Run command").paths(onePath("cwd"))
 		t.ownDeadline = true
 		ts = append(ts, t)
 	}
