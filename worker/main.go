@@ -209,7 +209,7 @@ func run(args []string, hooks Hooks) error {
 		}
 		go sweepTemp(svc, start, true)
 	}
-	if cfg.ReadOnly && !svc.policy.Empty() {
+	if cfg.ReadOnly && (!svc.policy.Empty() || rules != nil) {
 		// Nothing to sweep, but the walk shows the policy the other
 		// names of protected and denied files (links.go).
 		go sweepTemp(svc, start, false)
