@@ -49,7 +49,18 @@ func TestMain(m *testing.M) {
 		stop()
 		os.Exit(code)
 	}
-	os.Exit(m.Run())
+	// Every fsmcp a test starts without --state-dir keeps its state in a
+	// directory of this run, not in the user's.
+	state, err := os.MkdirTemp("", "fsmcp-test-state-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Setenv("XDG_STATE_HOME", state)
+	os.Unsetenv("STATE_DIRECTORY")
+	code := m.Run()
+	os.RemoveAll(state)
+	os.Exit(code)
 }
 
 // syncBuffer is a bytes.Buffer safe for a process's stderr copier and the
