@@ -46,6 +46,16 @@ func (c *Config) checkStateDir() error {
 		}
 		dir, flag = d, "the state directory"
 	}
+	root, err := realDir("--root", c.Root)
+	if err != nil {
+		return err
+	}
+	inRoot := fmt.Errorf("%s %s: must lie outside --root (the agent could write the journals recovery reads)", flag, dir)
+	// Checked before it is made, so that a refused one is not made in
+	// the root, and again once it exists.
+	if p, err := realPathOf(dir); err != nil || within(p, root) {
+		return inRoot
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("%s %s: %w", flag, dir, errors.Unwrap(err))
 	}
@@ -53,12 +63,8 @@ func (c *Config) checkStateDir() error {
 	if err != nil {
 		return err
 	}
-	root, err := realDir("--root", c.Root)
-	if err != nil {
-		return err
-	}
 	if within(real, root) {
-		return fmt.Errorf("%s %s: must lie outside --root (the agent could write the journals recovery reads)", flag, dir)
+		return inRoot
 	}
 	var rs syscall.Stat_t
 	if err := syscall.Stat(root, &rs); err != nil {
@@ -82,6 +88,27 @@ func (c *Config) checkStateDir() error {
 	}
 	c.stateSub = sub
 	return nil
+}
+
+// realPathOf is p made absolute, with the symlinks of its longest
+// existing ancestor resolved.
+func realPathOf(p string) (string, error) {
+	p, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	rest := ""
+	for {
+		r, err := filepath.EvalSymlinks(p)
+		if err == nil {
+			return filepath.Join(r, rest), nil
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return "", err
+		}
+		rest, p = filepath.Join(filepath.Base(p), rest), parent
+	}
 }
 
 // auditSetAside records each journal the worker's recovery set aside.

@@ -189,3 +189,24 @@ func TestRecoverLegacyJournalInRoot(t *testing.T) {
 		t.Error("recovery replayed the root's journal: the hook is in place")
 	}
 }
+
+// A read-only start changes nothing: a journal an earlier version left in
+// the root is named and left there, and a journal in the state directory
+// refuses the start.
+func TestRecoverReadOnly(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "root")
+	legacy := legacyJournalPrefix + "old"
+	wput(t, filepath.Join(dir, legacy), "{}")
+	s := newTestService(t, dir)
+	r, err := s.CheckReadOnly()
+	if err != nil || len(r.SetAside) != 1 || !strings.Contains(r.SetAside[0].Reason, "left in the root") {
+		t.Fatalf("CheckReadOnly() = %+v, %v; want the root's journal named and left", r, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, legacy)); err != nil {
+		t.Errorf("a read-only start moved the root's journal: %v", err)
+	}
+	sealJournal(t, s, &journal{RootDev: s.rootDev, RootIno: s.rootIno})
+	if _, err := s.CheckReadOnly(); err != errJournalReadOnly {
+		t.Errorf("CheckReadOnly() with a journal = %v, want errJournalReadOnly", err)
+	}
+}

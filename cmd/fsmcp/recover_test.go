@@ -188,3 +188,40 @@ func TestRecoverRefusesWithoutItsQuarantine(t *testing.T) {
 	s.stopped()
 	checkSetAside(t, s, sub, "set-aside/"+name, audit)
 }
+
+// The front-end refuses a state directory the agent could write: inside
+// the root, or a root subdirectory others may write. Each refusal is exit
+// 2 with the reason, before anything is served.
+func TestStateDirRefusals(t *testing.T) {
+	base := t.TempDir()
+	root := filepath.Join(base, "root")
+	writeTree(t, root, map[string]string{"a": "a\n"})
+	open := filepath.Join(base, "open")
+	sub := stateSub(t, open, root)
+	if err := os.MkdirAll(sub, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(sub, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ name, dir, want string }{
+		{"inside the root", filepath.Join(root, "state"), "must lie outside --root"},
+		{"the root itself", root, "must lie outside --root"},
+		{"writable by others", open, "writable by no one else"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cmd := fsmcpCommand(root, "--state-dir", c.dir)
+			var stderr syncBuffer
+			cmd.Stderr = &stderr
+			if err := cmd.Run(); err == nil || cmd.ProcessState.ExitCode() != 2 {
+				t.Fatalf("fsmcp --state-dir %s: %v, want exit 2\nstderr:\n%s", c.dir, err, stderr.String())
+			}
+			if !strings.Contains(stderr.String(), c.want) {
+				t.Errorf("stderr %q does not say %q", stderr.String(), c.want)
+			}
+		})
+	}
+	if _, err := os.Lstat(filepath.Join(root, "state")); err == nil {
+		t.Error("the refused state directory was made in the root")
+	}
+}
