@@ -158,35 +158,53 @@ func TestRecoverSetsAsideWhatDoesNotVerify(t *testing.T) {
 }
 
 // A journal an earlier version wrote into the root is never read: it is
-// moved to set-aside/ in the state directory, and what it names stays as
-// it is, here a hook it would have put in place.
+// moved to set-aside/ in the state directory, by a rename or, with the
+// state directory on another filesystem (/dev/shm), by a copy, and what
+// it names stays as it is, here a hook it would have put in place.
 func TestRecoverLegacyJournalInRoot(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "root")
-	hook := "#!/bin/sh\necho owned\n"
-	tmp := tempPrefix + "payload"
-	wput(t, filepath.Join(dir, ".git", "hooks", tmp), hook)
-	st, err := os.Stat(filepath.Join(dir, ".git", "hooks", tmp))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The old format: no header, no root, no sizes or sums.
-	b, _ := json.Marshal(map[string]any{"entries": []map[string]any{{"dir": []byte(".git/hooks"), "name": []byte("pre-commit"),
-		"tmp": []byte(tmp), "kind": "delete", "old_ino": st.Sys().(*syscall.Stat_t).Ino}}})
-	legacy := legacyJournalPrefix + "0123"
-	wput(t, filepath.Join(dir, legacy), string(b))
-	s := newTestService(t, dir)
-	r, err := s.Recover("")
-	if err != nil || len(r.SetAside) != 1 || r.SetAside[0].Name != setAsideDir+"/root-"+legacy {
-		t.Fatalf("Recover() = %+v, %v; want the root's journal set aside", r, err)
-	}
-	if got, err := os.ReadFile(filepath.Join(s.state.Name(), setAsideDir, "root-"+legacy)); err != nil || !bytes.Equal(got, b) {
-		t.Errorf("set-aside copy = %q, %v; want the journal as it was", got, err)
-	}
-	if _, err := os.Lstat(filepath.Join(dir, legacy)); err == nil {
-		t.Error("the journal is still in the root")
-	}
-	if _, err := os.Lstat(filepath.Join(dir, ".git", "hooks", "pre-commit")); err == nil {
-		t.Error("recovery replayed the root's journal: the hook is in place")
+	for _, where := range []string{"same filesystem", "other filesystem"} {
+		t.Run(where, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "root")
+			hook := "#!/bin/sh\necho owned\n"
+			tmp := tempPrefix + "payload"
+			wput(t, filepath.Join(dir, ".git", "hooks", tmp), hook)
+			st, err := os.Stat(filepath.Join(dir, ".git", "hooks", tmp))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The old format: no header, no root, no sizes or sums.
+			b, _ := json.Marshal(map[string]any{"entries": []map[string]any{{"dir": []byte(".git/hooks"), "name": []byte("pre-commit"),
+				"tmp": []byte(tmp), "kind": "delete", "old_ino": st.Sys().(*syscall.Stat_t).Ino}}})
+			legacy := legacyJournalPrefix + "0123"
+			wput(t, filepath.Join(dir, legacy), string(b))
+			var opts Options
+			if where == "other filesystem" {
+				shm, err := os.MkdirTemp("/dev/shm", "fsmcp-state-")
+				if err != nil {
+					t.Skip(err)
+				}
+				t.Cleanup(func() { os.RemoveAll(shm) })
+				var a, b syscall.Stat_t
+				if syscall.Stat(shm, &a) != nil || syscall.Stat(dir, &b) != nil || a.Dev == b.Dev {
+					t.Skip("/dev/shm is on the root's filesystem")
+				}
+				opts.State = stateFor(t, shm)
+			}
+			s := newServiceWith(t, dir, opts)
+			r, err := s.Recover("")
+			if err != nil || len(r.SetAside) != 1 || r.SetAside[0].Name != setAsideDir+"/root-"+legacy {
+				t.Fatalf("Recover() = %+v, %v; want the root's journal set aside", r, err)
+			}
+			if got, err := os.ReadFile(filepath.Join(s.state.Name(), setAsideDir, "root-"+legacy)); err != nil || !bytes.Equal(got, b) {
+				t.Errorf("set-aside copy = %q, %v; want the journal as it was", got, err)
+			}
+			if _, err := os.Lstat(filepath.Join(dir, legacy)); err == nil {
+				t.Error("the journal is still in the root")
+			}
+			if _, err := os.Lstat(filepath.Join(dir, ".git", "hooks", "pre-commit")); err == nil {
+				t.Error("recovery replayed the root's journal: the hook is in place")
+			}
+		})
 	}
 }
 
