@@ -111,6 +111,15 @@ func realPathOf(p string) (string, error) {
 	}
 }
 
+// journalPlace attests where fs_patch's journals are, without the host
+// path.
+func journalPlace(outside bool) string {
+	if outside {
+		return "state directory outside the root"
+	}
+	return "none: fs_patch is unavailable"
+}
+
 // auditSetAside records each journal the worker's recovery set aside.
 func auditSetAside(a *auditLog, stateSub string, set []*fsmcpv1.SetAsideJournal) {
 	for _, j := range set {

@@ -159,6 +159,7 @@ func run(args []string, hooks Hooks) error {
 		hooks.Confined(root)
 	}
 	conf := &fsmcpv1.Confinement{
+		JournalOutsideRoot:    state != nil,
 		LandlockAbi:           int32(st.ABI),
 		KernelLandlockAbi:     int32(st.KernelABI),
 		ReadOnlyEnforced:      st.ABI > 0 && st.ReadOnly,

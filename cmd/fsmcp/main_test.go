@@ -29,8 +29,19 @@ func TestMain(m *testing.M) {
 		os.Exit(serve(os.Args[1:], frontendHooks()))
 	}
 	// Every fsmcp a test starts without --state-dir keeps its state in a
-	// directory of this run, not in the user's.
+	// directory of this run, not in the user's. Tests that run fsmcp as
+	// another user share it as users share /tmp: each makes its own
+	// subdirectory for its root there.
 	state, err := os.MkdirTemp("", "fsmcp-test-state-")
+	if err == nil {
+		err = os.Chmod(state, 0o755)
+	}
+	if err == nil {
+		err = os.Mkdir(filepath.Join(state, "fsmcp"), 0o755)
+	}
+	if err == nil {
+		err = os.Chmod(filepath.Join(state, "fsmcp"), 0o1777)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

@@ -115,7 +115,8 @@ func sealed(b []byte) []byte {
 
 // A journal in the state directory whose content does not match its
 // sha256 is set aside, named once on stderr and in the audit, and the
-// start goes on to serve.
+// start goes on to serve; the client learns only that the journals are
+// outside the root.
 func TestRecoverSetsAsideATamperedJournal(t *testing.T) {
 	base := t.TempDir()
 	root, state, audit := filepath.Join(base, "root"), filepath.Join(base, "state"), filepath.Join(base, "audit.log")
@@ -132,6 +133,16 @@ func TestRecoverSetsAsideATamperedJournal(t *testing.T) {
 	writeFile(t, filepath.Join(sub, "journal-tampered"), j, 0o600)
 	s := start(t, root, "--state-dir", state, "--audit-log", audit)
 	s.wantOK("fs_stat", map[string]any{"path": "a"})
+	// The attestation says where the journals are, never the host path,
+	// nor what was set aside.
+	r := s.wantOK("fs_stat", map[string]any{"path": ""})
+	if c, _ := r.doc["confinement"].(map[string]any); c["patch_journal"] != "state directory outside the root" {
+		t.Errorf("confinement.patch_journal = %v", c["patch_journal"])
+	}
+	noHostPath(t, r.text, state)
+	if strings.Contains(r.text, "tampered") {
+		t.Errorf("the reply names the journal set aside: %s", r.text)
+	}
 	s.stopped()
 	if _, err := os.Lstat(filepath.Join(sub, "journal-tampered")); err == nil {
 		t.Error("the tampered journal is still where recovery reads journals")

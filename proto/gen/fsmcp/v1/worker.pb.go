@@ -612,8 +612,11 @@ type Confinement struct {
 	// The patch journals recovery set aside at start instead of replaying
 	// them. Never shown to the client: the front-end audits them.
 	JournalsSetAside []*SetAsideJournal `protobuf:"bytes,20,rep,name=journals_set_aside,json=journalsSetAside,proto3" json:"journals_set_aside,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// fs_patch's journals are in a state directory outside the root (its
+	// host path is never reported).
+	JournalOutsideRoot bool `protobuf:"varint,21,opt,name=journal_outside_root,json=journalOutsideRoot,proto3" json:"journal_outside_root,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *Confinement) Reset() {
@@ -714,6 +717,13 @@ func (x *Confinement) GetJournalsSetAside() []*SetAsideJournal {
 		return x.JournalsSetAside
 	}
 	return nil
+}
+
+func (x *Confinement) GetJournalOutsideRoot() bool {
+	if x != nil {
+		return x.JournalOutsideRoot
+	}
+	return false
 }
 
 // SetAsideJournal is a journal recovery did not use.
@@ -4961,7 +4971,7 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"lineNumber\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12\x18\n" +
 	"\adiffers\x18\x03 \x01(\tR\adiffers\x12#\n" +
-	"\rmatched_bytes\x18\x04 \x01(\x03R\fmatchedBytes\"\xc6\x03\n" +
+	"\rmatched_bytes\x18\x04 \x01(\x03R\fmatchedBytes\"\xf8\x03\n" +
 	"\vConfinement\x12!\n" +
 	"\flandlock_abi\x18\x01 \x01(\x05R\vlandlockAbi\x12,\n" +
 	"\x12read_only_enforced\x18\x02 \x01(\bR\x10readOnlyEnforced\x12%\n" +
@@ -4973,7 +4983,8 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\x13kernel_landlock_abi\x18\a \x01(\x05R\x11kernelLandlockAbi\x12(\n" +
 	"\x06policy\x18\b \x01(\v2\x10.fsmcp.v1.PolicyR\x06policy\x12+\n" +
 	"\bselftest\x18\t \x03(\v2\x0f.fsmcp.v1.ProbeR\bselftest\x12G\n" +
-	"\x12journals_set_aside\x18\x14 \x03(\v2\x19.fsmcp.v1.SetAsideJournalR\x10journalsSetAside\"=\n" +
+	"\x12journals_set_aside\x18\x14 \x03(\v2\x19.fsmcp.v1.SetAsideJournalR\x10journalsSetAside\x120\n" +
+	"\x14journal_outside_root\x18\x15 \x01(\bR\x12journalOutsideRoot\"=\n" +
 	"\x0fSetAsideJournal\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"6\n" +
