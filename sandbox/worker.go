@@ -60,6 +60,8 @@ type WorkerConfig struct {
 	// journal there to set aside instead of refusing to start.
 	StateDir       string
 	DiscardJournal string
+	// Verbose has the worker say on stderr how it confined itself.
+	Verbose bool
 }
 
 func (c WorkerConfig) argv() []string {
@@ -82,6 +84,7 @@ func (c WorkerConfig) argv() []string {
 		"--rules=" + c.Rules,
 		"--state-dir=" + c.StateDir,
 		"--discard-journal=" + c.DiscardJournal,
+		"--verbose=" + strconv.FormatBool(c.Verbose),
 	}
 	args = append(args, c.Policy.args()...)
 	return args
@@ -118,6 +121,7 @@ func ParseWorkerConfig(args []string) (WorkerConfig, error) {
 	fs.StringVar(&c.Rules, "rules", "", "")
 	fs.StringVar(&c.StateDir, "state-dir", "", "")
 	fs.StringVar(&c.DiscardJournal, "discard-journal", "", "")
+	fs.BoolVar(&c.Verbose, "verbose", false, "")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
