@@ -313,7 +313,9 @@ func execConfinementDoc(c *fsmcpv1.ExecConfinement) *obj {
 		rawValue("vcs", strs(c.GetVcs())).
 		rawValue("vcs_exec_files", strs(c.GetVcsExecFiles())).
 		rawValue("vcs_read_dirs", strs(c.GetVcsReadDirs())).
-		object("pids", pidsDoc(c))
+		object("pids", pidsDoc(c)).
+		rawValue("metadata_guards", strs(c.GetMetadataGuards())).
+		rawValue("selftest", selftestDoc(c.GetSelftest()))
 }
 
 // pidsDoc attests what bounds the tasks of all commands together.

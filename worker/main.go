@@ -191,8 +191,9 @@ func run(args []string, hooks Hooks) error {
 	}
 	conf.Selftest, err = selftest(selftestConfig{
 		outside: outside, exe: exe, devNull: devNull,
-		fsEnforced:  st.ABI > 0,
-		netEnforced: sc.Mode == "filter" || st.NetworkDenied,
+		fsEnforced:      st.ABI > 0,
+		netEnforced:     sc.Mode == "filter" || st.NetworkDenied,
+		seccompEnforced: sc.Mode == "filter",
 	})
 	if err != nil {
 		return err
