@@ -110,6 +110,8 @@ func serve(ctx context.Context, cfg *Config, hooks Hooks, stdin io.ReadCloser, s
 		Quarantine:      cfg.Quarantine,
 		QuarantineBytes: cfg.QuarantineBytes,
 		Rules:           cfg.Rules,
+		StateDir:        cfg.stateSub,
+		DiscardJournal:  cfg.DiscardJournal,
 		Verbose:         cfg.Verbose,
 	}, stderr)
 	if err != nil {
@@ -129,6 +131,7 @@ func serve(ctx context.Context, cfg *Config, hooks Hooks, stdin io.ReadCloser, s
 	if err != nil {
 		return fmt.Errorf("worker did not start: %w", err)
 	}
+	auditSetAside(ep.audit, cfg.stateSub, confinement.GetJournalsSetAside())
 	// The command runner, when commands are on, is started now too: it
 	// needs namespaces and files the confined front-end could not give.
 	ec, err := startExec(ctx, cfg, stderr)

@@ -120,6 +120,7 @@ func confinementDoc(c *fsmcpv1.Confinement, readOnly bool) *obj {
 		str("seccomp", c.GetSeccomp()).
 		int("seccomp_denied_syscalls", int64(c.GetSeccompDeniedSyscalls())).
 		str("rg_version", c.GetRgVersion()).
+		str("patch_journal", journalPlace(c.GetJournalOutsideRoot())).
 		object("policy", newObj().
 			rawValue("protect", jsonStrings(c.GetPolicy().GetProtect())).
 			rawValue("deny", jsonStrings(c.GetPolicy().GetDeny()))).

@@ -227,6 +227,7 @@ type confinementShape struct {
 	Seccomp               string `json:"seccomp"`
 	SeccompDeniedSyscalls int64  `json:"seccomp_denied_syscalls"`
 	RGVersion             string `json:"rg_version"`
+	PatchJournal          string `json:"patch_journal"`
 	Policy                struct {
 		Protect []string `json:"protect"`
 		Deny    []string `json:"deny"`

@@ -338,6 +338,10 @@ type Command struct {
 	// the self-test's probes on Path (see ProbeMetadata) and print their
 	// answers instead of executing anything.
 	Probe bool
+	// Lines are the --rules lines of the tool the command runs for, as
+	// the runner read them when the call started: the shim leaves what
+	// they deny out of the command's rules, as it does --deny.
+	Lines []RuleLine
 }
 
 // Process is a started command.
@@ -394,6 +398,9 @@ func (l *ExecLayout) Start(c *Command) (*Process, error) {
 		a = append(a, "--read-dir="+d)
 	}
 	a = append(a, l.Policy.args()...)
+	for _, line := range c.Lines {
+		a = append(a, line.Arg())
+	}
 	a = append(a, "--", c.Path)
 	a = append(a, c.Args...)
 	files := []*os.File{c.Dir}
@@ -558,6 +565,16 @@ func MetadataGuards(writable, seccomp bool) []string {
 	return g
 }
 
+// ruleLines are the shim's --rule arguments, in their order.
+type ruleLines []RuleLine
+
+func (l *ruleLines) String() string { return fmt.Sprint(len(*l)) }
+func (l *ruleLines) Set(v string) error {
+	line, err := ParseRuleLine(v)
+	*l = append(*l, line)
+	return err
+}
+
 // CommandMain is the shim: it runs as PID 1 of the command's namespace,
 // moves itself into the commands' pids cgroup (descriptor 4, when there
 // is one), sets the limits, changes to the directory on descriptor 3, confines
@@ -576,6 +593,7 @@ func commandMain(args []string) error {
 		scratch                    string
 		execFiles, readDirs        listFlag
 		policy                     Policy
+		lines                      ruleLines
 		nproc, fsize, cpu, as, nof uint64
 		pidsFD                     int
 		probe                      bool
@@ -595,6 +613,7 @@ func commandMain(args []string) error {
 	fs.BoolVar(&probe, "probe", false, "")
 	fs.Var((*listFlag)(&policy.Protect), "protect", "")
 	fs.Var((*listFlag)(&policy.Deny), "deny", "")
+	fs.Var(&lines, "rule", "")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -602,6 +621,7 @@ func commandMain(args []string) error {
 	if err != nil {
 		return err
 	}
+	compiled = compiled.WithLines(lines)
 	if pidsFD >= 0 {
 		// "0" is the writer: this whole process, before the program
 		// runs, so everything it starts is counted.
@@ -631,7 +651,7 @@ func commandMain(args []string) error {
 	// before anything of the command runs.
 	rules, err := rootRules(ExecRoot, writable, compiled)
 	if err != nil {
-		return fmt.Errorf("apply --deny and --protect: %w", err)
+		return fmt.Errorf("apply --deny, --protect and --rules: %w", err)
 	}
 	rules = append(rules,
 		landlock.PathAccess(commandWriteRights, scratch),

@@ -111,6 +111,16 @@ func run(args []string, hooks Hooks) error {
 		}
 		grants = append(grants, sandbox.Grant{Path: fmt.Sprintf("/proc/self/fd/%d", quarantine.Fd()), What: "quarantine", LikeRoot: true})
 	}
+	// The state directory, which holds fs_patch's journals, likewise:
+	// with the root's rights, so that recovery can move a journal an
+	// earlier version left in the root out of it.
+	var state *os.File
+	if cfg.StateDir != "" {
+		if state, err = os.OpenFile(cfg.StateDir, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0); err != nil {
+			return fmt.Errorf("open the state directory: %w", err)
+		}
+		grants = append(grants, sandbox.Grant{Path: fmt.Sprintf("/proc/self/fd/%d", state.Fd()), What: "state", LikeRoot: true})
+	}
 	// The rules file is read, and read again when it changes, by a
 	// process of its own, started before the worker confines itself and
 	// confined to that file's directory: the worker is granted nothing
@@ -149,6 +159,7 @@ func run(args []string, hooks Hooks) error {
 		hooks.Confined(root)
 	}
 	conf := &fsmcpv1.Confinement{
+		JournalOutsideRoot:    state != nil,
 		LandlockAbi:           int32(st.ABI),
 		KernelLandlockAbi:     int32(st.KernelABI),
 		ReadOnlyEnforced:      st.ABI > 0 && st.ReadOnly,
@@ -168,6 +179,7 @@ func run(args []string, hooks Hooks) error {
 			MaxRG: cfg.MaxRG, MaxHeavy: cfg.MaxHeavy, QueueTimeout: cfg.QueueTimeout},
 		Quarantine: quarantine,
 		Rules:      rules,
+		State:      state,
 	})
 	if err != nil {
 		return err
@@ -192,24 +204,26 @@ func run(args []string, hooks Hooks) error {
 	debug.SetMemoryLimit(svc.limits.MemoryBytes)
 	// A patch a crash interrupted is undone before the first RPC, so no
 	// call ever sees it half applied; the sweep then removes what is left.
+	// Journals set aside go to the front-end, for the audit.
+	var r *Recovery
 	if cfg.ReadOnly {
-		if js, err := svc.journals(); err == nil && len(js) > 0 {
-			return errJournalReadOnly
-		}
+		r, err = svc.CheckReadOnly()
 	} else {
-		n, err := svc.Recover()
-		if errors.Is(err, errJournalQuarantine) {
-			return err
-		}
-		if n > 0 {
-			fmt.Fprintf(os.Stderr, "fsmcp worker: undid %d patch(es) a crash interrupted\n", n)
-		}
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "fsmcp worker: undoing an interrupted patch: %v\n", err)
-		}
+		r, err = svc.Recover(cfg.DiscardJournal)
+	}
+	if err != nil {
+		return err
+	}
+	if r.Undone > 0 {
+		fmt.Fprintf(os.Stderr, "fsmcp worker: undid %d patch(es) a crash interrupted\n", r.Undone)
+	}
+	for _, a := range r.SetAside {
+		conf.JournalsSetAside = append(conf.JournalsSetAside, &fsmcpv1.SetAsideJournal{Name: a.Name, Reason: a.Reason})
+	}
+	if !cfg.ReadOnly {
 		go sweepTemp(svc, start, true)
 	}
-	if cfg.ReadOnly && !svc.policy.Empty() {
+	if cfg.ReadOnly && (!svc.policy.Empty() || rules != nil) {
 		// Nothing to sweep, but the walk shows the policy the other
 		// names of protected and denied files (links.go).
 		go sweepTemp(svc, start, false)

@@ -39,8 +39,12 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	policy, err := cfg.Policy.Compile()
+	if err != nil {
+		return err
+	}
 	svc := &Service{writable: cfg.Writable, maxTimeout: time.Duration(cfg.MaxTimeoutS) * time.Second,
-		rg: cfg.RG, vcs: map[string]*program{}}
+		rg: cfg.RG, vcs: map[string]*program{}, policy: policy}
 	var execFiles []string
 	for _, p := range cfg.Programs {
 		prog, err := newProgram(p)
@@ -75,6 +79,18 @@ func run(args []string) error {
 		return fmt.Errorf("resolve rg's libraries: %w", err)
 	}
 	execFiles = append(execFiles, rgFiles...)
+	// The --rules file is read, as the worker reads it, by a reader
+	// process started now, before the namespace covers /tmp and before
+	// Landlock: each call reads the version in force as it starts.
+	if cfg.Rules != "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("name the runner's executable: %w", err)
+		}
+		if svc.rules, err = worker.StartRules(exe, cfg.Rules, cfg.AllowNoLandlock); err != nil {
+			return err
+		}
+	}
 	for _, d := range cfg.ReadDirs {
 		if !filepath.IsAbs(d) {
 			return fmt.Errorf("--exec-read %s: not an absolute path", d)
