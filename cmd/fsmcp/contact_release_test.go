@@ -83,8 +83,9 @@ func TestContactReleaseReproducible(t *testing.T) {
 // run line for this runtime and user, in a fresh HOME and served
 // directory. A go-sdk client initializes over HTTP with the token, fs_grep
 // runs rg inside the container, fs_write creates a file that the host
-// sees owned by the user who ran the command, and an interrupt, as Ctrl-C
-// sends, stops fsmcp and leaves no container behind.
+// sees owned by the user who ran the command, the mounted state directory
+// holds the root's subdirectory, and an interrupt, as Ctrl-C sends, stops
+// fsmcp and leaves no container behind.
 func TestContactContainerRecipe(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds fsmcp and an image")
@@ -326,6 +327,9 @@ func runDocumentedContainer(t *testing.T, d containerBlocks, engine, ctx string)
 		t.Errorf("the file fsmcp wrote is owned by uid %d on the host, want %d (who ran the command)", uid, os.Getuid())
 	}
 	checkContainerProcess(t, path, before)
+	if subs, _ := filepath.Glob(filepath.Join(home, ".local/state/fsmcp/root-*")); len(subs) != 1 {
+		t.Errorf("the state directory on the host has %v, want the root's one subdirectory", subs)
+	}
 	s.session.Close()
 	// Rootless podman 4.3 runs as two processes that both forward the
 	// interrupt, and the second, finding the container gone, exits 1: the
