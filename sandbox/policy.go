@@ -45,15 +45,20 @@ func (p Policy) args() []string {
 }
 
 // DefaultProtect is the protected set unless --no-default-protect: the
-// files through which git, direnv and editors run commands on the host.
-// Each matches at any depth, so a nested repository is covered. The last,
-// ".git", covers the rest of the git directory and a ".git" file: a
-// linked worktree's or submodule's ".git" file names the git directory,
-// and ".git/commondir", ".git/modules/*/config" and ".git/worktrees/*"
-// lead git to configuration that the first globs do not name.
+// files through which git, hg, direnv, editors, coding agents and their
+// dev containers run commands on the host (docs/design/policy.md gives
+// each one's reason). Each matches at any depth, so a nested repository
+// is covered. The last, ".git", covers the rest of the git directory and
+// a ".git" file: a linked worktree's or submodule's ".git" file names the
+// git directory, and ".git/commondir", ".git/modules/*/config" and
+// ".git/worktrees/*" lead git to configuration that the first globs do
+// not name.
 var DefaultProtect = []string{
 	".git/hooks/**", ".git/config", ".git/info/**", ".gitmodules",
-	".gitattributes", ".envrc", ".vscode/**", ".idea/**", ".git",
+	".gitattributes", ".envrc", ".vscode/**", ".idea/**",
+	".hg/hgrc", ".husky/**", ".mcp.json", ".claude/**", ".cursor/**",
+	".codex/**", ".gemini/**", ".windsurf/**", ".continue/**",
+	".devcontainer/**", "*.code-workspace", ".git",
 }
 
 // globRule is one operator glob, compiled.
