@@ -102,7 +102,7 @@ func (s *Service) stat(ctx context.Context, req *fsmcpv1.StatRequest) (*fsmcpv1.
 		}
 	case fsmcpv1.FileType_FILE_TYPE_DIRECTORY:
 		if sameInode(st, toStat(s.rootInfo)) {
-			resp.Confinement = s.confinement
+			resp.Confinement = s.attestation()
 		}
 	}
 	return resp, nil

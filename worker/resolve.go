@@ -212,6 +212,10 @@ func (s *Service) judge(op, p, rel string, kind access) error {
 		if glob, ok := s.policy.Protected(rel); ok {
 			return policyError(op, p, rel, "is protected", "--protect", glob)
 		}
+		s.refreshDerived(rel)
+		if from, ok := s.derivedProtected(rel); ok {
+			return policyError(op, p, rel, "is protected", "derived from", from)
+		}
 	}
 	if kind == accessContent || kind == accessRewrite {
 		if glob, ok := s.policy.Denied(rel); ok {
@@ -382,7 +386,7 @@ func (s *Service) judgeCarry(op, p, from, to string) error {
 func (s *Service) judgeTree(ctx context.Context, op, p string, d *parent, base, to string) error {
 	// A delete (to == "") walks even with no policy: the walk is also what
 	// finds a tree too deep to remove, before anything is removed.
-	if to != "" && s.policy.Empty() {
+	if es := s.derived.entries.Load(); to != "" && s.policy.Empty() && (es == nil || len(*es) == 0) {
 		return nil
 	}
 	fd, err := unix.Openat(d.fd, base, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)

@@ -708,9 +708,12 @@ func (x *Confinement) GetSelftest() []*Probe {
 
 // Policy is the operator's path policy: globs as given, defaults included.
 type Policy struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Protect       []string               `protobuf:"bytes,1,rep,name=protect,proto3" json:"protect,omitempty"`
-	Deny          []string               `protobuf:"bytes,2,rep,name=deny,proto3" json:"deny,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Protect []string               `protobuf:"bytes,1,rep,name=protect,proto3" json:"protect,omitempty"`
+	Deny    []string               `protobuf:"bytes,2,rep,name=deny,proto3" json:"deny,omitempty"`
+	// What the configuration of the repositories in the root protects
+	// beside the globs, as it was when the policy was reported.
+	Derived       []*DerivedProtect `protobuf:"bytes,3,rep,name=derived,proto3" json:"derived,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -759,6 +762,70 @@ func (x *Policy) GetDeny() []string {
 	return nil
 }
 
+func (x *Policy) GetDerived() []*DerivedProtect {
+	if x != nil {
+		return x.Derived
+	}
+	return nil
+}
+
+// DerivedProtect is one path protected because a repository's
+// configuration makes git run or read what lies there (a hooks directory,
+// an included configuration file, a git directory).
+type DerivedProtect struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The root-relative path; "" is the whole root.
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// The root-relative file whose content made it protected.
+	DerivedFrom   string `protobuf:"bytes,2,opt,name=derived_from,json=derivedFrom,proto3" json:"derived_from,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DerivedProtect) Reset() {
+	*x = DerivedProtect{}
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DerivedProtect) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DerivedProtect) ProtoMessage() {}
+
+func (x *DerivedProtect) ProtoReflect() protoreflect.Message {
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DerivedProtect.ProtoReflect.Descriptor instead.
+func (*DerivedProtect) Descriptor() ([]byte, []int) {
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *DerivedProtect) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *DerivedProtect) GetDerivedFrom() string {
+	if x != nil {
+		return x.DerivedFrom
+	}
+	return ""
+}
+
 // Probe is one thing the confined worker tried on itself at start, which
 // the kernel must refuse.
 type Probe struct {
@@ -775,7 +842,7 @@ type Probe struct {
 
 func (x *Probe) Reset() {
 	*x = Probe{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[4]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -787,7 +854,7 @@ func (x *Probe) String() string {
 func (*Probe) ProtoMessage() {}
 
 func (x *Probe) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[4]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -800,7 +867,7 @@ func (x *Probe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Probe.ProtoReflect.Descriptor instead.
 func (*Probe) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{4}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Probe) GetName() string {
@@ -833,7 +900,7 @@ type HelloRequest struct {
 
 func (x *HelloRequest) Reset() {
 	*x = HelloRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[5]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -845,7 +912,7 @@ func (x *HelloRequest) String() string {
 func (*HelloRequest) ProtoMessage() {}
 
 func (x *HelloRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[5]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -858,7 +925,7 @@ func (x *HelloRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HelloRequest.ProtoReflect.Descriptor instead.
 func (*HelloRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{5}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *HelloRequest) GetVersion() ProtocolVersion {
@@ -878,7 +945,7 @@ type HelloResponse struct {
 
 func (x *HelloResponse) Reset() {
 	*x = HelloResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[6]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -890,7 +957,7 @@ func (x *HelloResponse) String() string {
 func (*HelloResponse) ProtoMessage() {}
 
 func (x *HelloResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[6]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -903,7 +970,7 @@ func (x *HelloResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HelloResponse.ProtoReflect.Descriptor instead.
 func (*HelloResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{6}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *HelloResponse) GetVersion() ProtocolVersion {
@@ -936,7 +1003,7 @@ type Entry struct {
 
 func (x *Entry) Reset() {
 	*x = Entry{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[7]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -948,7 +1015,7 @@ func (x *Entry) String() string {
 func (*Entry) ProtoMessage() {}
 
 func (x *Entry) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[7]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -961,7 +1028,7 @@ func (x *Entry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Entry.ProtoReflect.Descriptor instead.
 func (*Entry) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{7}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Entry) GetName() []byte {
@@ -1017,7 +1084,7 @@ type StatRequest struct {
 
 func (x *StatRequest) Reset() {
 	*x = StatRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[8]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1029,7 +1096,7 @@ func (x *StatRequest) String() string {
 func (*StatRequest) ProtoMessage() {}
 
 func (x *StatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[8]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1042,7 +1109,7 @@ func (x *StatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatRequest.ProtoReflect.Descriptor instead.
 func (*StatRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{8}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *StatRequest) GetPath() []byte {
@@ -1068,7 +1135,7 @@ type StatStreamRequest struct {
 
 func (x *StatStreamRequest) Reset() {
 	*x = StatStreamRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[9]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1080,7 +1147,7 @@ func (x *StatStreamRequest) String() string {
 func (*StatStreamRequest) ProtoMessage() {}
 
 func (x *StatStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[9]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1093,7 +1160,7 @@ func (x *StatStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatStreamRequest.ProtoReflect.Descriptor instead.
 func (*StatStreamRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{9}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *StatStreamRequest) GetStat() *StatRequest {
@@ -1116,7 +1183,7 @@ type StatStreamResponse struct {
 
 func (x *StatStreamResponse) Reset() {
 	*x = StatStreamResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[10]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1128,7 +1195,7 @@ func (x *StatStreamResponse) String() string {
 func (*StatStreamResponse) ProtoMessage() {}
 
 func (x *StatStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[10]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1141,7 +1208,7 @@ func (x *StatStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatStreamResponse.ProtoReflect.Descriptor instead.
 func (*StatStreamResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{10}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *StatStreamResponse) GetProgress() *Progress {
@@ -1183,7 +1250,7 @@ type StatResponse struct {
 
 func (x *StatResponse) Reset() {
 	*x = StatResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[11]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1195,7 +1262,7 @@ func (x *StatResponse) String() string {
 func (*StatResponse) ProtoMessage() {}
 
 func (x *StatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[11]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1208,7 +1275,7 @@ func (x *StatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatResponse.ProtoReflect.Descriptor instead.
 func (*StatResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{11}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *StatResponse) GetEntry() *Entry {
@@ -1275,7 +1342,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[12]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1287,7 +1354,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[12]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1300,7 +1367,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{12}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListRequest) GetPath() []byte {
@@ -1368,7 +1435,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[13]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1380,7 +1447,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[13]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1393,7 +1460,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{13}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListResponse) GetEntries() []*Entry {
@@ -1440,7 +1507,7 @@ type EntryColumns struct {
 
 func (x *EntryColumns) Reset() {
 	*x = EntryColumns{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[14]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1452,7 +1519,7 @@ func (x *EntryColumns) String() string {
 func (*EntryColumns) ProtoMessage() {}
 
 func (x *EntryColumns) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[14]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1465,7 +1532,7 @@ func (x *EntryColumns) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EntryColumns.ProtoReflect.Descriptor instead.
 func (*EntryColumns) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{14}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *EntryColumns) GetNames() []byte {
@@ -1524,7 +1591,7 @@ type ListTotals struct {
 
 func (x *ListTotals) Reset() {
 	*x = ListTotals{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[15]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1536,7 +1603,7 @@ func (x *ListTotals) String() string {
 func (*ListTotals) ProtoMessage() {}
 
 func (x *ListTotals) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[15]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1549,7 +1616,7 @@ func (x *ListTotals) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTotals.ProtoReflect.Descriptor instead.
 func (*ListTotals) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{15}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListTotals) GetFiles() int64 {
@@ -1592,7 +1659,7 @@ type ReadRequest struct {
 
 func (x *ReadRequest) Reset() {
 	*x = ReadRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[16]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1604,7 +1671,7 @@ func (x *ReadRequest) String() string {
 func (*ReadRequest) ProtoMessage() {}
 
 func (x *ReadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[16]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1617,7 +1684,7 @@ func (x *ReadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadRequest.ProtoReflect.Descriptor instead.
 func (*ReadRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{16}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ReadRequest) GetPath() []byte {
@@ -1694,7 +1761,7 @@ type ReadResponse struct {
 
 func (x *ReadResponse) Reset() {
 	*x = ReadResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[17]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1706,7 +1773,7 @@ func (x *ReadResponse) String() string {
 func (*ReadResponse) ProtoMessage() {}
 
 func (x *ReadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[17]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1719,7 +1786,7 @@ func (x *ReadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResponse.ProtoReflect.Descriptor instead.
 func (*ReadResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{17}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ReadResponse) GetData() []byte {
@@ -1791,7 +1858,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[18]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1803,7 +1870,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[18]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1816,7 +1883,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{18}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Progress) GetFilesSearched() int64 {
@@ -1871,7 +1938,7 @@ type GlobRequest struct {
 
 func (x *GlobRequest) Reset() {
 	*x = GlobRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[19]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1883,7 +1950,7 @@ func (x *GlobRequest) String() string {
 func (*GlobRequest) ProtoMessage() {}
 
 func (x *GlobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[19]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1896,7 +1963,7 @@ func (x *GlobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GlobRequest.ProtoReflect.Descriptor instead.
 func (*GlobRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{19}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GlobRequest) GetPattern() string {
@@ -2000,7 +2067,7 @@ type GlobResponse struct {
 
 func (x *GlobResponse) Reset() {
 	*x = GlobResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[20]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2012,7 +2079,7 @@ func (x *GlobResponse) String() string {
 func (*GlobResponse) ProtoMessage() {}
 
 func (x *GlobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[20]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2025,7 +2092,7 @@ func (x *GlobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GlobResponse.ProtoReflect.Descriptor instead.
 func (*GlobResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{20}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GlobResponse) GetProgress() *Progress {
@@ -2121,7 +2188,7 @@ type GrepRequest struct {
 
 func (x *GrepRequest) Reset() {
 	*x = GrepRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[21]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2133,7 +2200,7 @@ func (x *GrepRequest) String() string {
 func (*GrepRequest) ProtoMessage() {}
 
 func (x *GrepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[21]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2146,7 +2213,7 @@ func (x *GrepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepRequest.ProtoReflect.Descriptor instead.
 func (*GrepRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{21}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GrepRequest) GetPattern() string {
@@ -2287,7 +2354,7 @@ type FileCount struct {
 
 func (x *FileCount) Reset() {
 	*x = FileCount{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[22]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2299,7 +2366,7 @@ func (x *FileCount) String() string {
 func (*FileCount) ProtoMessage() {}
 
 func (x *FileCount) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[22]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2312,7 +2379,7 @@ func (x *FileCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileCount.ProtoReflect.Descriptor instead.
 func (*FileCount) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{22}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *FileCount) GetPath() []byte {
@@ -2339,7 +2406,7 @@ type Submatch struct {
 
 func (x *Submatch) Reset() {
 	*x = Submatch{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[23]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2351,7 +2418,7 @@ func (x *Submatch) String() string {
 func (*Submatch) ProtoMessage() {}
 
 func (x *Submatch) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[23]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2364,7 +2431,7 @@ func (x *Submatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Submatch.ProtoReflect.Descriptor instead.
 func (*Submatch) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{23}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Submatch) GetStart() int64 {
@@ -2402,7 +2469,7 @@ type GrepLine struct {
 
 func (x *GrepLine) Reset() {
 	*x = GrepLine{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[24]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2414,7 +2481,7 @@ func (x *GrepLine) String() string {
 func (*GrepLine) ProtoMessage() {}
 
 func (x *GrepLine) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[24]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2427,7 +2494,7 @@ func (x *GrepLine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepLine.ProtoReflect.Descriptor instead.
 func (*GrepLine) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{24}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GrepLine) GetPath() []byte {
@@ -2504,7 +2571,7 @@ type GrepResponse struct {
 
 func (x *GrepResponse) Reset() {
 	*x = GrepResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[25]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2516,7 +2583,7 @@ func (x *GrepResponse) String() string {
 func (*GrepResponse) ProtoMessage() {}
 
 func (x *GrepResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[25]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2529,7 +2596,7 @@ func (x *GrepResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepResponse.ProtoReflect.Descriptor instead.
 func (*GrepResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{25}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GrepResponse) GetProgress() *Progress {
@@ -2606,7 +2673,7 @@ type WriteRequest struct {
 
 func (x *WriteRequest) Reset() {
 	*x = WriteRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[26]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2618,7 +2685,7 @@ func (x *WriteRequest) String() string {
 func (*WriteRequest) ProtoMessage() {}
 
 func (x *WriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[26]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2631,7 +2698,7 @@ func (x *WriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteRequest.ProtoReflect.Descriptor instead.
 func (*WriteRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{26}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *WriteRequest) GetPath() []byte {
@@ -2694,7 +2761,7 @@ type WriteResponse struct {
 
 func (x *WriteResponse) Reset() {
 	*x = WriteResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[27]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2706,7 +2773,7 @@ func (x *WriteResponse) String() string {
 func (*WriteResponse) ProtoMessage() {}
 
 func (x *WriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[27]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2719,7 +2786,7 @@ func (x *WriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteResponse.ProtoReflect.Descriptor instead.
 func (*WriteResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{27}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *WriteResponse) GetSha256() string {
@@ -2775,7 +2842,7 @@ type Edit struct {
 
 func (x *Edit) Reset() {
 	*x = Edit{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[28]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2787,7 +2854,7 @@ func (x *Edit) String() string {
 func (*Edit) ProtoMessage() {}
 
 func (x *Edit) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[28]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2800,7 +2867,7 @@ func (x *Edit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Edit.ProtoReflect.Descriptor instead.
 func (*Edit) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{28}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Edit) GetOld() []byte {
@@ -2836,7 +2903,7 @@ type ReplaceRequest struct {
 
 func (x *ReplaceRequest) Reset() {
 	*x = ReplaceRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[29]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2848,7 +2915,7 @@ func (x *ReplaceRequest) String() string {
 func (*ReplaceRequest) ProtoMessage() {}
 
 func (x *ReplaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[29]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2861,7 +2928,7 @@ func (x *ReplaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplaceRequest.ProtoReflect.Descriptor instead.
 func (*ReplaceRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{29}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ReplaceRequest) GetPath() []byte {
@@ -2908,7 +2975,7 @@ type ReplaceResponse struct {
 
 func (x *ReplaceResponse) Reset() {
 	*x = ReplaceResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[30]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2920,7 +2987,7 @@ func (x *ReplaceResponse) String() string {
 func (*ReplaceResponse) ProtoMessage() {}
 
 func (x *ReplaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[30]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2933,7 +3000,7 @@ func (x *ReplaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplaceResponse.ProtoReflect.Descriptor instead.
 func (*ReplaceResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{30}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ReplaceResponse) GetSha256() string {
@@ -2987,7 +3054,7 @@ type MkdirRequest struct {
 
 func (x *MkdirRequest) Reset() {
 	*x = MkdirRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[31]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2999,7 +3066,7 @@ func (x *MkdirRequest) String() string {
 func (*MkdirRequest) ProtoMessage() {}
 
 func (x *MkdirRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[31]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3012,7 +3079,7 @@ func (x *MkdirRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MkdirRequest.ProtoReflect.Descriptor instead.
 func (*MkdirRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{31}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *MkdirRequest) GetPath() []byte {
@@ -3031,7 +3098,7 @@ type MkdirResponse struct {
 
 func (x *MkdirResponse) Reset() {
 	*x = MkdirResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[32]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3043,7 +3110,7 @@ func (x *MkdirResponse) String() string {
 func (*MkdirResponse) ProtoMessage() {}
 
 func (x *MkdirResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[32]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3056,7 +3123,7 @@ func (x *MkdirResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MkdirResponse.ProtoReflect.Descriptor instead.
 func (*MkdirResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{32}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *MkdirResponse) GetCreated() bool {
@@ -3080,7 +3147,7 @@ type MoveRequest struct {
 
 func (x *MoveRequest) Reset() {
 	*x = MoveRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[33]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3092,7 +3159,7 @@ func (x *MoveRequest) String() string {
 func (*MoveRequest) ProtoMessage() {}
 
 func (x *MoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[33]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3105,7 +3172,7 @@ func (x *MoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveRequest.ProtoReflect.Descriptor instead.
 func (*MoveRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{33}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *MoveRequest) GetFrom() []byte {
@@ -3144,7 +3211,7 @@ type MoveResponse struct {
 
 func (x *MoveResponse) Reset() {
 	*x = MoveResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[34]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3156,7 +3223,7 @@ func (x *MoveResponse) String() string {
 func (*MoveResponse) ProtoMessage() {}
 
 func (x *MoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[34]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3169,7 +3236,7 @@ func (x *MoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveResponse.ProtoReflect.Descriptor instead.
 func (*MoveResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{34}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{35}
 }
 
 type DeleteRequest struct {
@@ -3186,7 +3253,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[35]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3198,7 +3265,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[35]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3211,7 +3278,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{35}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DeleteRequest) GetPath() []byte {
@@ -3254,7 +3321,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[36]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3266,7 +3333,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[36]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3279,7 +3346,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{36}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DeleteResponse) GetRemoved() int64 {
@@ -3306,7 +3373,7 @@ type UndoRequest struct {
 
 func (x *UndoRequest) Reset() {
 	*x = UndoRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[37]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3318,7 +3385,7 @@ func (x *UndoRequest) String() string {
 func (*UndoRequest) ProtoMessage() {}
 
 func (x *UndoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[37]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3331,7 +3398,7 @@ func (x *UndoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UndoRequest.ProtoReflect.Descriptor instead.
 func (*UndoRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{37}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *UndoRequest) GetToken() string {
@@ -3359,7 +3426,7 @@ type UndoResponse struct {
 
 func (x *UndoResponse) Reset() {
 	*x = UndoResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[38]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3371,7 +3438,7 @@ func (x *UndoResponse) String() string {
 func (*UndoResponse) ProtoMessage() {}
 
 func (x *UndoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[38]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3384,7 +3451,7 @@ func (x *UndoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UndoResponse.ProtoReflect.Descriptor instead.
 func (*UndoResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{38}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *UndoResponse) GetPath() []byte {
@@ -3433,7 +3500,7 @@ type SpliceRequest struct {
 
 func (x *SpliceRequest) Reset() {
 	*x = SpliceRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[39]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3445,7 +3512,7 @@ func (x *SpliceRequest) String() string {
 func (*SpliceRequest) ProtoMessage() {}
 
 func (x *SpliceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[39]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3458,7 +3525,7 @@ func (x *SpliceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpliceRequest.ProtoReflect.Descriptor instead.
 func (*SpliceRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{39}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SpliceRequest) GetPath() []byte {
@@ -3526,7 +3593,7 @@ type SpliceResponse struct {
 
 func (x *SpliceResponse) Reset() {
 	*x = SpliceResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[40]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3538,7 +3605,7 @@ func (x *SpliceResponse) String() string {
 func (*SpliceResponse) ProtoMessage() {}
 
 func (x *SpliceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[40]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3551,7 +3618,7 @@ func (x *SpliceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpliceResponse.ProtoReflect.Descriptor instead.
 func (*SpliceResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{40}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *SpliceResponse) GetSha256() string {
@@ -3605,7 +3672,7 @@ type DigestRequest struct {
 
 func (x *DigestRequest) Reset() {
 	*x = DigestRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[41]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3617,7 +3684,7 @@ func (x *DigestRequest) String() string {
 func (*DigestRequest) ProtoMessage() {}
 
 func (x *DigestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[41]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3630,7 +3697,7 @@ func (x *DigestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DigestRequest.ProtoReflect.Descriptor instead.
 func (*DigestRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{41}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *DigestRequest) GetPath() []byte {
@@ -3657,7 +3724,7 @@ type DigestResponse struct {
 
 func (x *DigestResponse) Reset() {
 	*x = DigestResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[42]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3669,7 +3736,7 @@ func (x *DigestResponse) String() string {
 func (*DigestResponse) ProtoMessage() {}
 
 func (x *DigestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[42]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3682,7 +3749,7 @@ func (x *DigestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DigestResponse.ProtoReflect.Descriptor instead.
 func (*DigestResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{42}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *DigestResponse) GetProgress() *Progress {
@@ -3745,7 +3812,7 @@ type CopyRequest struct {
 
 func (x *CopyRequest) Reset() {
 	*x = CopyRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[43]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3757,7 +3824,7 @@ func (x *CopyRequest) String() string {
 func (*CopyRequest) ProtoMessage() {}
 
 func (x *CopyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[43]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3770,7 +3837,7 @@ func (x *CopyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyRequest.ProtoReflect.Descriptor instead.
 func (*CopyRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{43}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CopyRequest) GetFrom() []byte {
@@ -3805,7 +3872,7 @@ type CopyResponse struct {
 
 func (x *CopyResponse) Reset() {
 	*x = CopyResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[44]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3817,7 +3884,7 @@ func (x *CopyResponse) String() string {
 func (*CopyResponse) ProtoMessage() {}
 
 func (x *CopyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[44]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3830,7 +3897,7 @@ func (x *CopyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyResponse.ProtoReflect.Descriptor instead.
 func (*CopyResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{44}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *CopyResponse) GetFiles() int64 {
@@ -3873,7 +3940,7 @@ type TreeRequest struct {
 
 func (x *TreeRequest) Reset() {
 	*x = TreeRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[45]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3885,7 +3952,7 @@ func (x *TreeRequest) String() string {
 func (*TreeRequest) ProtoMessage() {}
 
 func (x *TreeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[45]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3898,7 +3965,7 @@ func (x *TreeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TreeRequest.ProtoReflect.Descriptor instead.
 func (*TreeRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{45}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *TreeRequest) GetPath() []byte {
@@ -3973,7 +4040,7 @@ type TreeEntry struct {
 
 func (x *TreeEntry) Reset() {
 	*x = TreeEntry{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[46]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3985,7 +4052,7 @@ func (x *TreeEntry) String() string {
 func (*TreeEntry) ProtoMessage() {}
 
 func (x *TreeEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[46]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3998,7 +4065,7 @@ func (x *TreeEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TreeEntry.ProtoReflect.Descriptor instead.
 func (*TreeEntry) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{46}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *TreeEntry) GetPath() []byte {
@@ -4045,7 +4112,7 @@ type TreeResponse struct {
 
 func (x *TreeResponse) Reset() {
 	*x = TreeResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[47]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4057,7 +4124,7 @@ func (x *TreeResponse) String() string {
 func (*TreeResponse) ProtoMessage() {}
 
 func (x *TreeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[47]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4070,7 +4137,7 @@ func (x *TreeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TreeResponse.ProtoReflect.Descriptor instead.
 func (*TreeResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{47}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *TreeResponse) GetProgress() *Progress {
@@ -4124,7 +4191,7 @@ type ViewRequest struct {
 
 func (x *ViewRequest) Reset() {
 	*x = ViewRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[48]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4136,7 +4203,7 @@ func (x *ViewRequest) String() string {
 func (*ViewRequest) ProtoMessage() {}
 
 func (x *ViewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[48]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4149,7 +4216,7 @@ func (x *ViewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ViewRequest.ProtoReflect.Descriptor instead.
 func (*ViewRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{48}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ViewRequest) GetPath() []byte {
@@ -4170,7 +4237,7 @@ type ViewResponse struct {
 
 func (x *ViewResponse) Reset() {
 	*x = ViewResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[49]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4182,7 +4249,7 @@ func (x *ViewResponse) String() string {
 func (*ViewResponse) ProtoMessage() {}
 
 func (x *ViewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[49]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4195,7 +4262,7 @@ func (x *ViewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ViewResponse.ProtoReflect.Descriptor instead.
 func (*ViewResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{49}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ViewResponse) GetData() []byte {
@@ -4225,7 +4292,7 @@ type PatchPrecondition struct {
 
 func (x *PatchPrecondition) Reset() {
 	*x = PatchPrecondition{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[50]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4237,7 +4304,7 @@ func (x *PatchPrecondition) String() string {
 func (*PatchPrecondition) ProtoMessage() {}
 
 func (x *PatchPrecondition) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[50]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4250,7 +4317,7 @@ func (x *PatchPrecondition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PatchPrecondition.ProtoReflect.Descriptor instead.
 func (*PatchPrecondition) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{50}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *PatchPrecondition) GetPath() []byte {
@@ -4285,7 +4352,7 @@ type PatchRequest struct {
 
 func (x *PatchRequest) Reset() {
 	*x = PatchRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[51]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4297,7 +4364,7 @@ func (x *PatchRequest) String() string {
 func (*PatchRequest) ProtoMessage() {}
 
 func (x *PatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[51]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4310,7 +4377,7 @@ func (x *PatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PatchRequest.ProtoReflect.Descriptor instead.
 func (*PatchRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{51}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *PatchRequest) GetPatch() []byte {
@@ -4352,7 +4419,7 @@ type PatchFile struct {
 
 func (x *PatchFile) Reset() {
 	*x = PatchFile{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[52]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4364,7 +4431,7 @@ func (x *PatchFile) String() string {
 func (*PatchFile) ProtoMessage() {}
 
 func (x *PatchFile) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[52]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4377,7 +4444,7 @@ func (x *PatchFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PatchFile.ProtoReflect.Descriptor instead.
 func (*PatchFile) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{52}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *PatchFile) GetPath() []byte {
@@ -4449,7 +4516,7 @@ type PatchResponse struct {
 
 func (x *PatchResponse) Reset() {
 	*x = PatchResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[53]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4461,7 +4528,7 @@ func (x *PatchResponse) String() string {
 func (*PatchResponse) ProtoMessage() {}
 
 func (x *PatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[53]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4474,7 +4541,7 @@ func (x *PatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PatchResponse.ProtoReflect.Descriptor instead.
 func (*PatchResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{53}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *PatchResponse) GetFiles() []*PatchFile {
@@ -4500,7 +4567,7 @@ type ReadManyRequest struct {
 
 func (x *ReadManyRequest) Reset() {
 	*x = ReadManyRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[54]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4512,7 +4579,7 @@ func (x *ReadManyRequest) String() string {
 func (*ReadManyRequest) ProtoMessage() {}
 
 func (x *ReadManyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[54]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4525,7 +4592,7 @@ func (x *ReadManyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadManyRequest.ProtoReflect.Descriptor instead.
 func (*ReadManyRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{54}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ReadManyRequest) GetReads() []*ReadRequest {
@@ -4546,7 +4613,7 @@ type ReadManyResult struct {
 
 func (x *ReadManyResult) Reset() {
 	*x = ReadManyResult{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[55]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4558,7 +4625,7 @@ func (x *ReadManyResult) String() string {
 func (*ReadManyResult) ProtoMessage() {}
 
 func (x *ReadManyResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[55]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4571,7 +4638,7 @@ func (x *ReadManyResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadManyResult.ProtoReflect.Descriptor instead.
 func (*ReadManyResult) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{55}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ReadManyResult) GetRead() *ReadResponse {
@@ -4598,7 +4665,7 @@ type ReadManyResponse struct {
 
 func (x *ReadManyResponse) Reset() {
 	*x = ReadManyResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[56]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4610,7 +4677,7 @@ func (x *ReadManyResponse) String() string {
 func (*ReadManyResponse) ProtoMessage() {}
 
 func (x *ReadManyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[56]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4623,7 +4690,7 @@ func (x *ReadManyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadManyResponse.ProtoReflect.Descriptor instead.
 func (*ReadManyResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{56}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ReadManyResponse) GetResults() []*ReadManyResult {
@@ -4645,7 +4712,7 @@ type CheckRequest struct {
 
 func (x *CheckRequest) Reset() {
 	*x = CheckRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[57]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4657,7 +4724,7 @@ func (x *CheckRequest) String() string {
 func (*CheckRequest) ProtoMessage() {}
 
 func (x *CheckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[57]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4670,7 +4737,7 @@ func (x *CheckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckRequest.ProtoReflect.Descriptor instead.
 func (*CheckRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{57}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *CheckRequest) GetTool() string {
@@ -4706,7 +4773,7 @@ type CheckResponse struct {
 
 func (x *CheckResponse) Reset() {
 	*x = CheckResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[58]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4718,7 +4785,7 @@ func (x *CheckResponse) String() string {
 func (*CheckResponse) ProtoMessage() {}
 
 func (x *CheckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[58]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4731,7 +4798,7 @@ func (x *CheckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckResponse.ProtoReflect.Descriptor instead.
 func (*CheckResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{58}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *CheckResponse) GetAction() RuleAction {
@@ -4783,7 +4850,7 @@ type JudgedPath struct {
 
 func (x *JudgedPath) Reset() {
 	*x = JudgedPath{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[59]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4795,7 +4862,7 @@ func (x *JudgedPath) String() string {
 func (*JudgedPath) ProtoMessage() {}
 
 func (x *JudgedPath) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[59]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4808,7 +4875,7 @@ func (x *JudgedPath) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JudgedPath.ProtoReflect.Descriptor instead.
 func (*JudgedPath) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{59}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *JudgedPath) GetPath() []byte {
@@ -4842,7 +4909,7 @@ type JudgedPaths struct {
 
 func (x *JudgedPaths) Reset() {
 	*x = JudgedPaths{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[60]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4854,7 +4921,7 @@ func (x *JudgedPaths) String() string {
 func (*JudgedPaths) ProtoMessage() {}
 
 func (x *JudgedPaths) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[60]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4867,7 +4934,7 @@ func (x *JudgedPaths) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JudgedPaths.ProtoReflect.Descriptor instead.
 func (*JudgedPaths) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{60}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *JudgedPaths) GetPaths() []*JudgedPath {
@@ -4907,10 +4974,14 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\x17seccomp_denied_syscalls\x18\x06 \x01(\x05R\x15seccompDeniedSyscalls\x12.\n" +
 	"\x13kernel_landlock_abi\x18\a \x01(\x05R\x11kernelLandlockAbi\x12(\n" +
 	"\x06policy\x18\b \x01(\v2\x10.fsmcp.v1.PolicyR\x06policy\x12+\n" +
-	"\bselftest\x18\t \x03(\v2\x0f.fsmcp.v1.ProbeR\bselftest\"6\n" +
+	"\bselftest\x18\t \x03(\v2\x0f.fsmcp.v1.ProbeR\bselftest\"j\n" +
 	"\x06Policy\x12\x18\n" +
 	"\aprotect\x18\x01 \x03(\tR\aprotect\x12\x12\n" +
-	"\x04deny\x18\x02 \x03(\tR\x04deny\"M\n" +
+	"\x04deny\x18\x02 \x03(\tR\x04deny\x122\n" +
+	"\aderived\x18\x03 \x03(\v2\x18.fsmcp.v1.DerivedProtectR\aderived\"G\n" +
+	"\x0eDerivedProtect\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12!\n" +
+	"\fderived_from\x18\x02 \x01(\tR\vderivedFrom\"M\n" +
 	"\x05Probe\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06result\x18\x02 \x01(\tR\x06result\x12\x18\n" +
@@ -5314,7 +5385,7 @@ func file_fsmcp_v1_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_fsmcp_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_fsmcp_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
+var file_fsmcp_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
 var file_fsmcp_v1_worker_proto_goTypes = []any{
 	(ProtocolVersion)(0),       // 0: fsmcp.v1.ProtocolVersion
 	(ErrorCode)(0),             // 1: fsmcp.v1.ErrorCode
@@ -5326,154 +5397,156 @@ var file_fsmcp_v1_worker_proto_goTypes = []any{
 	(*Nearest)(nil),            // 7: fsmcp.v1.Nearest
 	(*Confinement)(nil),        // 8: fsmcp.v1.Confinement
 	(*Policy)(nil),             // 9: fsmcp.v1.Policy
-	(*Probe)(nil),              // 10: fsmcp.v1.Probe
-	(*HelloRequest)(nil),       // 11: fsmcp.v1.HelloRequest
-	(*HelloResponse)(nil),      // 12: fsmcp.v1.HelloResponse
-	(*Entry)(nil),              // 13: fsmcp.v1.Entry
-	(*StatRequest)(nil),        // 14: fsmcp.v1.StatRequest
-	(*StatStreamRequest)(nil),  // 15: fsmcp.v1.StatStreamRequest
-	(*StatStreamResponse)(nil), // 16: fsmcp.v1.StatStreamResponse
-	(*StatResponse)(nil),       // 17: fsmcp.v1.StatResponse
-	(*ListRequest)(nil),        // 18: fsmcp.v1.ListRequest
-	(*ListResponse)(nil),       // 19: fsmcp.v1.ListResponse
-	(*EntryColumns)(nil),       // 20: fsmcp.v1.EntryColumns
-	(*ListTotals)(nil),         // 21: fsmcp.v1.ListTotals
-	(*ReadRequest)(nil),        // 22: fsmcp.v1.ReadRequest
-	(*ReadResponse)(nil),       // 23: fsmcp.v1.ReadResponse
-	(*Progress)(nil),           // 24: fsmcp.v1.Progress
-	(*GlobRequest)(nil),        // 25: fsmcp.v1.GlobRequest
-	(*GlobResponse)(nil),       // 26: fsmcp.v1.GlobResponse
-	(*GrepRequest)(nil),        // 27: fsmcp.v1.GrepRequest
-	(*FileCount)(nil),          // 28: fsmcp.v1.FileCount
-	(*Submatch)(nil),           // 29: fsmcp.v1.Submatch
-	(*GrepLine)(nil),           // 30: fsmcp.v1.GrepLine
-	(*GrepResponse)(nil),       // 31: fsmcp.v1.GrepResponse
-	(*WriteRequest)(nil),       // 32: fsmcp.v1.WriteRequest
-	(*WriteResponse)(nil),      // 33: fsmcp.v1.WriteResponse
-	(*Edit)(nil),               // 34: fsmcp.v1.Edit
-	(*ReplaceRequest)(nil),     // 35: fsmcp.v1.ReplaceRequest
-	(*ReplaceResponse)(nil),    // 36: fsmcp.v1.ReplaceResponse
-	(*MkdirRequest)(nil),       // 37: fsmcp.v1.MkdirRequest
-	(*MkdirResponse)(nil),      // 38: fsmcp.v1.MkdirResponse
-	(*MoveRequest)(nil),        // 39: fsmcp.v1.MoveRequest
-	(*MoveResponse)(nil),       // 40: fsmcp.v1.MoveResponse
-	(*DeleteRequest)(nil),      // 41: fsmcp.v1.DeleteRequest
-	(*DeleteResponse)(nil),     // 42: fsmcp.v1.DeleteResponse
-	(*UndoRequest)(nil),        // 43: fsmcp.v1.UndoRequest
-	(*UndoResponse)(nil),       // 44: fsmcp.v1.UndoResponse
-	(*SpliceRequest)(nil),      // 45: fsmcp.v1.SpliceRequest
-	(*SpliceResponse)(nil),     // 46: fsmcp.v1.SpliceResponse
-	(*DigestRequest)(nil),      // 47: fsmcp.v1.DigestRequest
-	(*DigestResponse)(nil),     // 48: fsmcp.v1.DigestResponse
-	(*CopyRequest)(nil),        // 49: fsmcp.v1.CopyRequest
-	(*CopyResponse)(nil),       // 50: fsmcp.v1.CopyResponse
-	(*TreeRequest)(nil),        // 51: fsmcp.v1.TreeRequest
-	(*TreeEntry)(nil),          // 52: fsmcp.v1.TreeEntry
-	(*TreeResponse)(nil),       // 53: fsmcp.v1.TreeResponse
-	(*ViewRequest)(nil),        // 54: fsmcp.v1.ViewRequest
-	(*ViewResponse)(nil),       // 55: fsmcp.v1.ViewResponse
-	(*PatchPrecondition)(nil),  // 56: fsmcp.v1.PatchPrecondition
-	(*PatchRequest)(nil),       // 57: fsmcp.v1.PatchRequest
-	(*PatchFile)(nil),          // 58: fsmcp.v1.PatchFile
-	(*PatchResponse)(nil),      // 59: fsmcp.v1.PatchResponse
-	(*ReadManyRequest)(nil),    // 60: fsmcp.v1.ReadManyRequest
-	(*ReadManyResult)(nil),     // 61: fsmcp.v1.ReadManyResult
-	(*ReadManyResponse)(nil),   // 62: fsmcp.v1.ReadManyResponse
-	(*CheckRequest)(nil),       // 63: fsmcp.v1.CheckRequest
-	(*CheckResponse)(nil),      // 64: fsmcp.v1.CheckResponse
-	(*JudgedPath)(nil),         // 65: fsmcp.v1.JudgedPath
-	(*JudgedPaths)(nil),        // 66: fsmcp.v1.JudgedPaths
+	(*DerivedProtect)(nil),     // 10: fsmcp.v1.DerivedProtect
+	(*Probe)(nil),              // 11: fsmcp.v1.Probe
+	(*HelloRequest)(nil),       // 12: fsmcp.v1.HelloRequest
+	(*HelloResponse)(nil),      // 13: fsmcp.v1.HelloResponse
+	(*Entry)(nil),              // 14: fsmcp.v1.Entry
+	(*StatRequest)(nil),        // 15: fsmcp.v1.StatRequest
+	(*StatStreamRequest)(nil),  // 16: fsmcp.v1.StatStreamRequest
+	(*StatStreamResponse)(nil), // 17: fsmcp.v1.StatStreamResponse
+	(*StatResponse)(nil),       // 18: fsmcp.v1.StatResponse
+	(*ListRequest)(nil),        // 19: fsmcp.v1.ListRequest
+	(*ListResponse)(nil),       // 20: fsmcp.v1.ListResponse
+	(*EntryColumns)(nil),       // 21: fsmcp.v1.EntryColumns
+	(*ListTotals)(nil),         // 22: fsmcp.v1.ListTotals
+	(*ReadRequest)(nil),        // 23: fsmcp.v1.ReadRequest
+	(*ReadResponse)(nil),       // 24: fsmcp.v1.ReadResponse
+	(*Progress)(nil),           // 25: fsmcp.v1.Progress
+	(*GlobRequest)(nil),        // 26: fsmcp.v1.GlobRequest
+	(*GlobResponse)(nil),       // 27: fsmcp.v1.GlobResponse
+	(*GrepRequest)(nil),        // 28: fsmcp.v1.GrepRequest
+	(*FileCount)(nil),          // 29: fsmcp.v1.FileCount
+	(*Submatch)(nil),           // 30: fsmcp.v1.Submatch
+	(*GrepLine)(nil),           // 31: fsmcp.v1.GrepLine
+	(*GrepResponse)(nil),       // 32: fsmcp.v1.GrepResponse
+	(*WriteRequest)(nil),       // 33: fsmcp.v1.WriteRequest
+	(*WriteResponse)(nil),      // 34: fsmcp.v1.WriteResponse
+	(*Edit)(nil),               // 35: fsmcp.v1.Edit
+	(*ReplaceRequest)(nil),     // 36: fsmcp.v1.ReplaceRequest
+	(*ReplaceResponse)(nil),    // 37: fsmcp.v1.ReplaceResponse
+	(*MkdirRequest)(nil),       // 38: fsmcp.v1.MkdirRequest
+	(*MkdirResponse)(nil),      // 39: fsmcp.v1.MkdirResponse
+	(*MoveRequest)(nil),        // 40: fsmcp.v1.MoveRequest
+	(*MoveResponse)(nil),       // 41: fsmcp.v1.MoveResponse
+	(*DeleteRequest)(nil),      // 42: fsmcp.v1.DeleteRequest
+	(*DeleteResponse)(nil),     // 43: fsmcp.v1.DeleteResponse
+	(*UndoRequest)(nil),        // 44: fsmcp.v1.UndoRequest
+	(*UndoResponse)(nil),       // 45: fsmcp.v1.UndoResponse
+	(*SpliceRequest)(nil),      // 46: fsmcp.v1.SpliceRequest
+	(*SpliceResponse)(nil),     // 47: fsmcp.v1.SpliceResponse
+	(*DigestRequest)(nil),      // 48: fsmcp.v1.DigestRequest
+	(*DigestResponse)(nil),     // 49: fsmcp.v1.DigestResponse
+	(*CopyRequest)(nil),        // 50: fsmcp.v1.CopyRequest
+	(*CopyResponse)(nil),       // 51: fsmcp.v1.CopyResponse
+	(*TreeRequest)(nil),        // 52: fsmcp.v1.TreeRequest
+	(*TreeEntry)(nil),          // 53: fsmcp.v1.TreeEntry
+	(*TreeResponse)(nil),       // 54: fsmcp.v1.TreeResponse
+	(*ViewRequest)(nil),        // 55: fsmcp.v1.ViewRequest
+	(*ViewResponse)(nil),       // 56: fsmcp.v1.ViewResponse
+	(*PatchPrecondition)(nil),  // 57: fsmcp.v1.PatchPrecondition
+	(*PatchRequest)(nil),       // 58: fsmcp.v1.PatchRequest
+	(*PatchFile)(nil),          // 59: fsmcp.v1.PatchFile
+	(*PatchResponse)(nil),      // 60: fsmcp.v1.PatchResponse
+	(*ReadManyRequest)(nil),    // 61: fsmcp.v1.ReadManyRequest
+	(*ReadManyResult)(nil),     // 62: fsmcp.v1.ReadManyResult
+	(*ReadManyResponse)(nil),   // 63: fsmcp.v1.ReadManyResponse
+	(*CheckRequest)(nil),       // 64: fsmcp.v1.CheckRequest
+	(*CheckResponse)(nil),      // 65: fsmcp.v1.CheckResponse
+	(*JudgedPath)(nil),         // 66: fsmcp.v1.JudgedPath
+	(*JudgedPaths)(nil),        // 67: fsmcp.v1.JudgedPaths
 }
 var file_fsmcp_v1_worker_proto_depIdxs = []int32{
 	1,  // 0: fsmcp.v1.Error.code:type_name -> fsmcp.v1.ErrorCode
 	7,  // 1: fsmcp.v1.Error.nearest:type_name -> fsmcp.v1.Nearest
 	9,  // 2: fsmcp.v1.Confinement.policy:type_name -> fsmcp.v1.Policy
-	10, // 3: fsmcp.v1.Confinement.selftest:type_name -> fsmcp.v1.Probe
-	0,  // 4: fsmcp.v1.HelloRequest.version:type_name -> fsmcp.v1.ProtocolVersion
-	0,  // 5: fsmcp.v1.HelloResponse.version:type_name -> fsmcp.v1.ProtocolVersion
-	8,  // 6: fsmcp.v1.HelloResponse.confinement:type_name -> fsmcp.v1.Confinement
-	2,  // 7: fsmcp.v1.Entry.type:type_name -> fsmcp.v1.FileType
-	14, // 8: fsmcp.v1.StatStreamRequest.stat:type_name -> fsmcp.v1.StatRequest
-	24, // 9: fsmcp.v1.StatStreamResponse.progress:type_name -> fsmcp.v1.Progress
-	17, // 10: fsmcp.v1.StatStreamResponse.stat:type_name -> fsmcp.v1.StatResponse
-	13, // 11: fsmcp.v1.StatResponse.entry:type_name -> fsmcp.v1.Entry
-	8,  // 12: fsmcp.v1.StatResponse.confinement:type_name -> fsmcp.v1.Confinement
-	3,  // 13: fsmcp.v1.ListRequest.sort:type_name -> fsmcp.v1.ListingSort
-	13, // 14: fsmcp.v1.ListResponse.entries:type_name -> fsmcp.v1.Entry
-	21, // 15: fsmcp.v1.ListResponse.totals:type_name -> fsmcp.v1.ListTotals
-	20, // 16: fsmcp.v1.ListResponse.columns:type_name -> fsmcp.v1.EntryColumns
-	2,  // 17: fsmcp.v1.EntryColumns.types:type_name -> fsmcp.v1.FileType
-	3,  // 18: fsmcp.v1.GlobRequest.sort:type_name -> fsmcp.v1.ListingSort
-	24, // 19: fsmcp.v1.GlobResponse.progress:type_name -> fsmcp.v1.Progress
-	4,  // 20: fsmcp.v1.GrepRequest.output:type_name -> fsmcp.v1.GrepOutput
-	29, // 21: fsmcp.v1.GrepLine.submatches:type_name -> fsmcp.v1.Submatch
-	24, // 22: fsmcp.v1.GrepResponse.progress:type_name -> fsmcp.v1.Progress
-	30, // 23: fsmcp.v1.GrepResponse.lines:type_name -> fsmcp.v1.GrepLine
-	28, // 24: fsmcp.v1.GrepResponse.files:type_name -> fsmcp.v1.FileCount
-	34, // 25: fsmcp.v1.ReplaceRequest.edits:type_name -> fsmcp.v1.Edit
-	2,  // 26: fsmcp.v1.UndoResponse.type:type_name -> fsmcp.v1.FileType
-	24, // 27: fsmcp.v1.DigestResponse.progress:type_name -> fsmcp.v1.Progress
-	2,  // 28: fsmcp.v1.DigestResponse.type:type_name -> fsmcp.v1.FileType
-	2,  // 29: fsmcp.v1.TreeEntry.type:type_name -> fsmcp.v1.FileType
-	24, // 30: fsmcp.v1.TreeResponse.progress:type_name -> fsmcp.v1.Progress
-	52, // 31: fsmcp.v1.TreeResponse.entries:type_name -> fsmcp.v1.TreeEntry
-	56, // 32: fsmcp.v1.PatchRequest.preconditions:type_name -> fsmcp.v1.PatchPrecondition
-	58, // 33: fsmcp.v1.PatchResponse.files:type_name -> fsmcp.v1.PatchFile
-	22, // 34: fsmcp.v1.ReadManyRequest.reads:type_name -> fsmcp.v1.ReadRequest
-	23, // 35: fsmcp.v1.ReadManyResult.read:type_name -> fsmcp.v1.ReadResponse
-	6,  // 36: fsmcp.v1.ReadManyResult.error:type_name -> fsmcp.v1.Error
-	61, // 37: fsmcp.v1.ReadManyResponse.results:type_name -> fsmcp.v1.ReadManyResult
-	5,  // 38: fsmcp.v1.CheckResponse.action:type_name -> fsmcp.v1.RuleAction
-	65, // 39: fsmcp.v1.CheckResponse.judged:type_name -> fsmcp.v1.JudgedPath
-	5,  // 40: fsmcp.v1.JudgedPath.action:type_name -> fsmcp.v1.RuleAction
-	65, // 41: fsmcp.v1.JudgedPaths.paths:type_name -> fsmcp.v1.JudgedPath
-	11, // 42: fsmcp.v1.WorkerService.Hello:input_type -> fsmcp.v1.HelloRequest
-	14, // 43: fsmcp.v1.WorkerService.Stat:input_type -> fsmcp.v1.StatRequest
-	18, // 44: fsmcp.v1.WorkerService.List:input_type -> fsmcp.v1.ListRequest
-	22, // 45: fsmcp.v1.WorkerService.Read:input_type -> fsmcp.v1.ReadRequest
-	25, // 46: fsmcp.v1.WorkerService.Glob:input_type -> fsmcp.v1.GlobRequest
-	27, // 47: fsmcp.v1.WorkerService.Grep:input_type -> fsmcp.v1.GrepRequest
-	32, // 48: fsmcp.v1.WorkerService.Write:input_type -> fsmcp.v1.WriteRequest
-	35, // 49: fsmcp.v1.WorkerService.Replace:input_type -> fsmcp.v1.ReplaceRequest
-	37, // 50: fsmcp.v1.WorkerService.Mkdir:input_type -> fsmcp.v1.MkdirRequest
-	39, // 51: fsmcp.v1.WorkerService.Move:input_type -> fsmcp.v1.MoveRequest
-	41, // 52: fsmcp.v1.WorkerService.Delete:input_type -> fsmcp.v1.DeleteRequest
-	45, // 53: fsmcp.v1.WorkerService.Splice:input_type -> fsmcp.v1.SpliceRequest
-	47, // 54: fsmcp.v1.WorkerService.Digest:input_type -> fsmcp.v1.DigestRequest
-	49, // 55: fsmcp.v1.WorkerService.Copy:input_type -> fsmcp.v1.CopyRequest
-	51, // 56: fsmcp.v1.WorkerService.Tree:input_type -> fsmcp.v1.TreeRequest
-	54, // 57: fsmcp.v1.WorkerService.View:input_type -> fsmcp.v1.ViewRequest
-	57, // 58: fsmcp.v1.WorkerService.Patch:input_type -> fsmcp.v1.PatchRequest
-	60, // 59: fsmcp.v1.WorkerService.ReadMany:input_type -> fsmcp.v1.ReadManyRequest
-	15, // 60: fsmcp.v1.WorkerService.StatStream:input_type -> fsmcp.v1.StatStreamRequest
-	43, // 61: fsmcp.v1.WorkerService.Undo:input_type -> fsmcp.v1.UndoRequest
-	63, // 62: fsmcp.v1.WorkerService.Check:input_type -> fsmcp.v1.CheckRequest
-	12, // 63: fsmcp.v1.WorkerService.Hello:output_type -> fsmcp.v1.HelloResponse
-	17, // 64: fsmcp.v1.WorkerService.Stat:output_type -> fsmcp.v1.StatResponse
-	19, // 65: fsmcp.v1.WorkerService.List:output_type -> fsmcp.v1.ListResponse
-	23, // 66: fsmcp.v1.WorkerService.Read:output_type -> fsmcp.v1.ReadResponse
-	26, // 67: fsmcp.v1.WorkerService.Glob:output_type -> fsmcp.v1.GlobResponse
-	31, // 68: fsmcp.v1.WorkerService.Grep:output_type -> fsmcp.v1.GrepResponse
-	33, // 69: fsmcp.v1.WorkerService.Write:output_type -> fsmcp.v1.WriteResponse
-	36, // 70: fsmcp.v1.WorkerService.Replace:output_type -> fsmcp.v1.ReplaceResponse
-	38, // 71: fsmcp.v1.WorkerService.Mkdir:output_type -> fsmcp.v1.MkdirResponse
-	40, // 72: fsmcp.v1.WorkerService.Move:output_type -> fsmcp.v1.MoveResponse
-	42, // 73: fsmcp.v1.WorkerService.Delete:output_type -> fsmcp.v1.DeleteResponse
-	46, // 74: fsmcp.v1.WorkerService.Splice:output_type -> fsmcp.v1.SpliceResponse
-	48, // 75: fsmcp.v1.WorkerService.Digest:output_type -> fsmcp.v1.DigestResponse
-	50, // 76: fsmcp.v1.WorkerService.Copy:output_type -> fsmcp.v1.CopyResponse
-	53, // 77: fsmcp.v1.WorkerService.Tree:output_type -> fsmcp.v1.TreeResponse
-	55, // 78: fsmcp.v1.WorkerService.View:output_type -> fsmcp.v1.ViewResponse
-	59, // 79: fsmcp.v1.WorkerService.Patch:output_type -> fsmcp.v1.PatchResponse
-	62, // 80: fsmcp.v1.WorkerService.ReadMany:output_type -> fsmcp.v1.ReadManyResponse
-	16, // 81: fsmcp.v1.WorkerService.StatStream:output_type -> fsmcp.v1.StatStreamResponse
-	44, // 82: fsmcp.v1.WorkerService.Undo:output_type -> fsmcp.v1.UndoResponse
-	64, // 83: fsmcp.v1.WorkerService.Check:output_type -> fsmcp.v1.CheckResponse
-	63, // [63:84] is the sub-list for method output_type
-	42, // [42:63] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	11, // 3: fsmcp.v1.Confinement.selftest:type_name -> fsmcp.v1.Probe
+	10, // 4: fsmcp.v1.Policy.derived:type_name -> fsmcp.v1.DerivedProtect
+	0,  // 5: fsmcp.v1.HelloRequest.version:type_name -> fsmcp.v1.ProtocolVersion
+	0,  // 6: fsmcp.v1.HelloResponse.version:type_name -> fsmcp.v1.ProtocolVersion
+	8,  // 7: fsmcp.v1.HelloResponse.confinement:type_name -> fsmcp.v1.Confinement
+	2,  // 8: fsmcp.v1.Entry.type:type_name -> fsmcp.v1.FileType
+	15, // 9: fsmcp.v1.StatStreamRequest.stat:type_name -> fsmcp.v1.StatRequest
+	25, // 10: fsmcp.v1.StatStreamResponse.progress:type_name -> fsmcp.v1.Progress
+	18, // 11: fsmcp.v1.StatStreamResponse.stat:type_name -> fsmcp.v1.StatResponse
+	14, // 12: fsmcp.v1.StatResponse.entry:type_name -> fsmcp.v1.Entry
+	8,  // 13: fsmcp.v1.StatResponse.confinement:type_name -> fsmcp.v1.Confinement
+	3,  // 14: fsmcp.v1.ListRequest.sort:type_name -> fsmcp.v1.ListingSort
+	14, // 15: fsmcp.v1.ListResponse.entries:type_name -> fsmcp.v1.Entry
+	22, // 16: fsmcp.v1.ListResponse.totals:type_name -> fsmcp.v1.ListTotals
+	21, // 17: fsmcp.v1.ListResponse.columns:type_name -> fsmcp.v1.EntryColumns
+	2,  // 18: fsmcp.v1.EntryColumns.types:type_name -> fsmcp.v1.FileType
+	3,  // 19: fsmcp.v1.GlobRequest.sort:type_name -> fsmcp.v1.ListingSort
+	25, // 20: fsmcp.v1.GlobResponse.progress:type_name -> fsmcp.v1.Progress
+	4,  // 21: fsmcp.v1.GrepRequest.output:type_name -> fsmcp.v1.GrepOutput
+	30, // 22: fsmcp.v1.GrepLine.submatches:type_name -> fsmcp.v1.Submatch
+	25, // 23: fsmcp.v1.GrepResponse.progress:type_name -> fsmcp.v1.Progress
+	31, // 24: fsmcp.v1.GrepResponse.lines:type_name -> fsmcp.v1.GrepLine
+	29, // 25: fsmcp.v1.GrepResponse.files:type_name -> fsmcp.v1.FileCount
+	35, // 26: fsmcp.v1.ReplaceRequest.edits:type_name -> fsmcp.v1.Edit
+	2,  // 27: fsmcp.v1.UndoResponse.type:type_name -> fsmcp.v1.FileType
+	25, // 28: fsmcp.v1.DigestResponse.progress:type_name -> fsmcp.v1.Progress
+	2,  // 29: fsmcp.v1.DigestResponse.type:type_name -> fsmcp.v1.FileType
+	2,  // 30: fsmcp.v1.TreeEntry.type:type_name -> fsmcp.v1.FileType
+	25, // 31: fsmcp.v1.TreeResponse.progress:type_name -> fsmcp.v1.Progress
+	53, // 32: fsmcp.v1.TreeResponse.entries:type_name -> fsmcp.v1.TreeEntry
+	57, // 33: fsmcp.v1.PatchRequest.preconditions:type_name -> fsmcp.v1.PatchPrecondition
+	59, // 34: fsmcp.v1.PatchResponse.files:type_name -> fsmcp.v1.PatchFile
+	23, // 35: fsmcp.v1.ReadManyRequest.reads:type_name -> fsmcp.v1.ReadRequest
+	24, // 36: fsmcp.v1.ReadManyResult.read:type_name -> fsmcp.v1.ReadResponse
+	6,  // 37: fsmcp.v1.ReadManyResult.error:type_name -> fsmcp.v1.Error
+	62, // 38: fsmcp.v1.ReadManyResponse.results:type_name -> fsmcp.v1.ReadManyResult
+	5,  // 39: fsmcp.v1.CheckResponse.action:type_name -> fsmcp.v1.RuleAction
+	66, // 40: fsmcp.v1.CheckResponse.judged:type_name -> fsmcp.v1.JudgedPath
+	5,  // 41: fsmcp.v1.JudgedPath.action:type_name -> fsmcp.v1.RuleAction
+	66, // 42: fsmcp.v1.JudgedPaths.paths:type_name -> fsmcp.v1.JudgedPath
+	12, // 43: fsmcp.v1.WorkerService.Hello:input_type -> fsmcp.v1.HelloRequest
+	15, // 44: fsmcp.v1.WorkerService.Stat:input_type -> fsmcp.v1.StatRequest
+	19, // 45: fsmcp.v1.WorkerService.List:input_type -> fsmcp.v1.ListRequest
+	23, // 46: fsmcp.v1.WorkerService.Read:input_type -> fsmcp.v1.ReadRequest
+	26, // 47: fsmcp.v1.WorkerService.Glob:input_type -> fsmcp.v1.GlobRequest
+	28, // 48: fsmcp.v1.WorkerService.Grep:input_type -> fsmcp.v1.GrepRequest
+	33, // 49: fsmcp.v1.WorkerService.Write:input_type -> fsmcp.v1.WriteRequest
+	36, // 50: fsmcp.v1.WorkerService.Replace:input_type -> fsmcp.v1.ReplaceRequest
+	38, // 51: fsmcp.v1.WorkerService.Mkdir:input_type -> fsmcp.v1.MkdirRequest
+	40, // 52: fsmcp.v1.WorkerService.Move:input_type -> fsmcp.v1.MoveRequest
+	42, // 53: fsmcp.v1.WorkerService.Delete:input_type -> fsmcp.v1.DeleteRequest
+	46, // 54: fsmcp.v1.WorkerService.Splice:input_type -> fsmcp.v1.SpliceRequest
+	48, // 55: fsmcp.v1.WorkerService.Digest:input_type -> fsmcp.v1.DigestRequest
+	50, // 56: fsmcp.v1.WorkerService.Copy:input_type -> fsmcp.v1.CopyRequest
+	52, // 57: fsmcp.v1.WorkerService.Tree:input_type -> fsmcp.v1.TreeRequest
+	55, // 58: fsmcp.v1.WorkerService.View:input_type -> fsmcp.v1.ViewRequest
+	58, // 59: fsmcp.v1.WorkerService.Patch:input_type -> fsmcp.v1.PatchRequest
+	61, // 60: fsmcp.v1.WorkerService.ReadMany:input_type -> fsmcp.v1.ReadManyRequest
+	16, // 61: fsmcp.v1.WorkerService.StatStream:input_type -> fsmcp.v1.StatStreamRequest
+	44, // 62: fsmcp.v1.WorkerService.Undo:input_type -> fsmcp.v1.UndoRequest
+	64, // 63: fsmcp.v1.WorkerService.Check:input_type -> fsmcp.v1.CheckRequest
+	13, // 64: fsmcp.v1.WorkerService.Hello:output_type -> fsmcp.v1.HelloResponse
+	18, // 65: fsmcp.v1.WorkerService.Stat:output_type -> fsmcp.v1.StatResponse
+	20, // 66: fsmcp.v1.WorkerService.List:output_type -> fsmcp.v1.ListResponse
+	24, // 67: fsmcp.v1.WorkerService.Read:output_type -> fsmcp.v1.ReadResponse
+	27, // 68: fsmcp.v1.WorkerService.Glob:output_type -> fsmcp.v1.GlobResponse
+	32, // 69: fsmcp.v1.WorkerService.Grep:output_type -> fsmcp.v1.GrepResponse
+	34, // 70: fsmcp.v1.WorkerService.Write:output_type -> fsmcp.v1.WriteResponse
+	37, // 71: fsmcp.v1.WorkerService.Replace:output_type -> fsmcp.v1.ReplaceResponse
+	39, // 72: fsmcp.v1.WorkerService.Mkdir:output_type -> fsmcp.v1.MkdirResponse
+	41, // 73: fsmcp.v1.WorkerService.Move:output_type -> fsmcp.v1.MoveResponse
+	43, // 74: fsmcp.v1.WorkerService.Delete:output_type -> fsmcp.v1.DeleteResponse
+	47, // 75: fsmcp.v1.WorkerService.Splice:output_type -> fsmcp.v1.SpliceResponse
+	49, // 76: fsmcp.v1.WorkerService.Digest:output_type -> fsmcp.v1.DigestResponse
+	51, // 77: fsmcp.v1.WorkerService.Copy:output_type -> fsmcp.v1.CopyResponse
+	54, // 78: fsmcp.v1.WorkerService.Tree:output_type -> fsmcp.v1.TreeResponse
+	56, // 79: fsmcp.v1.WorkerService.View:output_type -> fsmcp.v1.ViewResponse
+	60, // 80: fsmcp.v1.WorkerService.Patch:output_type -> fsmcp.v1.PatchResponse
+	63, // 81: fsmcp.v1.WorkerService.ReadMany:output_type -> fsmcp.v1.ReadManyResponse
+	17, // 82: fsmcp.v1.WorkerService.StatStream:output_type -> fsmcp.v1.StatStreamResponse
+	45, // 83: fsmcp.v1.WorkerService.Undo:output_type -> fsmcp.v1.UndoResponse
+	65, // 84: fsmcp.v1.WorkerService.Check:output_type -> fsmcp.v1.CheckResponse
+	64, // [64:85] is the sub-list for method output_type
+	43, // [43:64] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_fsmcp_v1_worker_proto_init() }
@@ -5487,7 +5560,7 @@ func file_fsmcp_v1_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fsmcp_v1_worker_proto_rawDesc), len(file_fsmcp_v1_worker_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   61,
+			NumMessages:   62,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
