@@ -359,17 +359,24 @@ func (s *Service) lockRenames(exclusive bool) func() {
 
 // judgeCarry judges one name that a recursive delete removes from the
 // real path from (to == ""), or that a move carries from from to to.
-// Neither end may be protected, and denied content may not move to a
-// path that is not denied.
+// Neither end may be protected (by the globs, or by derived protection,
+// which the judgement of the call's own path brought up to date), and
+// denied content may not move to a path that is not denied.
 func (s *Service) judgeCarry(op, p, from, to string) error {
 	if glob, ok := s.policy.Protected(from); ok {
 		return policyError(op, p, from, "is protected", "--protect", glob)
+	}
+	if src, ok := s.derivedProtected(from); ok {
+		return policyError(op, p, from, "is protected", "derived from", src)
 	}
 	if to == "" {
 		return nil
 	}
 	if glob, ok := s.policy.Protected(to); ok {
 		return policyError(op, p, to, "would be protected", "--protect", glob)
+	}
+	if src, ok := s.derivedProtected(to); ok {
+		return policyError(op, p, to, "would be protected", "derived from", src)
 	}
 	if glob, ok := s.policy.Denied(from); ok {
 		if _, still := s.policy.Denied(to); !still {

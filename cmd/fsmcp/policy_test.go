@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fsmcp/fsmcp/sandbox"
 	"golang.org/x/sys/unix"
 )
 
@@ -413,7 +414,7 @@ func TestPolicyAttestation(t *testing.T) {
 	def := start(t, t.TempDir())
 	r = def.wantOK("fs_stat", map[string]any{"path": ""})
 	pol, _ = r.doc["confinement"].(map[string]any)["policy"].(map[string]any)
-	if p, _ := pol["protect"].([]any); len(p) != 9 || p[0] != ".git/hooks/**" || p[8] != ".git" {
+	if p, _ := pol["protect"].([]any); len(p) != len(sandbox.DefaultProtect) || p[0] != ".git/hooks/**" || p[len(p)-1] != ".git" {
 		t.Fatalf("default confinement.policy.protect: %s", r.text)
 	}
 }
