@@ -6,6 +6,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/bmatcuk/doublestar/v4"
+	"golang.org/x/text/cases"
+	"golang.org/x/text/unicode/norm"
 )
 
 // Policy is the operator's protected and denied paths. The front-end
@@ -78,30 +80,64 @@ type globRule struct {
 // beneath the directory, as ".git/hooks/**" covers the directory itself.
 type Rules struct {
 	protect, deny []globRule
+	// foldProtect and foldDeny are the same globs, case-folded (Fold),
+	// for paths in directories that compare names without case.
+	foldProtect, foldDeny []globRule
 }
 
 // Compile checks and compiles the operator's globs. A glob matches
 // the root-relative path as bytes: no case folding, no Unicode
-// normalisation. "*" and "?" do not cross "/", "**" spans any number of
+// normalisation (ProtectedFolded and DeniedFolded are for directories that
+// fold case). "*" and "?" do not cross "/", "**" spans any number of
 // components (zero included), "[...]" and "{a,b}" are doublestar's
 // (https://github.com/bmatcuk/doublestar). A glob that starts with "/" is
 // anchored at the root; any other matches at any depth.
 func (p Policy) Compile() (*Rules, error) {
 	var c Rules
 	for _, set := range []struct {
-		flag  string
-		globs []string
-		into  *[]globRule
-	}{{"--protect", p.Protect, &c.protect}, {"--deny", p.Deny, &c.deny}} {
+		flag       string
+		globs      []string
+		into, fold *[]globRule
+	}{{"--protect", p.Protect, &c.protect, &c.foldProtect}, {"--deny", p.Deny, &c.deny, &c.foldDeny}} {
 		for _, g := range set.globs {
 			r, err := compileGlob(g)
 			if err != nil {
 				return nil, fmt.Errorf("%s %q: %w", set.flag, g, err)
 			}
 			*set.into = append(*set.into, r)
+			f, err := compileGlob(Fold(g))
+			if err != nil {
+				return nil, fmt.Errorf("%s %q, case-folded: %w", set.flag, g, err)
+			}
+			f.glob = g
+			*set.fold = append(*set.fold, f)
 		}
 	}
 	return &c, nil
+}
+
+// Fold is the form in which a directory that folds case compares names:
+// Unicode full case folding between canonical decompositions, as ext4's
+// and f2fs's casefold ("utf8 nfdicf") do. ".GIT/CONFIG" folds to
+// ".git/config", the Kelvin sign to "k". vfat, exfat, ntfs3 and cifs fold
+// by upcase tables that this covers for the names a policy holds. A
+// string that is not valid UTF-8 is returned as it is: casefold compares
+// such names byte for byte.
+func Fold(s string) string {
+	ascii := true
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			ascii = false
+			break
+		}
+	}
+	switch {
+	case ascii:
+		return strings.ToLower(s)
+	case !utf8.ValidString(s):
+		return s
+	}
+	return norm.NFD.String(cases.Fold().String(norm.NFD.String(s)))
 }
 
 func compileGlob(g string) (globRule, error) {
@@ -196,6 +232,14 @@ func (r *Rules) Protected(rel string) (string, bool) { return match(r.protect, r
 
 // Denied returns the glob that denies the content of rel, if any.
 func (r *Rules) Denied(rel string) (string, bool) { return match(r.deny, rel) }
+
+// ProtectedFolded is Protected with rel and the globs case-folded
+// (Fold): the glob that makes rel read-only where the directories on its
+// way compare names without case.
+func (r *Rules) ProtectedFolded(rel string) (string, bool) { return match(r.foldProtect, Fold(rel)) }
+
+// DeniedFolded is Denied with rel and the globs case-folded.
+func (r *Rules) DeniedFolded(rel string) (string, bool) { return match(r.foldDeny, Fold(rel)) }
 
 // Empty reports whether r protects and denies nothing.
 func (r *Rules) Empty() bool { return len(r.protect) == 0 && len(r.deny) == 0 }

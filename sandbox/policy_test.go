@@ -169,3 +169,63 @@ func TestPolicyGlobMatchesAsProtect(t *testing.T) {
 		}
 	}
 }
+
+func TestPolicyFold(t *testing.T) {
+	for in, want := range map[string]string{
+		".GIT/CONFIG":              ".git/config",
+		".Husky/pre-commit":        ".husky/pre-commit",
+		".hus\u212ay":              ".husky",  // KELVIN SIGN
+		"\u017f.envrc":             "s.envrc", // LONG S
+		"STRASSE":                  "strasse",
+		"Stra\u00dfe":              "strasse", // full folding: sharp s
+		"caf\u00c9":                "cafe\u0301",
+		"cafe\u0301":               "cafe\u0301",
+		"\xff\xfeABC":              "\xff\xfeABC", // not UTF-8: bytes
+		"plain/lower.txt":          "plain/lower.txt",
+		"X.CODE-WORKSPACE/a/B.txt": "x.code-workspace/a/b.txt",
+	} {
+		if got := Fold(in); got != want {
+			t.Errorf("Fold(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestPolicyMatchFolded: the folded matchers find what the exact ones
+// miss, for literal globs, doublestar globs, anchored globs and globs
+// with upper-case letters; the rule reported is the operator's glob.
+func TestPolicyMatchFolded(t *testing.T) {
+	r, err := Policy{Protect: append(slices.Clone(DefaultProtect), "/Build/**"), Deny: []string{"*.key", "/Secrets"}}.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ rel, want string }{
+		{".GIT/CONFIG", ".git/config"},
+		{"sub/.Git/Hooks/pre-commit", ".git/hooks/**"},
+		{".ENVRC", ".envrc"},
+		{"a/.hus\u212ay/pre-commit", ".husky/**"},
+		{"P.Code-Workspace", "*.code-workspace"},
+		{".MCP.JSON", ".mcp.json"},
+		{"build/x", "/Build/**"},
+		{"BUILD", "/Build/**"},
+		{"src/build/x", ""},
+		{".envrcx", ""},
+		{"", ""},
+	} {
+		got, ok := r.ProtectedFolded(c.rel)
+		if got != c.want || ok != (c.want != "") {
+			t.Errorf("ProtectedFolded(%q) = %q, %v; want %q", c.rel, got, ok, c.want)
+		}
+	}
+	for _, c := range []struct{ rel, want string }{
+		{"ID.KEY", "*.key"}, {"d/x.Key", "*.key"}, {"secrets/a", "/Secrets"}, {"SECRETS", "/Secrets"}, {"d/secrets", ""}, {"x.keys", ""},
+	} {
+		got, ok := r.DeniedFolded(c.rel)
+		if got != c.want || ok != (c.want != "") {
+			t.Errorf("DeniedFolded(%q) = %q, %v; want %q", c.rel, got, ok, c.want)
+		}
+	}
+	// The exact matchers still compare bytes.
+	if _, ok := r.Protected(".GIT/CONFIG"); ok {
+		t.Error("Protected(.GIT/CONFIG) matched: exact matching must not fold")
+	}
+}

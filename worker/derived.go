@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/sandbox"
 	"github.com/fsmcp/fsmcp/worker/internal/gitconfig"
 	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/proto"
@@ -44,8 +45,9 @@ import (
 // derivedEntry is one path the policy protects because of a repository's
 // configuration.
 type derivedEntry struct {
-	path string // root-relative; "" is the whole root
-	from string // the root-relative file that made it so
+	path   string // root-relative; "" is the whole root
+	from   string // the root-relative file that made it so
+	folded string // path, case-folded (sandbox.Fold)
 }
 
 // derivation is the Service's derived protection.
@@ -77,14 +79,22 @@ const maxIncludeDepth = 10
 const maxConfigBytes = 1 << 20
 
 // derivedProtected returns the file that makes rel protected by derived
-// protection, if any.
-func (s *Service) derivedProtected(rel string) (string, bool) {
+// protection, if any; with folded, rel and the entries are compared
+// case-folded.
+func (s *Service) derivedProtected(rel string, folded bool) (string, bool) {
 	es := s.derived.entries.Load()
 	if es == nil {
 		return "", false
 	}
+	if folded {
+		rel = sandbox.Fold(rel)
+	}
 	for _, e := range *es {
-		if e.path == "" || rel == e.path || strings.HasPrefix(rel, e.path+"/") {
+		p := e.path
+		if folded {
+			p = e.folded
+		}
+		if p == "" || rel == p || strings.HasPrefix(rel, p+"/") {
 			return e.from, true
 		}
 	}
@@ -239,7 +249,7 @@ func (d *deriver) source(rel string) {
 }
 
 func (d *deriver) protect(rel, from string) {
-	e := derivedEntry{path: rel, from: from}
+	e := derivedEntry{path: rel, from: from, folded: sandbox.Fold(rel)}
 	if !slices.Contains(d.entries, e) {
 		d.entries = append(d.entries, e)
 	}

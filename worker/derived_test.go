@@ -106,7 +106,7 @@ func TestDerivedFollowsTheHost(t *testing.T) {
 	root, s := derivedService(t, map[string]string{".git/config": "[core]\nhooksPath = one\n"})
 	protected := func(rel string) bool {
 		s.refreshDerived(rel)
-		_, ok := s.derivedProtected(rel)
+		_, ok := s.derivedProtected(rel, false)
 		return ok
 	}
 	if !protected("one/pre-commit") || protected("two/pre-commit") {

@@ -209,16 +209,13 @@ func (s *Service) judge(op, p, rel string, kind access) error {
 			return newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, p,
 				"%s: names starting with %s are reserved for fsmcp's temp files", op, tempPrefix)
 		}
-		if glob, ok := s.policy.Protected(rel); ok {
-			return policyError(op, p, rel, "is protected", "--protect", glob)
-		}
 		s.refreshDerived(rel)
-		if from, ok := s.derivedProtected(rel); ok {
-			return policyError(op, p, rel, "is protected", "derived from", from)
+		if flag, rule, ok := s.protectedBy(rel); ok {
+			return policyError(op, p, rel, "is protected", flag, rule)
 		}
 	}
 	if kind == accessContent || kind == accessRewrite {
-		if glob, ok := s.policy.Denied(rel); ok {
+		if glob, ok := s.deniedBy(rel); ok {
 			return policyError(op, p, rel, "is denied", "--deny", glob)
 		}
 	}
@@ -360,26 +357,21 @@ func (s *Service) lockRenames(exclusive bool) func() {
 // judgeCarry judges one name that a recursive delete removes from the
 // real path from (to == ""), or that a move carries from from to to.
 // Neither end may be protected (by the globs, or by derived protection,
-// which the judgement of the call's own path brought up to date), and
-// denied content may not move to a path that is not denied.
+// which the judgement of the call's own path brought up to date; as names
+// compare there), and denied content may not move to a path that is not
+// denied.
 func (s *Service) judgeCarry(op, p, from, to string) error {
-	if glob, ok := s.policy.Protected(from); ok {
-		return policyError(op, p, from, "is protected", "--protect", glob)
-	}
-	if src, ok := s.derivedProtected(from); ok {
-		return policyError(op, p, from, "is protected", "derived from", src)
+	if flag, rule, ok := s.protectedBy(from); ok {
+		return policyError(op, p, from, "is protected", flag, rule)
 	}
 	if to == "" {
 		return nil
 	}
-	if glob, ok := s.policy.Protected(to); ok {
-		return policyError(op, p, to, "would be protected", "--protect", glob)
+	if flag, rule, ok := s.protectedBy(to); ok {
+		return policyError(op, p, to, "would be protected", flag, rule)
 	}
-	if src, ok := s.derivedProtected(to); ok {
-		return policyError(op, p, to, "would be protected", "derived from", src)
-	}
-	if glob, ok := s.policy.Denied(from); ok {
-		if _, still := s.policy.Denied(to); !still {
+	if glob, ok := s.deniedBy(from); ok {
+		if _, still := s.deniedBy(to); !still {
 			return policyError(op, p, from, "is denied (and would not be where it moves)", "--deny", glob)
 		}
 	}
