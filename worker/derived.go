@@ -127,19 +127,10 @@ func (s *Service) refreshDerived(rel string) {
 			changed = true
 		}
 	}
-	for dir := path.Dir(rel); ; dir = path.Dir(dir) {
-		if dir == "." {
-			dir = ""
-		}
-		g := joinRel(dir, ".git")
+	for _, g := range s.gitEntriesAbove(rel) {
 		if _, known := d.repos[g]; !known {
-			if _, err := s.root.Lstat(g); err == nil {
-				d.repos[g] = s.deriveRepo(g)
-				changed = true
-			}
-		}
-		if dir == "" {
-			break
+			d.repos[g] = s.deriveRepo(g)
+			changed = true
 		}
 	}
 	if changed {
@@ -149,6 +140,37 @@ func (s *Service) refreshDerived(rel string) {
 		}
 		d.entries.Store(&all)
 	}
+}
+
+// gitEntriesAbove returns the ".git" entries in the root and in each
+// directory on the way to the real root-relative path rel, as git's own
+// discovery would meet them from there. It descends from the root's
+// descriptor one component at a time, never following a symlink (rel is
+// a real path: its directories are none), two system calls a level.
+func (s *Service) gitEntriesAbove(rel string) []string {
+	var found []string
+	fd, err := unix.Dup(s.rootPath.fd)
+	if err != nil {
+		return nil
+	}
+	dir := ""
+	for comps := strings.Split(path.Dir(rel), "/"); ; comps = comps[1:] {
+		var st unix.Stat_t
+		if unix.Fstatat(fd, ".git", &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
+			found = append(found, joinRel(dir, ".git"))
+		}
+		if len(comps) == 0 || comps[0] == "." || comps[0] == "" {
+			break
+		}
+		next, err := unix.Openat(fd, comps[0], unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			break
+		}
+		unix.Close(fd)
+		fd, dir = next, joinRel(dir, comps[0])
+	}
+	unix.Close(fd)
+	return found
 }
 
 // derivedList is the current derived entries, for the attestation.
