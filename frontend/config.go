@@ -143,7 +143,7 @@ func parseFlags(args []string, stderr io.Writer) (*Config, *flag.FlagSet, error)
 	fs.StringVar(&c.Rules, "rules", "", "ordered allow|deny|ask TOOL PATH-GLOB lines, first match wins; read again when the file changes")
 	fs.BoolVar(&c.ToolHelp, "tool-help", false, "print the tools and parameters the other flags would serve, and exit")
 	fs.IntVar(&c.MaxCalls, "max-calls", defaultMaxCalls, "tool calls running at once on the server; more wait up to 10 s for a slot, then are answered unavailable")
-	fs.IntVar(&c.MaxSessionCalls, "max-session-calls", defaultMaxSessionCalls, "tool calls running at once in one session (stdio, or one HTTP session)")
+	fs.IntVar(&c.MaxSessionCalls, "max-session-calls", defaultMaxSessionCalls, "tool calls running at once in one session (stdio, or one HTTP session); at most --max-calls (default 16, or --max-calls when lower)")
 	fs.Int64Var(&c.MaxFileBytes, "max-file-bytes", 0, "largest file an edit may hold or produce (default: a quarter of --worker-memory, at most 128 MiB; at most half of it)")
 	fs.Int64Var(&c.WorkerMemory, "worker-memory", 0, "the worker's soft memory limit and budget in bytes (default: half the memory available at start, 64 MiB to 1 GiB)")
 	fs.IntVar(&c.MaxRG, "max-rg", 0, "rg processes running at once (default: 2 per core)")
@@ -234,8 +234,12 @@ func (c *Config) check() error {
 	if c.MaxCalls < 1 || c.MaxCalls > maxCallsLimit {
 		return fmt.Errorf("--max-calls must be between 1 and %d", maxCallsLimit)
 	}
+	if !c.set["max-session-calls"] {
+		// The default follows the server's bound the operator chose.
+		c.MaxSessionCalls = min(defaultMaxSessionCalls, c.MaxCalls)
+	}
 	if c.MaxSessionCalls < 1 || c.MaxSessionCalls > c.MaxCalls {
-		return fmt.Errorf("--max-session-calls must be between 1 and --max-calls (%d)", c.MaxCalls)
+		return fmt.Errorf("--max-session-calls must be between 1 and --max-calls (%d); lower it, or raise --max-calls", c.MaxCalls)
 	}
 	if err := checkToolsPrefix(c.ToolsPrefix); err != nil {
 		return err

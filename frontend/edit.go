@@ -153,7 +153,7 @@ func guardArgs(ifSHA, ifTree *string) (string, string, error) {
 // fs_digest
 
 type digestIn struct {
-	Path       *string `json:"path,omitempty" jsonschema:"file or directory (\"\" is the root); required unless path_base64"`
+	Path       *string `json:"path,omitempty" jsonschema:"file or directory; root if left out, \"\" or \".\""`
 	PathBase64 *string `json:"path_base64,omitempty" jsonschema:"path as base64, for non-UTF-8 names"`
 }
 
@@ -165,7 +165,7 @@ func digestTool() *tool {
 }
 
 func (s *server) digest(ctx context.Context, in *digestIn, req *mcp.CallToolRequest) (*obj, error) {
-	p, err := requiredPath("path", in.Path, in.PathBase64)
+	p, err := rootedPath("path", in.Path, in.PathBase64)
 	if err != nil {
 		return nil, err
 	}

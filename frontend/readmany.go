@@ -83,7 +83,7 @@ func (s *server) readMany(ctx context.Context, in *readManyIn, _ *mcp.CallToolRe
 			head.bool("ok", true).name("path", displayPath(r.GetPath()))
 			var n int
 			var truncated bool
-			item, n, truncated = readReply(head, r, in.Length, res.GetRead(), max-len(doc.b)-1-tail)
+			item, n, truncated = readReply(head, r, in.Length, res.GetRead(), max-len(doc.b)-1-tail, 0)
 			whole = !truncated
 			if truncated && n == 0 {
 				cut = true // not one byte of it fits

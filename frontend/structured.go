@@ -303,6 +303,7 @@ type readShape struct {
 	TextTruncated *bool   `json:"text_truncated,omitempty"`
 	LineLength    *int64  `json:"line_length,omitempty"`
 	NextLine      *int64  `json:"next_line,omitempty"`
+	Binary        *bool   `json:"binary,omitempty"`
 	SHA256        *string `json:"sha256,omitempty"`
 	SHA256Omitted *bool   `json:"sha256_omitted,omitempty"`
 }
@@ -359,7 +360,7 @@ type grepShape struct {
 		Matches *int64 `json:"matches,omitempty"`
 		Count   *int64 `json:"count,omitempty"`
 	} `json:"files,omitempty"`
-	FilesSearched     int64  `json:"files_searched"`
+	FilesMatched      int64  `json:"files_matched"`
 	Matches           *int64 `json:"matches,omitempty"`
 	Unreadable        *int64 `json:"unreadable,omitempty"`
 	MaxResultsReached *bool  `json:"max_results_reached,omitempty"`

@@ -9,7 +9,7 @@ import (
 
 type vcsIn struct {
 	Backend    string   `json:"backend" jsonschema:"the version-control system: one the operator enabled with --vcs (git, hg or svn)"`
-	Path       *string  `json:"path,omitempty" jsonschema:"the working copy's directory (or one inside it), relative to the root"`
+	Path       *string  `json:"path,omitempty" jsonschema:"the working copy's directory (or one inside it); the root when left out"`
 	PathBase64 *string  `json:"path_base64,omitempty" jsonschema:"the path as base64, for names that are not UTF-8"`
 	Files      []string `json:"files,omitempty" jsonschema:"restrict to these paths, relative to path (literal names, never options or patterns)"`
 	TimeoutS   *int64   `json:"timeout_s,omitempty" jsonschema:"seconds before the command is killed; default 30"`
@@ -38,11 +38,8 @@ func vcsTools(cfg *Config) []*tool {
 
 // vcsArgs checks what both tools share.
 func (s *server) vcsArgs(in *vcsIn) (path []byte, files [][]byte, timeoutMS int64, err error) {
-	if path, err = pathArg("path", in.Path, in.PathBase64); err != nil {
+	if path, err = rootedPath("path", in.Path, in.PathBase64); err != nil {
 		return nil, nil, 0, err
-	}
-	if path == nil {
-		return nil, nil, 0, invalidf("path is required")
 	}
 	for _, f := range in.Files {
 		files = append(files, []byte(f))

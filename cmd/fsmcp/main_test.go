@@ -8,19 +8,13 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/fsmcp/fsmcp/frontend"
-	"github.com/fsmcp/fsmcp/sandbox"
-	"github.com/fsmcp/fsmcp/worker"
-	"github.com/fsmcp/fsmcp/worker/command"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -28,26 +22,11 @@ import (
 // subcommand, and FSMCP_TEST_FRONTEND=1 runs the front-end, so every test
 // drives real processes built with the test's own hooks and -race.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == sandbox.WorkerSubcommand {
-		os.Exit(worker.Main(os.Args[2:], workerHooks()))
-	}
-	if len(os.Args) > 1 && os.Args[1] == sandbox.ExecSubcommand {
-		os.Exit(command.Main(os.Args[2:]))
-	}
-	if len(os.Args) > 1 && os.Args[1] == sandbox.CommandSubcommand {
-		os.Exit(sandbox.CommandMain(os.Args[2:]))
-	}
-	if len(os.Args) > 1 && os.Args[1] == sandbox.RulesSubcommand {
-		os.Exit(worker.RulesReaderMain(os.Args[2:]))
-	}
-	if len(os.Args) > 1 && os.Args[1] == sandbox.ReaperSubcommand {
-		os.Exit(sandbox.ReaperMain(os.Args[2:]))
+	if code, ok := subcommand(os.Args, workerHooks()); ok {
+		os.Exit(code)
 	}
 	if os.Getenv("FSMCP_TEST_FRONTEND") == "1" {
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		code := frontend.Main(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, frontendHooks())
-		stop()
-		os.Exit(code)
+		os.Exit(serve(os.Args[1:], frontendHooks()))
 	}
 	os.Exit(m.Run())
 }
