@@ -236,10 +236,20 @@ func (r *Rules) Denied(rel string) (string, bool) { return match(r.deny, rel) }
 // ProtectedFolded is Protected with rel and the globs case-folded
 // (Fold): the glob that makes rel read-only where the directories on its
 // way compare names without case.
-func (r *Rules) ProtectedFolded(rel string) (string, bool) { return match(r.foldProtect, Fold(rel)) }
+func (r *Rules) ProtectedFolded(rel string) (string, bool) {
+	if len(r.foldProtect) == 0 {
+		return "", false
+	}
+	return match(r.foldProtect, Fold(rel))
+}
 
 // DeniedFolded is Denied with rel and the globs case-folded.
-func (r *Rules) DeniedFolded(rel string) (string, bool) { return match(r.foldDeny, Fold(rel)) }
+func (r *Rules) DeniedFolded(rel string) (string, bool) {
+	if len(r.foldDeny) == 0 {
+		return "", false
+	}
+	return match(r.foldDeny, Fold(rel))
+}
 
 // Empty reports whether r protects and denies nothing.
 func (r *Rules) Empty() bool { return len(r.protect) == 0 && len(r.deny) == 0 }
