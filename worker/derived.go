@@ -78,6 +78,11 @@ const maxIncludeDepth = 10
 // maxConfigBytes bounds one configuration file the worker reads.
 const maxConfigBytes = 1 << 20
 
+// maxConfigFiles bounds the configuration files read for one repository:
+// includes nest 10 deep and may each include many, so their number grows
+// as a power of their fan-out.
+const maxConfigFiles = 64
+
 // derivedProtected returns the file that makes rel protected by derived
 // protection, if any; with folded, rel and the entries are compared
 // case-folded.
@@ -264,6 +269,7 @@ type deriver struct {
 	top     string // the worktree's top: the directory holding ".git"
 	sources []source
 	entries []derivedEntry
+	files   int // configuration files read so far
 }
 
 func (d *deriver) source(rel string) {
@@ -360,8 +366,13 @@ func (d *deriver) read(rel string) ([]byte, error) {
 
 // config reads one configuration file and what it includes, and protects
 // the hooks directories it names. A file that exists but cannot be read
-// or parsed protects the whole worktree: what git would run is unknown.
+// or parsed, or one past maxConfigFiles, protects the whole worktree: what
+// git would run is unknown.
 func (d *deriver) config(rel string, depth int) {
+	if d.files++; d.files > maxConfigFiles {
+		d.protect(d.top, rel)
+		return
+	}
 	d.source(rel)
 	text, err := d.read(rel)
 	if errors.Is(err, fs.ErrNotExist) {

@@ -75,6 +75,9 @@ func TestDerivedEntries(t *testing.T) {
 		{"include cycle stops", map[string]string{
 			".git/config": "[include]\npath = ../loop.cfg\n", "loop.cfg": "[include]\npath = loop.cfg\n[core]\nhooksPath = h\n",
 		}, []string{"h <- loop.cfg", "loop.cfg <- .git/config", "loop.cfg <- loop.cfg"}},
+		{"includes that fan out stop, protecting the worktree", map[string]string{
+			"w/.git/config": "[include]\npath = ../f.cfg\n", "w/f.cfg": strings.Repeat("[include]\npath = f.cfg\n", 50),
+		}, []string{"w <- w/.git/config.worktree", "w <- w/f.cfg", "w/f.cfg <- w/.git/config", "w/f.cfg <- w/f.cfg"}},
 		{"symlinked hooks directory", map[string]string{
 			".git/config": "[core]\nhooksPath = tools/hooks\n", "tools": "->real", "real/x": "",
 		}, []string{"real/hooks <- .git/config", "tools/hooks <- .git/config"}},
