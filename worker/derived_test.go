@@ -6,6 +6,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // derivedService is a Service over a root holding files (path → content;
@@ -143,5 +146,24 @@ func TestDerivedFollowsTheHost(t *testing.T) {
 	}
 	if protected("new/h/pre-push") {
 		t.Fatalf("removed repository: %q", derivedOf(s))
+	}
+}
+
+// TestDerivedFifoConfig: a fifo where the configuration should be never
+// blocks the worker: it is not read, and the worktree is protected.
+func TestDerivedFifoConfig(t *testing.T) {
+	root, s := derivedService(t, map[string]string{"w/.git/HEAD": "ref: refs/heads/main\n"})
+	if err := unix.Mkfifo(filepath.Join(root, "w", ".git", "config"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan []string)
+	go func() { done <- derivedOf(s) }()
+	select {
+	case got := <-done:
+		if want := []string{"w <- w/.git/config"}; !slices.Equal(got, want) {
+			t.Errorf("derived = %q, want %q", got, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the derivation blocked on a fifo")
 	}
 }
