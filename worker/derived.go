@@ -27,8 +27,9 @@ import (
 // by gitconfig, in Go, through the Root: nothing runs.
 //
 // Repositories are the ".git" entries (directories, files, symlinks) in
-// the root. They are found by one walk of the tree, at the first mutation
-// (reads never wait for it), and at every mutation git's own discovery is
+// the root. They are found by one walk of the tree, when the start-up
+// sweep begins or at the first mutation if that comes first (reads never
+// wait for it), and at every mutation git's own discovery is
 // repeated for the mutated path: each of its ancestors is asked for a
 // ".git" the walk did not know (one the host made since). Each repository
 // keeps the stamps (identity, size, mtime, ctime) of the files its entries

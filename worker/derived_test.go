@@ -1,6 +1,8 @@
 package worker
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -165,5 +167,22 @@ func TestDerivedFifoConfig(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the derivation blocked on a fifo")
+	}
+}
+
+// TestDerivedLinks: the start-up walk shows derived protection, too, the
+// other names of the files it protects.
+func TestDerivedLinks(t *testing.T) {
+	root, s := derivedService(t, map[string]string{".git/config": "[core]\nhooksPath = h\n", "h/pre-commit": "exit 0\n"})
+	if err := os.Link(filepath.Join(root, "h", "pre-commit"), filepath.Join(root, "twin")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Sweep(time.Now(), false); err != nil {
+		t.Fatal(err)
+	}
+	_, _, _, err := s.openMutationPath(context.Background(), "write", "twin", accessRewrite)
+	var e *Error
+	if !errors.As(err, &e) || !e.PolicyViolation || !strings.Contains(e.Message, "derived from .git/config") {
+		t.Fatalf("openMutation(twin) = %v, want a refusal naming the hook and its source", err)
 	}
 }

@@ -26,22 +26,28 @@ type links struct {
 }
 
 // linkRule is why an inode is remembered: its path, and the rules that
-// protect and deny it ("" for none).
+// protect and deny it ("" for none); protectFlag says whose the protect
+// rule is ("--protect", or "derived from" for derived protection).
 type linkRule struct {
-	rel, protect, deny string
+	rel, protectFlag, protect, deny string
 }
 
 // maxLinks bounds what links remembers; once full, it remembers no more.
 const maxLinks = 1 << 16
 
 // note remembers st if it is a regular file with other names whose path
-// rel the policy protects or denies.
+// rel the policy (its globs, or derived protection as last derived)
+// protects or denies.
 func (s *Service) note(rel string, st *unix.Stat_t) {
-	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink < 2 || s.policy.Empty() {
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink < 2 {
 		return
 	}
 	r := linkRule{rel: rel}
-	r.protect, _ = s.policy.Protected(rel)
+	if g, ok := s.policy.Protected(rel); ok {
+		r.protectFlag, r.protect = "--protect", g
+	} else if f, ok := s.derivedProtected(rel, false); ok {
+		r.protectFlag, r.protect = "derived from", f
+	}
 	r.deny, _ = s.policy.Denied(rel)
 	if r.protect == "" && r.deny == "" {
 		return
@@ -84,7 +90,7 @@ func (s *Service) judgeLink(op, p, rel string, st *unix.Stat_t, kind access) err
 	content := kind == accessContent || kind == accessRewrite
 	switch {
 	case r.protect != "" && mutate:
-		return policyError(op, p, rel, "is a hard link of "+strconv.Quote(r.rel)+", which is protected", "--protect", r.protect)
+		return policyError(op, p, rel, "is a hard link of "+strconv.Quote(r.rel)+", which is protected", r.protectFlag, r.protect)
 	case r.deny != "" && content:
 		return policyError(op, p, rel, "is a hard link of "+strconv.Quote(r.rel)+", which is denied", "--deny", r.deny)
 	}
