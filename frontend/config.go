@@ -66,6 +66,8 @@ type Config struct {
 	// Rules is the --rules file.
 	Rules   string
 	Version bool
+	// Verbose prints each process's confinement at start.
+	Verbose bool
 	Help    bool
 	// set holds the flags given on the command line.
 	set map[string]bool
@@ -150,6 +152,7 @@ func parseFlags(args []string, stderr io.Writer) (*Config, *flag.FlagSet, error)
 	fs.IntVar(&c.MaxHeavy, "max-heavy", 0, "writes, edits, deletes, mkdirs and hashes running at once (default: 4 per core)")
 	fs.DurationVar(&c.QueueTimeout, "queue-timeout", 0, "how long a call waits for a busy worker before unavailable (default 10s)")
 	fs.BoolVar(&c.Version, "version", false, "print the version and exit")
+	fs.BoolVar(&c.Verbose, "verbose", false, "say on stderr at start how each process confined itself (fs_stat of the root attests the same)")
 	execFlags(fs, &c.Exec)
 	fs.Usage = func() {}
 	// One line for a bad command line; the full usage only for --help.

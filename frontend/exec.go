@@ -62,6 +62,7 @@ func startExec(ctx context.Context, cfg *Config, stderr io.Writer) (*execClient,
 		Policy:          cfg.Policy(),
 		Pids:            pids,
 		PidsNone:        pidsNone,
+		Verbose:         cfg.Verbose,
 	}, stderr)
 	if err != nil {
 		if pids != nil {
@@ -153,7 +154,7 @@ func commandTools(cfg *Config) []*tool {
 			"confinement: the root read-only unless the operator allowed writes, a private scratch HOME and TMPDIR, no network, "+
 			"nothing beneath the root executable. Reply: exit or signal, timed_out, duration_ms, stdout and stderr each with "+
 			"its encoding (utf8 or base64) and truncated. A non-zero exit is an ordinary result.",
-			!writable, writable, false, (*server).exec).titled("Run command")
+			!writable, writable, false, (*server).exec).titled("Run command").paths(onePath("cwd"))
 		t.ownDeadline = true
 		ts = append(ts, t)
 	}

@@ -51,6 +51,8 @@ type ExecConfig struct {
 	// says why there is none.
 	Pids     *PidsCgroup
 	PidsNone string
+	// Verbose has the runner say on stderr how it confined itself.
+	Verbose bool
 	// pidsFD is where Pids.Procs lands in the runner.
 	pidsFD int
 }
@@ -64,6 +66,7 @@ func (c ExecConfig) argv() []string {
 		"--writable=" + strconv.FormatBool(c.Writable),
 		"--max-timeout=" + strconv.FormatInt(c.MaxTimeoutS, 10),
 		"--allow-no-landlock=" + strconv.FormatBool(c.AllowNoLandlock),
+		"--verbose=" + strconv.FormatBool(c.Verbose),
 	}
 	for _, p := range c.Programs {
 		a = append(a, "--program="+p)
@@ -111,6 +114,7 @@ func ParseExecConfig(args []string) (RunnerConfig, error) {
 	fs.StringVar(&c.PidsController, "pids-controller", "", "")
 	fs.StringVar(&c.PidsCgroup, "pids-cgroup", "", "")
 	fs.StringVar(&c.PidsNone, "pids-none", "", "")
+	fs.BoolVar(&c.Verbose, "verbose", false, "")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}

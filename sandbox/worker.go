@@ -55,6 +55,8 @@ type WorkerConfig struct {
 	QuarantineBytes int64
 	// Rules, when set, is the --rules file (an absolute path).
 	Rules string
+	// Verbose has the worker say on stderr how it confined itself.
+	Verbose bool
 }
 
 func (c WorkerConfig) argv() []string {
@@ -75,6 +77,7 @@ func (c WorkerConfig) argv() []string {
 		"--quarantine=" + c.Quarantine,
 		"--quarantine-bytes=" + strconv.FormatInt(c.QuarantineBytes, 10),
 		"--rules=" + c.Rules,
+		"--verbose=" + strconv.FormatBool(c.Verbose),
 	}
 	args = append(args, c.Policy.args()...)
 	return args
@@ -109,6 +112,7 @@ func ParseWorkerConfig(args []string) (WorkerConfig, error) {
 	fs.StringVar(&c.Quarantine, "quarantine", "", "")
 	fs.Int64Var(&c.QuarantineBytes, "quarantine-bytes", 0, "")
 	fs.StringVar(&c.Rules, "rules", "", "")
+	fs.BoolVar(&c.Verbose, "verbose", false, "")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}

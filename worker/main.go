@@ -53,7 +53,7 @@ func run(args []string, hooks Hooks) error {
 	// opened, so neither it nor rg can use one Landlock would not allow.
 	if n, err := sandbox.CloseInherited(3, cfg.SockFD); err != nil {
 		return err
-	} else if n > 0 {
+	} else if n > 0 && cfg.Verbose {
 		fmt.Fprintf(os.Stderr, "fsmcp worker: closed %d inherited descriptors\n", n)
 	}
 	conn, err := SocketConn(cfg.SockFD)
@@ -127,7 +127,7 @@ func run(args []string, hooks Hooks) error {
 		fmt.Fprintln(os.Stderr, "fsmcp worker: WARNING: no Landlock: only os.Root stands between the client and the host")
 	case err != nil:
 		return err
-	default:
+	case cfg.Verbose:
 		fmt.Fprintf(os.Stderr, "fsmcp worker: landlock ABI %d (kernel %d), rules: %s\n",
 			st.ABI, st.KernelABI, strings.Join(st.Rules, "; "))
 	}
@@ -142,7 +142,7 @@ func run(args []string, hooks Hooks) error {
 		fmt.Fprintf(os.Stderr, "fsmcp worker: WARNING: %v: new sockets and metadata changes by path are not refused\n", err)
 	case err != nil:
 		return err
-	default:
+	case cfg.Verbose:
 		fmt.Fprintf(os.Stderr, "fsmcp worker: seccomp filter: %d system calls refused, non-dumpable, no_new_privs\n", sc.Denied)
 	}
 	if hooks.Confined != nil {

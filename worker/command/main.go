@@ -104,7 +104,7 @@ func run(args []string) error {
 		fmt.Fprintln(os.Stderr, "fsmcp exec: WARNING: no Landlock: commands are confined by namespaces and seccomp only")
 	case err != nil:
 		return err
-	default:
+	case cfg.Verbose:
 		fmt.Fprintf(os.Stderr, "fsmcp exec: landlock ABI %d (kernel %d), rules: %s\n",
 			st.ABI, st.KernelABI, strings.Join(st.Rules, "; "))
 	}
@@ -116,7 +116,7 @@ func run(args []string) error {
 		fmt.Fprintf(os.Stderr, "fsmcp exec: WARNING: %v\n", err)
 	case err != nil:
 		return err
-	default:
+	case cfg.Verbose:
 		fmt.Fprintf(os.Stderr, "fsmcp exec: seccomp filter: %d system calls refused\n", sc.Denied)
 	}
 	if svc.root, err = os.OpenRoot(sandbox.ExecRoot); err != nil {
