@@ -186,3 +186,23 @@ func TestDerivedLinks(t *testing.T) {
 		t.Fatalf("openMutation(twin) = %v, want a refusal naming the hook and its source", err)
 	}
 }
+
+// TestDerivedAbsoluteHooksPath: an absolute core.hooksPath that lands
+// inside the root is that root-relative directory.
+func TestDerivedAbsoluteHooksPath(t *testing.T) {
+	root, s := derivedService(t, map[string]string{"r/x": ""})
+	real, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := "[core]\n\thooksPath = " + filepath.Join(real, "shared", "hooks") + "\n"
+	if err := os.MkdirAll(filepath.Join(root, "r", ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "r", ".git", "config"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := derivedOf(s), []string{"shared/hooks <- r/.git/config"}; !slices.Equal(got, want) {
+		t.Errorf("derived = %q, want %q", got, want)
+	}
+}
