@@ -76,3 +76,16 @@ func TestPolicyCaseFolding(t *testing.T) {
 	hostCommit(t, ci, marker, "casefold")
 	controlHook(t, ci, "githooks/pre-commit", marker, payload)
 }
+
+// TestPolicyFoldProbeConfined: the confined worker can ask a directory
+// whether it folds case. Were fstatfs or FS_IOC_GETFLAGS refused by its
+// Landlock domain or seccomp filter, every directory would look
+// case-sensitive and case folding would silently protect nothing. A
+// filesystem without inode flags answers ENOTTY, which is no refusal.
+func TestPolicyFoldProbeConfined(t *testing.T) {
+	root := t.TempDir()
+	s := start(t, root)
+	if got := s.hook("dirflags", root); got != "ok" && !strings.Contains(got, "inappropriate ioctl") {
+		t.Fatalf("fstatfs and FS_IOC_GETFLAGS on the root from the confined worker = %q, want ok", got)
+	}
+}
