@@ -60,6 +60,7 @@ func startExec(ctx context.Context, cfg *Config, stderr io.Writer) (*execClient,
 		VCS:             cfg.Exec.VCSPrograms,
 		AllowNoLandlock: cfg.AllowNoLandlock,
 		Policy:          cfg.Policy(),
+		Rules:           cfg.Rules,
 		Pids:            pids,
 		PidsNone:        pidsNone,
 		Verbose:         cfg.Verbose,
@@ -313,7 +314,9 @@ func execConfinementDoc(c *fsmcpv1.ExecConfinement) *obj {
 		rawValue("vcs", strs(c.GetVcs())).
 		rawValue("vcs_exec_files", strs(c.GetVcsExecFiles())).
 		rawValue("vcs_read_dirs", strs(c.GetVcsReadDirs())).
-		object("pids", pidsDoc(c))
+		object("pids", pidsDoc(c)).
+		rawValue("metadata_guards", strs(c.GetMetadataGuards())).
+		rawValue("selftest", selftestDoc(c.GetSelftest()))
 }
 
 // pidsDoc attests what bounds the tasks of all commands together.

@@ -266,6 +266,12 @@ type execConfinementShape struct {
 		Max        int64  `json:"max,omitempty"`
 		Reason     string `json:"reason,omitempty"`
 	} `json:"pids"`
+	MetadataGuards []string `json:"metadata_guards"`
+	Selftest       []struct {
+		Probe   string `json:"probe"`
+		Result  string `json:"result"`
+		Refused bool   `json:"refused"`
+	} `json:"selftest"`
 }
 
 type listShape struct {

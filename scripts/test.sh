@@ -17,6 +17,9 @@ command -v diff >/dev/null || missing+=(diffutils)
 command -v systemd-socket-activate >/dev/null || missing+=(systemd)
 command -v chromium >/dev/null || missing+=(chromium)
 command -v mkfs.xfs >/dev/null || missing+=(xfsprogs)
+# The command tests attack the confinement from granted interpreters.
+[ -x /usr/bin/perl ] || missing+=(perl)
+[ -x /usr/bin/python3 ] || missing+=(python3)
 # The container test runs its image with runc where podman is installed.
 if command -v podman >/dev/null; then command -v runc >/dev/null || missing+=(runc); fi
 if [ ${#missing[@]} -gt 0 ]; then

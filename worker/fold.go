@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"context"
 	"os"
 	"path"
 
@@ -66,35 +67,38 @@ func (s *Service) folds(rel string) bool {
 	return false
 }
 
-// protectedBy returns the flag and rule that make the real root-relative
-// path rel read-only, if any: a --protect glob, or a repository's
-// configuration (derived protection), as names compare where rel lies.
-func (s *Service) protectedBy(rel string) (flag, rule string, ok bool) {
+// protectedBy returns what makes the real root-relative path rel
+// read-only, if anything: "--protect" and a glob, or "derived from" and
+// the file of a repository's configuration (derived protection), matched
+// as names compare where rel lies.
+func (s *Service) protectedBy(rel string) (string, bool) {
 	if g, ok := s.policy.Protected(rel); ok {
-		return "--protect", g, true
+		return "--protect " + g, true
 	}
 	if f, ok := s.derivedProtected(rel, false); ok {
-		return "derived from", f, true
+		return "derived from " + f, true
 	}
 	g, globOK := s.policy.ProtectedFolded(rel)
 	f, derivedOK := s.derivedProtected(rel, true)
 	switch {
 	case !globOK && !derivedOK, !s.folds(rel):
-		return "", "", false
+		return "", false
 	case globOK:
-		return "--protect", g, true
+		return "--protect " + g, true
 	}
-	return "derived from", f, true
+	return "derived from " + f, true
 }
 
-// deniedBy returns the --deny glob that hides the content of rel, if
-// any, as names compare where rel lies.
-func (s *Service) deniedBy(rel string) (string, bool) {
-	if g, ok := s.policy.Denied(rel); ok {
-		return g, true
+// deniedBy returns what hides the content of rel from the call, if
+// anything (sandbox.Rules.Denied of the call's policy), matched as names
+// compare where rel lies.
+func (s *Service) deniedBy(ctx context.Context, rel string) (string, bool) {
+	pol := s.policyOf(ctx)
+	if why, ok := pol.Denied(rel); ok {
+		return why, true
 	}
-	if g, ok := s.policy.DeniedFolded(rel); ok && s.folds(rel) {
-		return g, true
+	if why, ok := pol.DeniedFolded(rel); ok && s.folds(rel) {
+		return why, true
 	}
 	return "", false
 }

@@ -179,8 +179,9 @@ func run(args []string, hooks Hooks) error {
 	}
 	conf.Selftest, err = selftest(selftestConfig{
 		outside: outside, exe: exe, devNull: devNull,
-		fsEnforced:  st.ABI > 0,
-		netEnforced: sc.Mode == "filter" || st.NetworkDenied,
+		fsEnforced:      st.ABI > 0,
+		netEnforced:     sc.Mode == "filter" || st.NetworkDenied,
+		seccompEnforced: sc.Mode == "filter",
 	})
 	if err != nil {
 		return err
@@ -208,7 +209,7 @@ func run(args []string, hooks Hooks) error {
 		}
 		go sweepTemp(svc, start, true)
 	}
-	if cfg.ReadOnly && !svc.policy.Empty() {
+	if cfg.ReadOnly && (!svc.policy.Empty() || rules != nil) {
 		// Nothing to sweep, but the walk shows the policy the other
 		// names of protected and denied files (links.go).
 		go sweepTemp(svc, start, false)

@@ -400,7 +400,8 @@ func TestPolicyAttestation(t *testing.T) {
 	if p, _ := pol["protect"].([]any); len(p) != 1 || p[0] != "build/**" {
 		t.Fatalf("confinement.policy.protect: %s", r.text)
 	}
-	want := map[string]string{"open outside the root": "EACCES", "tcp socket": "EPERM", "exec of a program not granted": "EACCES"}
+	want := map[string]string{"open outside the root": "EACCES", "access-mode-3 open outside the root": "EPERM",
+		"tcp socket": "EPERM", "exec of a program not granted": "EACCES"}
 	probes, _ := conf["selftest"].([]any)
 	if len(probes) != len(want) {
 		t.Fatalf("confinement.selftest: %s", r.text)
