@@ -123,7 +123,8 @@ func confinementDoc(c *fsmcpv1.Confinement, readOnly bool) *obj {
 		str("patch_journal", journalPlace(c.GetJournalOutsideRoot())).
 		object("policy", newObj().
 			rawValue("protect", jsonStrings(c.GetPolicy().GetProtect())).
-			rawValue("deny", jsonStrings(c.GetPolicy().GetDeny()))).
+			rawValue("deny", jsonStrings(c.GetPolicy().GetDeny())).
+			rawValue("derived", derivedDoc(c.GetPolicy().GetDerived()))).
 		rawValue("selftest", selftestDoc(c.GetSelftest()))
 }
 
@@ -148,6 +149,18 @@ func selftestDoc(probes []*fsmcpv1.Probe) []byte {
 			b = append(b, ',')
 		}
 		b = append(b, newObj().str("probe", p.GetName()).str("result", p.GetResult()).bool("refused", p.GetRefused()).bytes()...)
+	}
+	return append(b, ']')
+}
+
+// derivedDoc is the policy's derived entries: path and derived_from.
+func derivedDoc(ds []*fsmcpv1.DerivedProtect) []byte {
+	b := []byte{'['}
+	for i, d := range ds {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, newObj().str("path", d.GetPath()).str("derived_from", d.GetDerivedFrom()).bytes()...)
 	}
 	return append(b, ']')
 }

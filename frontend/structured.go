@@ -231,6 +231,10 @@ type confinementShape struct {
 	Policy                struct {
 		Protect []string `json:"protect"`
 		Deny    []string `json:"deny"`
+		Derived []struct {
+			Path        string `json:"path"`
+			DerivedFrom string `json:"derived_from"`
+		} `json:"derived"`
 	} `json:"policy"`
 	Selftest []struct {
 		Probe   string `json:"probe"`

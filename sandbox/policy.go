@@ -7,6 +7,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/bmatcuk/doublestar/v4"
+	"golang.org/x/text/cases"
+	"golang.org/x/text/unicode/norm"
 )
 
 // Policy is the operator's protected and denied paths. The front-end
@@ -46,15 +48,20 @@ func (p Policy) args() []string {
 }
 
 // DefaultProtect is the protected set unless --no-default-protect: the
-// files through which git, direnv and editors run commands on the host.
-// Each matches at any depth, so a nested repository is covered. The last,
-// ".git", covers the rest of the git directory and a ".git" file: a
-// linked worktree's or submodule's ".git" file names the git directory,
-// and ".git/commondir", ".git/modules/*/config" and ".git/worktrees/*"
-// lead git to configuration that the first globs do not name.
+// files through which git, hg, direnv, editors, coding agents and their
+// dev containers run commands on the host (docs/design/policy.md gives
+// each one's reason). Each matches at any depth, so a nested repository
+// is covered. The last, ".git", covers the rest of the git directory and
+// a ".git" file: a linked worktree's or submodule's ".git" file names the
+// git directory, and ".git/commondir", ".git/modules/*/config" and
+// ".git/worktrees/*" lead git to configuration that the first globs do
+// not name.
 var DefaultProtect = []string{
 	".git/hooks/**", ".git/config", ".git/info/**", ".gitmodules",
-	".gitattributes", ".envrc", ".vscode/**", ".idea/**", ".git",
+	".gitattributes", ".envrc", ".vscode/**", ".idea/**",
+	".hg/hgrc", ".husky/**", ".mcp.json", ".claude/**", ".cursor/**",
+	".codex/**", ".gemini/**", ".windsurf/**", ".continue/**",
+	".devcontainer/**", "*.code-workspace", ".git",
 }
 
 // globRule is one operator glob, compiled.
@@ -74,6 +81,9 @@ type globRule struct {
 // beneath the directory, as ".git/hooks/**" covers the directory itself.
 type Rules struct {
 	protect, deny []globRule
+	// foldProtect and foldDeny are the same globs, case-folded (Fold),
+	// for paths in directories that compare names without case.
+	foldProtect, foldDeny []globRule
 	// lines are the --rules lines of one tool (WithLines).
 	lines []RuleLine
 }
@@ -121,26 +131,57 @@ func ParseRuleLine(v string) (RuleLine, error) {
 
 // Compile checks and compiles the operator's globs. A glob matches
 // the root-relative path as bytes: no case folding, no Unicode
-// normalisation. "*" and "?" do not cross "/", "**" spans any number of
+// normalisation (ProtectedFolded and DeniedFolded are for directories that
+// fold case). "*" and "?" do not cross "/", "**" spans any number of
 // components (zero included), "[...]" and "{a,b}" are doublestar's
 // (https://github.com/bmatcuk/doublestar). A glob that starts with "/" is
 // anchored at the root; any other matches at any depth.
 func (p Policy) Compile() (*Rules, error) {
 	var c Rules
 	for _, set := range []struct {
-		flag  string
-		globs []string
-		into  *[]globRule
-	}{{"--protect", p.Protect, &c.protect}, {"--deny", p.Deny, &c.deny}} {
+		flag       string
+		globs      []string
+		into, fold *[]globRule
+	}{{"--protect", p.Protect, &c.protect, &c.foldProtect}, {"--deny", p.Deny, &c.deny, &c.foldDeny}} {
 		for _, g := range set.globs {
 			r, err := compileGlob(g)
 			if err != nil {
 				return nil, fmt.Errorf("%s %q: %w", set.flag, g, err)
 			}
 			*set.into = append(*set.into, r)
+			f, err := compileGlob(Fold(g))
+			if err != nil {
+				return nil, fmt.Errorf("%s %q, case-folded: %w", set.flag, g, err)
+			}
+			f.glob = g
+			*set.fold = append(*set.fold, f)
 		}
 	}
 	return &c, nil
+}
+
+// Fold is the form in which a directory that folds case compares names:
+// Unicode full case folding between canonical decompositions, as ext4's
+// and f2fs's casefold ("utf8 nfdicf") do. ".GIT/CONFIG" folds to
+// ".git/config", the Kelvin sign to "k". vfat, exfat, ntfs3 and cifs fold
+// by upcase tables that this covers for the names a policy holds. A
+// string that is not valid UTF-8 is returned as it is: casefold compares
+// such names byte for byte.
+func Fold(s string) string {
+	ascii := true
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			ascii = false
+			break
+		}
+	}
+	switch {
+	case ascii:
+		return strings.ToLower(s)
+	case !utf8.ValidString(s):
+		return s
+	}
+	return norm.NFD.String(cases.Fold().String(norm.NFD.String(s)))
 }
 
 func compileGlob(g string) (globRule, error) {
@@ -249,6 +290,28 @@ func (r *Rules) Denied(rel string) (string, bool) {
 			}
 			return l.Label, true
 		}
+	}
+	return "", false
+}
+
+// ProtectedFolded is Protected with rel and the globs case-folded
+// (Fold): the glob that makes rel read-only where the directories on its
+// way compare names without case.
+func (r *Rules) ProtectedFolded(rel string) (string, bool) {
+	if len(r.foldProtect) == 0 {
+		return "", false
+	}
+	return match(r.foldProtect, Fold(rel))
+}
+
+// DeniedFolded is Denied with rel and the --deny globs case-folded
+// ("--deny" and the glob); --rules lines are matched as bytes only.
+func (r *Rules) DeniedFolded(rel string) (string, bool) {
+	if len(r.foldDeny) == 0 {
+		return "", false
+	}
+	if g, ok := match(r.foldDeny, Fold(rel)); ok {
+		return "--deny " + g, true
 	}
 	return "", false
 }

@@ -47,6 +47,24 @@ func TestPolicyMatch(t *testing.T) {
 		{".envrc.bak", ""},
 		{".vscode", ".vscode/**"},
 		{"p/.idea/x.xml", ".idea/**"},
+		{".mcp.json", ".mcp.json"},
+		{"a/b/.mcp.json", ".mcp.json"},
+		{".mcp.json.bak", ""},
+		{".claude/settings.json", ".claude/**"},
+		{"p/.cursor/mcp.json", ".cursor/**"},
+		{".codex", ".codex/**"},
+		{".gemini/settings.json", ".gemini/**"},
+		{".windsurf/rules/x.md", ".windsurf/**"},
+		{".continue/config.yaml", ".continue/**"},
+		{"w/.devcontainer/devcontainer.json", ".devcontainer/**"},
+		{"proj.code-workspace", "*.code-workspace"},
+		{"d/x.code-workspace", "*.code-workspace"},
+		{"x.code-workspace.txt", ""},
+		{".husky/pre-commit", ".husky/**"},
+		{"web/.husky/_/h", ".husky/**"},
+		{".hg/hgrc", ".hg/hgrc"},
+		{"sub/.hg/hgrc", ".hg/hgrc"},
+		{".hg/store/data", ""},
 		{".IDEA/x.xml", ""}, // bytes: no case folding
 		{".ENVRC", ""},
 		{"build/x", "/build/**"},
@@ -149,6 +167,66 @@ func TestPolicyGlobMatchesAsProtect(t *testing.T) {
 		if _, err := CompileGlob(g); err == nil {
 			t.Errorf("CompileGlob(%q) = nil error, want a refusal", g)
 		}
+	}
+}
+
+func TestPolicyFold(t *testing.T) {
+	for in, want := range map[string]string{
+		".GIT/CONFIG":              ".git/config",
+		".Husky/pre-commit":        ".husky/pre-commit",
+		".hus\u212ay":              ".husky",  // KELVIN SIGN
+		"\u017f.envrc":             "s.envrc", // LONG S
+		"STRASSE":                  "strasse",
+		"Stra\u00dfe":              "strasse", // full folding: sharp s
+		"caf\u00c9":                "cafe\u0301",
+		"cafe\u0301":               "cafe\u0301",
+		"\xff\xfeABC":              "\xff\xfeABC", // not UTF-8: bytes
+		"plain/lower.txt":          "plain/lower.txt",
+		"X.CODE-WORKSPACE/a/B.txt": "x.code-workspace/a/b.txt",
+	} {
+		if got := Fold(in); got != want {
+			t.Errorf("Fold(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestPolicyMatchFolded: the folded matchers find what the exact ones
+// miss, for literal globs, doublestar globs, anchored globs and globs
+// with upper-case letters; the rule reported is the operator's glob.
+func TestPolicyMatchFolded(t *testing.T) {
+	r, err := Policy{Protect: append(slices.Clone(DefaultProtect), "/Build/**"), Deny: []string{"*.key", "/Secrets"}}.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ rel, want string }{
+		{".GIT/CONFIG", ".git/config"},
+		{"sub/.Git/Hooks/pre-commit", ".git/hooks/**"},
+		{".ENVRC", ".envrc"},
+		{"a/.hus\u212ay/pre-commit", ".husky/**"},
+		{"P.Code-Workspace", "*.code-workspace"},
+		{".MCP.JSON", ".mcp.json"},
+		{"build/x", "/Build/**"},
+		{"BUILD", "/Build/**"},
+		{"src/build/x", ""},
+		{".envrcx", ""},
+		{"", ""},
+	} {
+		got, ok := r.ProtectedFolded(c.rel)
+		if got != c.want || ok != (c.want != "") {
+			t.Errorf("ProtectedFolded(%q) = %q, %v; want %q", c.rel, got, ok, c.want)
+		}
+	}
+	for _, c := range []struct{ rel, want string }{
+		{"ID.KEY", "--deny *.key"}, {"d/x.Key", "--deny *.key"}, {"secrets/a", "--deny /Secrets"}, {"SECRETS", "--deny /Secrets"}, {"d/secrets", ""}, {"x.keys", ""},
+	} {
+		got, ok := r.DeniedFolded(c.rel)
+		if got != c.want || ok != (c.want != "") {
+			t.Errorf("DeniedFolded(%q) = %q, %v; want %q", c.rel, got, ok, c.want)
+		}
+	}
+	// The exact matchers still compare bytes.
+	if _, ok := r.Protected(".GIT/CONFIG"); ok {
+		t.Error("Protected(.GIT/CONFIG) matched: exact matching must not fold")
 	}
 }
 

@@ -28,8 +28,9 @@ type links struct {
 }
 
 // linkRule is a remembered inode: the path it was met under, which the
-// policy protects or denies (or, under --rules, a deny line of some tool
-// matches), and whether it was remembered for denial.
+// policy protects (by a glob or derived protection) or denies (or, under
+// --rules, a deny line of some tool matches), and whether it was
+// remembered for denial.
 type linkRule struct {
 	rel    string
 	denied bool
@@ -39,13 +40,17 @@ type linkRule struct {
 const maxLinks = 1 << 16
 
 // note remembers st if it is a regular file with other names whose path
-// rel the policy protects or denies, or a --rules deny line of any tool
-// matches: each call judges the remembered path by its own policy.
+// rel the policy protects (by a glob, or derived protection as last
+// derived) or denies, or a --rules deny line of any tool matches: each
+// call judges the remembered path by its own policy.
 func (s *Service) note(rel string, st *unix.Stat_t) {
-	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink < 2 || s.policy.Empty() && s.rules == nil {
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink < 2 {
 		return
 	}
 	_, protected := s.policy.Protected(rel)
+	if !protected {
+		_, protected = s.derivedProtected(rel, false)
+	}
 	_, denied := s.policy.Denied(rel)
 	denied = denied || s.rules != nil && s.rules.anyDeny(rel)
 	if !protected && !denied {
@@ -87,8 +92,8 @@ func (s *Service) judgeLink(ctx context.Context, op, p, rel string, st *unix.Sta
 		return nil
 	}
 	if kind == accessMutate || kind == accessRewrite {
-		if glob, ok := s.policy.Protected(r.rel); ok {
-			return policyError(op, p, rel, "is a hard link of "+strconv.Quote(r.rel)+", which is protected", "--protect "+glob)
+		if why, ok := s.protectedBy(r.rel); ok {
+			return policyError(op, p, rel, "is a hard link of "+strconv.Quote(r.rel)+", which is protected", why)
 		}
 	}
 	if kind == accessContent || kind == accessRewrite {

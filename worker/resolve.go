@@ -211,12 +211,13 @@ func (s *Service) judge(ctx context.Context, op, p, rel string, kind access) err
 			return newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, p,
 				"%s: names starting with %s are reserved for fsmcp's temp files", op, tempPrefix)
 		}
-		if glob, ok := s.policy.Protected(rel); ok {
-			return policyError(op, p, rel, "is protected", "--protect "+glob)
+		s.refreshDerived(rel)
+		if why, ok := s.protectedBy(rel); ok {
+			return policyError(op, p, rel, "is protected", why)
 		}
 	}
 	if kind == accessContent || kind == accessRewrite {
-		if why, ok := s.policyOf(ctx).Denied(rel); ok {
+		if why, ok := s.deniedBy(ctx, rel); ok {
 			return policyError(op, p, rel, "is denied", why)
 		}
 	}
@@ -357,21 +358,22 @@ func (s *Service) lockRenames(exclusive bool) func() {
 
 // judgeCarry judges one name that a recursive delete removes from the
 // real path from (to == ""), or that a move carries from from to to.
-// Neither end may be protected, and denied content (by the call's
-// policy) may not move to a path that is not denied.
+// Neither end may be protected (by the globs, or by derived protection,
+// which the judgement of the call's own path brought up to date; as names
+// compare there), and denied content (by the call's policy) may not move
+// to a path that is not denied.
 func (s *Service) judgeCarry(ctx context.Context, op, p, from, to string) error {
-	if glob, ok := s.policy.Protected(from); ok {
-		return policyError(op, p, from, "is protected", "--protect "+glob)
+	if why, ok := s.protectedBy(from); ok {
+		return policyError(op, p, from, "is protected", why)
 	}
 	if to == "" {
 		return nil
 	}
-	if glob, ok := s.policy.Protected(to); ok {
-		return policyError(op, p, to, "would be protected", "--protect "+glob)
+	if why, ok := s.protectedBy(to); ok {
+		return policyError(op, p, to, "would be protected", why)
 	}
-	pol := s.policyOf(ctx)
-	if why, ok := pol.Denied(from); ok {
-		if _, still := pol.Denied(to); !still {
+	if why, ok := s.deniedBy(ctx, from); ok {
+		if _, still := s.deniedBy(ctx, to); !still {
 			return policyError(op, p, from, "is denied (and would not be where it moves)", why)
 		}
 	}
@@ -385,7 +387,7 @@ func (s *Service) judgeCarry(ctx context.Context, op, p, from, to string) error 
 func (s *Service) judgeTree(ctx context.Context, op, p string, d *parent, base, to string) error {
 	// A delete (to == "") walks even with no policy: the walk is also what
 	// finds a tree too deep to remove, before anything is removed.
-	if to != "" && s.policyOf(ctx).Empty() {
+	if es := s.derived.entries.Load(); to != "" && s.policyOf(ctx).Empty() && (es == nil || len(*es) == 0) {
 		return nil
 	}
 	fd, err := unix.Openat(d.fd, base, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)

@@ -36,6 +36,8 @@ type Service struct {
 	renames sync.RWMutex
 	// links remembers protected and denied files with other names.
 	links links
+	// derived is what the repositories' configuration protects.
+	derived derivation
 	// beforeCommit, when set, runs between a write's checks and its
 	// rename. Tests use it to change the file behind the worker's back.
 	beforeCommit func(path string)
