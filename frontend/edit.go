@@ -95,7 +95,7 @@ func spliceTool() *tool {
 		"It inserts, cuts or overwrites without resending the file. if_sha256 is the sha256 from fs_stat or fs_read (or null "+
 		"to create the file at offset 0); the reply's sha256 is the next one. Offsets come from fs_read or fs_grep; an "+
 		"offset past the end is refused. dry_run: true answers the diff and writes nothing.",
-		false, true, false, (*server).splice).titled("Splice file")
+		false, true, false, (*server).splice).titled("Splice file").paths(onePath("path"))
 }
 
 func (s *server) splice(ctx context.Context, in *spliceIn, _ *mcp.CallToolRequest) (*obj, error) {
@@ -161,7 +161,7 @@ func digestTool() *tool {
 	return defineTool("fs_digest", "Hash a directory's whole subtree, or one file, into tree_sha256. "+
 		"It covers names as bytes, types, modes, file contents and symlink targets that stay inside; ignore files do not "+
 		"apply. Pass it to fs_delete or fs_move as if_tree_sha256 to act only on the tree you saw. Large trees report progress.",
-		true, false, true, (*server).digest).titled("Digest tree")
+		true, false, true, (*server).digest).titled("Digest tree").paths(onePath("path"))
 }
 
 func (s *server) digest(ctx context.Context, in *digestIn, req *mcp.CallToolRequest) (*obj, error) {
@@ -200,7 +200,7 @@ func copyTool() *tool {
 		"to must not exist (fs_delete it first); it is never replaced. Content, mode, owner, extended attributes and ACLs "+
 		"are copied, or the copy is refused. A directory appears whole or not at all; a tree holding a symlink, fifo, "+
 		"socket or device is refused and nothing is copied.",
-		false, false, false, (*server).copy).titled("Copy path")
+		false, false, false, (*server).copy).titled("Copy path").paths(onePath("from").acted(), onePath("to"))
 }
 
 func (s *server) copy(ctx context.Context, in *copyIn, _ *mcp.CallToolRequest) (*obj, error) {
@@ -238,7 +238,7 @@ func patchTool() *tool {
 		"the patch leaves empty are removed. dry_run: true answers the diffs and writes nothing; it needs no if_sha256 and answers "+
 		"the if_sha256 (and if_sha256_base64) to pass to the real call. "+
 		"A reply's undo token, when the server keeps what changes replace, reverses the whole patch with fs_undo.",
-		false, true, false, (*server).patch).titled("Apply patch")
+		false, true, false, (*server).patch).titled("Apply patch").paths(keyedPaths("if_sha256"))
 }
 
 func (s *server) patch(ctx context.Context, in *patchIn, _ *mcp.CallToolRequest) (*obj, error) {

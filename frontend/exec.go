@@ -60,8 +60,10 @@ func startExec(ctx context.Context, cfg *Config, stderr io.Writer) (*execClient,
 		VCS:             cfg.Exec.VCSPrograms,
 		AllowNoLandlock: cfg.AllowNoLandlock,
 		Policy:          cfg.Policy(),
+		Rules:           cfg.Rules,
 		Pids:            pids,
 		PidsNone:        pidsNone,
+		Verbose:         cfg.Verbose,
 	}, stderr)
 	if err != nil {
 		if pids != nil {
@@ -153,7 +155,7 @@ func commandTools(cfg *Config) []*tool {
 			"confinement: the root read-only unless the operator allowed writes, a private scratch HOME and TMPDIR, no network, "+
 			"nothing beneath the root executable. Reply: exit or signal, timed_out, duration_ms, stdout and stderr each with "+
 			"its encoding (utf8 or base64) and truncated. A non-zero exit is an ordinary result.",
-			!writable, writable, false, (*server).exec).titled("Run command")
+			!writable, writable, false, (*server).exec).titled("Run command").paths(onePath("cwd"))
 		t.ownDeadline = true
 		ts = append(ts, t)
 	}
@@ -312,7 +314,9 @@ func execConfinementDoc(c *fsmcpv1.ExecConfinement) *obj {
 		rawValue("vcs", strs(c.GetVcs())).
 		rawValue("vcs_exec_files", strs(c.GetVcsExecFiles())).
 		rawValue("vcs_read_dirs", strs(c.GetVcsReadDirs())).
-		object("pids", pidsDoc(c))
+		object("pids", pidsDoc(c)).
+		rawValue("metadata_guards", strs(c.GetMetadataGuards())).
+		rawValue("selftest", selftestDoc(c.GetSelftest()))
 }
 
 // pidsDoc attests what bounds the tasks of all commands together.

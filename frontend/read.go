@@ -44,15 +44,15 @@ func readTools() []*tool {
 	return []*tool{
 		defineTool("fs_stat", "Describe one path: type, size, mtime, mode, and a file's sha256. Pass that sha256 as "+
 			"if_sha256 to fs_write or fs_replace. Symlinks are not followed; path \"\" shows the confinement.",
-			true, false, true, (*server).stat).titled("Inspect path"),
+			true, false, true, (*server).stat).titled("Inspect path").paths(onePath("path")),
 		defineTool("fs_list", "List one directory's entries (name, type, size, mtime, mode), sorted by name. "+
 			"When truncated is true, call again with the reply's cursor. To find files in a whole tree use fs_glob.",
-			true, false, true, (*server).list).titled("List directory"),
+			true, false, true, (*server).list).titled("List directory").paths(onePath("path")),
 		defineTool("fs_read", "Read a file by lines (line, lines) or bytes (offset, length), as utf8 text or base64. "+
 			"Lines are numbered as fs_grep's line_number. When truncated is true, call again with next_line (or "+
 			"next_offset). The reply's sha256 is the if_sha256 for later pages and for fs_write or fs_replace. "+
 			"Binary: 4 KiB unless length.",
-			true, false, true, (*server).read).titled("Read file"),
+			true, false, true, (*server).read).titled("Read file").paths(onePath("path")),
 		readManyTool(),
 	}
 }
@@ -120,9 +120,11 @@ func confinementDoc(c *fsmcpv1.Confinement, readOnly bool) *obj {
 		str("seccomp", c.GetSeccomp()).
 		int("seccomp_denied_syscalls", int64(c.GetSeccompDeniedSyscalls())).
 		str("rg_version", c.GetRgVersion()).
+		str("patch_journal", journalPlace(c.GetJournalOutsideRoot())).
 		object("policy", newObj().
 			rawValue("protect", jsonStrings(c.GetPolicy().GetProtect())).
-			rawValue("deny", jsonStrings(c.GetPolicy().GetDeny()))).
+			rawValue("deny", jsonStrings(c.GetPolicy().GetDeny())).
+			rawValue("derived", derivedDoc(c.GetPolicy().GetDerived()))).
 		rawValue("selftest", selftestDoc(c.GetSelftest()))
 }
 
@@ -147,6 +149,18 @@ func selftestDoc(probes []*fsmcpv1.Probe) []byte {
 			b = append(b, ',')
 		}
 		b = append(b, newObj().str("probe", p.GetName()).str("result", p.GetResult()).bool("refused", p.GetRefused()).bytes()...)
+	}
+	return append(b, ']')
+}
+
+// derivedDoc is the policy's derived entries: path and derived_from.
+func derivedDoc(ds []*fsmcpv1.DerivedProtect) []byte {
+	b := []byte{'['}
+	for i, d := range ds {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, newObj().str("path", d.GetPath()).str("derived_from", d.GetDerivedFrom()).bytes()...)
 	}
 	return append(b, ']')
 }

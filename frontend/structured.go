@@ -227,9 +227,14 @@ type confinementShape struct {
 	Seccomp               string `json:"seccomp"`
 	SeccompDeniedSyscalls int64  `json:"seccomp_denied_syscalls"`
 	RGVersion             string `json:"rg_version"`
+	PatchJournal          string `json:"patch_journal"`
 	Policy                struct {
 		Protect []string `json:"protect"`
 		Deny    []string `json:"deny"`
+		Derived []struct {
+			Path        string `json:"path"`
+			DerivedFrom string `json:"derived_from"`
+		} `json:"derived"`
 	} `json:"policy"`
 	Selftest []struct {
 		Probe   string `json:"probe"`
@@ -262,6 +267,12 @@ type execConfinementShape struct {
 		Max        int64  `json:"max,omitempty"`
 		Reason     string `json:"reason,omitempty"`
 	} `json:"pids"`
+	MetadataGuards []string `json:"metadata_guards"`
+	Selftest       []struct {
+		Probe   string `json:"probe"`
+		Result  string `json:"result"`
+		Refused bool   `json:"refused"`
+	} `json:"selftest"`
 }
 
 type listShape struct {

@@ -35,7 +35,7 @@ func treeTool() *tool {
 		"The list is flat, sorted by path, with each file's size; a directory with more below the limit says "+
 		"more: call again on it. Hidden and .gitignored files are left out as fs_glob leaves them out; "+
 		"symlinks are listed, never followed. When truncated is true, call again with the reply's cursor.",
-		true, false, true, (*server).tree).titled("Show tree")
+		true, false, true, (*server).tree).titled("Show tree").paths(onePath("path"))
 }
 
 // excludeArg checks a list of exclusion globs.

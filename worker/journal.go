@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path"
 	"strings"
@@ -21,9 +20,10 @@ import (
 //
 //  1. every new file is staged under a temp name beside its target and
 //     fsynced (stage);
-//  2. a journal naming each target, its temp name and the inodes of the
-//     old and the staged file is written to the root under the temp prefix
-//     (so no tool shows it), fsynced, and the root fsynced;
+//  2. a journal naming each target, its temp name, and the inode, size
+//     and sha256 of the old and the staged file is written to the state
+//     directory outside the root (recover.go), fsynced, renamed to its
+//     final name, and the state directory fsynced;
 //  3. the files are placed in the fixed order (place: RENAME_EXCHANGE with
 //     the displaced-inode check; RENAME_NOREPLACE for a created file; a
 //     deleted file renamed aside), and if one fails, those already placed
@@ -33,25 +33,24 @@ import (
 //     directories the deletions left empty are removed (the directories
 //     for created files were made before step 3; both are in the journal);
 //  5. every directory is fsynced, and removing the journal (then fsyncing
-//     the root) is the commit;
+//     the state directory) is the commit;
 //  6. the old versions still under the temp names are removed; with a
 //     quarantine, the kept ones become one entry, undone by one token.
 //
 // A journal found at start-up (Recover, before the first RPC) means the
-// commit did not happen: each entry is undone by what its inodes show, so
-// the files are all as they were. The inode numbers tell an entry's state
+// commit did not happen: once it verifies (recover.go), each entry is
+// undone by what its inodes show, so the files are all as they were. The
+// inode numbers tell an entry's state
 // without trusting timing: the staged file's inode at the target means it
 // was placed; the old inode under its quarantine name means it was placed
 // and kept, and it comes back from there. So a crash never leaves an old
 // version both gone from the root and not in the quarantine.
 
-// journalPrefix starts the name of a patch journal in the root.
-const journalPrefix = tempPrefix + "journal-"
-
-// maxJournalBytes bounds a journal read back at start-up.
-const maxJournalBytes = 16 << 20
-
 type journal struct {
+	// RootDev and RootIno are the root's device and inode: a journal
+	// applies to that root only.
+	RootDev uint64         `json:"root_dev"`
+	RootIno uint64         `json:"root_ino"`
 	Entries []journalEntry `json:"entries"`
 	// QDev and QIno are the quarantine's device and inode when entries
 	// keep their old versions there; recovery needs the same directory.
@@ -69,10 +68,15 @@ type journalEntry struct {
 	Tmp  []byte `json:"tmp"`
 	// Kind is "replace", "create" or "delete".
 	Kind string `json:"kind"`
-	// NewIno is the staged file's inode (not for delete); OldIno the
-	// current file's (not for create).
-	NewIno uint64 `json:"new_ino,omitempty"`
-	OldIno uint64 `json:"old_ino,omitempty"`
+	// NewIno, NewSize and NewSHA are the staged file's inode, size and
+	// sha256 (not for delete); OldIno, OldSize and OldSHA the current
+	// file's (not for create).
+	NewIno  uint64 `json:"new_ino,omitempty"`
+	NewSize int64  `json:"new_size,omitempty"`
+	NewSHA  string `json:"new_sha256,omitempty"`
+	OldIno  uint64 `json:"old_ino,omitempty"`
+	OldSize int64  `json:"old_size,omitempty"`
+	OldSHA  string `json:"old_sha256,omitempty"`
 	// Q is the old version's name in the quarantine, with one (not for
 	// create).
 	Q []byte `json:"q,omitempty"`
@@ -93,13 +97,20 @@ func (f *patchFile) entry() journalEntry {
 	if f.td.rel != f.dirRel {
 		e.TmpDir = []byte(cmp.Or(f.td.rel, "."))
 	}
+	if !f.delete {
+		sum := sha256.Sum256(f.data)
+		e.NewIno, e.NewSize, e.NewSHA = f.st.ino, int64(len(f.data)), hex.EncodeToString(sum[:])
+	}
+	if f.cur.exists {
+		e.OldIno, e.OldSize, e.OldSHA = f.cur.st.Ino, f.cur.st.Size, f.cur.sha
+	}
 	switch {
 	case f.delete:
-		e.Kind, e.OldIno = "delete", f.cur.st.Ino
+		e.Kind = "delete"
 	case f.cur.exists:
-		e.Kind, e.NewIno, e.OldIno = "replace", f.st.ino, f.cur.st.Ino
+		e.Kind = "replace"
 	default:
-		e.Kind, e.NewIno = "create", f.st.ino
+		e.Kind = "create"
 	}
 	return e
 }
@@ -134,8 +145,12 @@ func (s *Service) commitAll(ctx context.Context, files []*patchFile, emptied []*
 	if err := ctx.Err(); err != nil {
 		return "", fsError("patch", "", err)
 	}
+	if s.state == nil {
+		return "", errNoState
+	}
+	stateFD := int(s.state.Fd())
 	q, qfd := s.quarantine, -1
-	j := &journal{}
+	j := &journal{RootDev: s.rootDev, RootIno: s.rootIno}
 	if q != nil {
 		qfd, j.QDev, j.QIno = q.fd, q.dev, q.ino
 	}
@@ -156,12 +171,7 @@ func (s *Service) commitAll(ctx context.Context, files []*patchFile, emptied []*
 	for _, d := range emptied {
 		j.Entries = append(j.Entries, journalEntry{Dir: []byte(relDir(d.rel)), Name: []byte(path.Base(d.rel)), Kind: "rmdir", Mode: d.st.Mode & 0o7777})
 	}
-	root, err := s.root.OpenFile(".", os.O_RDONLY|unix.O_DIRECTORY, 0)
-	if err != nil {
-		return "", fsError("patch", "", err)
-	}
-	defer root.Close()
-	jname, err := writeJournal(int(root.Fd()), j)
+	jname, err := writeJournal(stateFD, j)
 	if err != nil {
 		return "", fsError("write the patch journal", "", err)
 	}
@@ -169,7 +179,7 @@ func (s *Service) commitAll(ctx context.Context, files []*patchFile, emptied []*
 		s.undoJournal(j, qfd, func(where string, uerr error) {
 			bug(fmt.Errorf("undo %q after a failed patch: %w", where, uerr))
 		})
-		unix.Unlinkat(int(root.Fd()), jname, 0)
+		unix.Unlinkat(stateFD, jname, 0)
 		return err
 	}
 	if s.beforeCommit != nil {
@@ -262,10 +272,10 @@ func (s *Service) commitAll(ctx context.Context, files []*patchFile, emptied []*
 		}
 	}
 	// The commit.
-	if err := unix.Unlinkat(int(root.Fd()), jname, 0); err != nil {
+	if err := unix.Unlinkat(stateFD, jname, 0); err != nil {
 		return "", undoAll(fsError("remove the patch journal", "", err))
 	}
-	unix.Fsync(int(root.Fd()))
+	unix.Fsync(stateFD)
 	if q != nil {
 		token = q.register(patchEntry(files))
 	}
@@ -332,28 +342,39 @@ func patchEntry(files []*patchFile) *qEntry {
 	return e
 }
 
-// writeJournal writes j to a new journal in the root and makes it durable.
-func writeJournal(rootFD int, j *journal) (string, error) {
+// writeJournal writes j as a new journal in the state directory stateFD
+// and makes it durable: it is written under a partial name and renamed to
+// its final one once fsynced, so a journal under a final name is always
+// whole.
+func writeJournal(stateFD int, j *journal) (string, error) {
 	b, err := json.Marshal(j)
 	if err != nil {
 		return "", err
 	}
-	name := journalPrefix + strings.TrimPrefix(tempName(), tempPrefix)
-	fd, err := unix.Openat(rootFD, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	sum := sha256.Sum256(b)
+	b = append([]byte(journalMagic+hex.EncodeToString(sum[:])+"\n"), b...)
+	id := strings.TrimPrefix(tempName(), tempPrefix)
+	partial, name := journalPartial+id, journalName+id
+	fd, err := unix.Openat(stateFD, partial, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return "", err
 	}
-	f := os.NewFile(uintptr(fd), name)
+	f := os.NewFile(uintptr(fd), partial)
 	_, err = f.Write(b)
 	if err == nil {
 		err = f.Sync()
 	}
 	f.Close()
 	if err == nil {
-		err = unix.Fsync(rootFD)
+		err = renameNoReplace(stateFD, partial, stateFD, name)
+	}
+	if err == nil {
+		if err = unix.Fsync(stateFD); err != nil {
+			unix.Unlinkat(stateFD, name, 0)
+		}
 	}
 	if err != nil {
-		unix.Unlinkat(rootFD, name, 0)
+		unix.Unlinkat(stateFD, partial, 0)
 		return "", err
 	}
 	return name, nil
@@ -475,106 +496,3 @@ func (s *Service) undoJournalEntry(e journalEntry, qfd int) error {
 func (s *Service) openRel(rel string) (*os.File, error) {
 	return s.root.OpenFile(cmp.Or(rel, "."), os.O_RDONLY|unix.O_DIRECTORY, 0)
 }
-
-// Recover finds the journals of patches a crash interrupted and undoes
-// each, so that every file is as it was before that patch; the staged
-// files it leaves under temp names are removed. It runs at start-up,
-// before the first RPC is served, and reports how many journals it found.
-// An entry it cannot undo (its directory is gone, or another process
-// changed the file since) is reported and left as it is.
-//
-// A journal whose old versions went into a quarantine needs that very
-// directory: without it, recovery could not restore them and the patch
-// would come out half undone, so the worker refuses to start
-// (errJournalQuarantine) and leaves the journal for a start with the
-// same --quarantine. With a quarantine, what recovery took back is then
-// forgotten and the bound applied.
-func (s *Service) Recover() (int, error) {
-	names, err := s.journals()
-	if err != nil {
-		return 0, err
-	}
-	var first error
-	for _, jn := range names {
-		err := s.recoverOne(jn)
-		if errors.Is(err, errJournalQuarantine) {
-			return len(names), err
-		}
-		if err != nil && first == nil {
-			first = err
-		}
-	}
-	if s.quarantine != nil {
-		s.quarantine.settle()
-	}
-	return len(names), first
-}
-
-// journals lists the patch journals in the root.
-func (s *Service) journals() ([]string, error) {
-	root, err := s.root.Open(".")
-	if err != nil {
-		return nil, err
-	}
-	defer root.Close()
-	all, err := root.Readdirnames(-1)
-	if err != nil {
-		return nil, err
-	}
-	var names []string
-	for _, n := range all {
-		if strings.HasPrefix(n, journalPrefix) {
-			names = append(names, n)
-		}
-	}
-	return names, nil
-}
-
-func (s *Service) recoverOne(jn string) error {
-	root, err := s.root.OpenFile(".", os.O_RDONLY|unix.O_DIRECTORY, 0)
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	f, err := s.root.OpenFile(jn, os.O_RDONLY|unix.O_NOFOLLOW, 0)
-	if err != nil {
-		return err
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxJournalBytes))
-	f.Close()
-	if err != nil {
-		return err
-	}
-	var j journal
-	// A journal that does not parse was cut short while it was written,
-	// before any file was placed: there is nothing to undo.
-	if json.Unmarshal(b, &j) == nil {
-		qfd := -1
-		if j.QIno != 0 {
-			if q := s.quarantine; q == nil || q.dev != j.QDev || q.ino != j.QIno {
-				return errJournalQuarantine
-			}
-			qfd = s.quarantine.fd
-		}
-		s.undoJournal(&j, qfd, func(where string, err error) {
-			fmt.Fprintf(os.Stderr, "fsmcp worker: interrupted patch: %q: %v; left as it is\n", where, err)
-		})
-	}
-	if err := unix.Unlinkat(int(root.Fd()), jn, 0); err != nil {
-		return err
-	}
-	if s.quarantine != nil {
-		unix.Fsync(s.quarantine.fd)
-	}
-	return unix.Fsync(int(root.Fd()))
-}
-
-// errJournalQuarantine refuses a start without the quarantine an
-// interrupted patch kept its old versions in.
-var errJournalQuarantine = newError(fsmcpv1.ErrorCode_ERROR_CODE_UNAVAILABLE, "",
-	"an interrupted fs_patch kept the old versions of its files in the --quarantine directory it ran with: start fsmcp with that --quarantine to undo it")
-
-// errJournalReadOnly refuses a read-only start while a patch awaits its
-// undoing.
-var errJournalReadOnly = newError(fsmcpv1.ErrorCode_ERROR_CODE_UNAVAILABLE, "",
-	"an interrupted fs_patch awaits recovery, which needs write access: start fsmcp once without --read-only")

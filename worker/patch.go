@@ -191,7 +191,7 @@ func (s *Service) openMissing(ctx context.Context, f *patchFile, nf error) (*par
 			}
 		}
 		if err == nil {
-			err = s.judge("patch", f.path, rel, accessRewrite)
+			err = s.judge(ctx, "patch", f.path, rel, accessRewrite)
 		}
 		if err == nil {
 			err = s.judgeRules(ctx, "patch", f.path, rel)

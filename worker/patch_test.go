@@ -88,12 +88,11 @@ func TestPatchRecoverUndoes(t *testing.T) {
 		}
 		ctx := context.Background()
 		stageByHand(t, s, files)
-		j := &journal{}
+		j := &journal{RootDev: s.rootDev, RootIno: s.rootIno}
 		for _, f := range files {
 			j.Entries = append(j.Entries, f.entry())
 		}
-		root, _ := os.Open(dir)
-		if _, err := writeJournal(int(root.Fd()), j); err != nil {
+		if _, err := writeJournal(int(s.state.Fd()), j); err != nil {
 			t.Fatal(err)
 		}
 		for _, f := range files[:placed] {
@@ -101,12 +100,12 @@ func TestPatchRecoverUndoes(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		// A second, torn journal: nothing to undo, and it goes too.
-		os.WriteFile(filepath.Join(dir, journalPrefix+"torn"), []byte(`{"entries":[{"di`), 0o600)
-		root.Close()
-		n, err := s.Recover()
-		if err != nil || n != 2 {
-			t.Fatalf("placed %d: Recover() = %d, %v; want 2, nil", placed, n, err)
+		// A journal cut short while it was written, before its rename:
+		// nothing to undo, and it goes too.
+		os.WriteFile(filepath.Join(s.state.Name(), journalPartial+"torn"), []byte(`{"entries":[{"di`), 0o600)
+		r, err := s.Recover("")
+		if err != nil || r.Undone != 1 || len(r.SetAside) != 0 {
+			t.Fatalf("placed %d: Recover() = %+v, %v; want 1 undone, nil", placed, r, err)
 		}
 		for _, name := range []string{"a", "b", "c"} {
 			if got := wcontent(t, filepath.Join(dir, name)); got != "x\n" {
@@ -116,6 +115,9 @@ func TestPatchRecoverUndoes(t *testing.T) {
 		entries, _ := os.ReadDir(dir)
 		if len(entries) != 3 {
 			t.Errorf("placed %d: left behind after recovery: %v", placed, entries)
+		}
+		if entries, _ := os.ReadDir(s.state.Name()); len(entries) != 0 {
+			t.Errorf("placed %d: left in the state directory after recovery: %v", placed, entries)
 		}
 	}
 }

@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/fsmcp/fsmcp/frontend"
 )
 
 // rg's advice about its own flags becomes advice about the tool's
@@ -192,5 +195,33 @@ func TestContactBinaryReadShortDefault(t *testing.T) {
 	r = s.wantOK("fs_read", map[string]any{"path": "text"})
 	if r.str("encoding") != "utf8" || r.num("length") < 40000 || r.doc["binary"] != nil {
 		t.Errorf("fs_read of text: encoding %s, length %d, binary %v; want the whole default page", r.str("encoding"), r.num("length"), r.doc["binary"])
+	}
+}
+
+// A start says one thing on stderr: the version, the root, the transport
+// and where the audit log goes, once the server answers. --verbose adds
+// each process's confinement.
+func TestContactQuietStart(t *testing.T) {
+	root, _ := tree(t)
+	s := start(t, root)
+	s.wantOK("fs_stat", map[string]any{"path": "a.txt"})
+	s.session.Close()
+	s.wait(10 * time.Second)
+	var other []string
+	for _, l := range strings.Split(strings.TrimSpace(s.stderr.String()), "\n") {
+		if !strings.HasPrefix(l, "{") { // audit lines are JSON
+			other = append(other, l)
+		}
+	}
+	want := "fsmcp " + frontend.Version + ": serving " + root + " on stdio; audit log on stderr"
+	if len(other) != 1 || other[0] != want {
+		t.Errorf("stderr besides the audit: %q, want exactly %q", other, want)
+	}
+	v := start(t, root, "--verbose")
+	v.wantOK("fs_stat", map[string]any{"path": "a.txt"})
+	for _, l := range []string{"fsmcp worker: landlock ABI", "fsmcp worker: seccomp filter:", "fsmcp: front-end confined:", want} {
+		if !strings.Contains(v.stderr.String(), l) {
+			t.Errorf("--verbose stderr lacks %q:\n%s", l, v.stderr.String())
+		}
 	}
 }

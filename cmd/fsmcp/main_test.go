@@ -28,7 +28,29 @@ func TestMain(m *testing.M) {
 	if os.Getenv("FSMCP_TEST_FRONTEND") == "1" {
 		os.Exit(serve(os.Args[1:], frontendHooks()))
 	}
-	os.Exit(m.Run())
+	// Every fsmcp a test starts without --state-dir keeps its state in a
+	// directory of this run, not in the user's. Tests that run fsmcp as
+	// another user share it as users share /tmp: each makes its own
+	// subdirectory for its root there.
+	state, err := os.MkdirTemp("", "fsmcp-test-state-")
+	if err == nil {
+		err = os.Chmod(state, 0o755)
+	}
+	if err == nil {
+		err = os.Mkdir(filepath.Join(state, "fsmcp"), 0o755)
+	}
+	if err == nil {
+		err = os.Chmod(filepath.Join(state, "fsmcp"), 0o1777)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Setenv("XDG_STATE_HOME", state)
+	os.Unsetenv("STATE_DIRECTORY")
+	code := m.Run()
+	os.RemoveAll(state)
+	os.Exit(code)
 }
 
 // syncBuffer is a bytes.Buffer safe for a process's stderr copier and the

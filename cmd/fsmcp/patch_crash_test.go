@@ -131,8 +131,10 @@ func patchCrashState(t *testing.T, root string, old, nw map[string]string) strin
 // patch (which also creates files in directories it makes and deletes
 // files from directories it removes), restarts it, and checks that the
 // tree is wholly old or wholly new, directories included, that a patch
-// reported done is applied, and that no temp name or journal is left on disk once the restarted worker has
-// undone and swept. Even trials kill anywhere in the call; odd ones wait
+// reported done is applied, and that no temp name or journal is left on
+// disk once the restarted worker has undone and swept. The journals are
+// in the state directory, and every one a kill leaves verifies: none is
+// set aside. Even trials kill anywhere in the call; odd ones wait
 // for the journal, which exists only while files are being placed, and
 // kill inside the commit. FSMCP_PATCH_CRASH_TRIALS sets the number of
 // trials (scripts/crash-patch runs the full count). The trial runs twice:
@@ -151,17 +153,19 @@ func TestEditPatchCrash(t *testing.T) {
 func patchCrashTrials(t *testing.T, quarantine bool) {
 	trials := envInt("FSMCP_PATCH_CRASH_TRIALS", 4)
 	root := filepath.Join(t.TempDir(), "root")
-	var flags []string
+	stateDir := filepath.Join(filepath.Dir(root), "state")
+	flags := []string{"--state-dir", stateDir}
 	qdir := filepath.Join(filepath.Dir(root), "quarantine")
 	if quarantine {
 		if err := os.Mkdir(qdir, 0o755); err != nil {
 			t.Fatal(err)
 		}
 		// Room for five patches' old versions: eviction runs too.
-		flags = []string{"--quarantine", qdir, "--quarantine-bytes", fmt.Sprint(5 * patchCrashFiles * patchCrashFileSize)}
+		flags = append(flags, "--quarantine", qdir, "--quarantine-bytes", fmt.Sprint(5*patchCrashFiles*patchCrashFileSize))
 	}
 	rng := rand.New(rand.NewPCG(*crashSeed, 7))
 	old, nw := patchCrashTree(t, root, rng)
+	journals := stateSub(t, stateDir, root)
 	scratch := t.TempDir()
 	writeTree(t, filepath.Join(scratch, "a"), old)
 	writeTree(t, filepath.Join(scratch, "b"), nw)
@@ -252,10 +256,10 @@ func patchCrashTrials(t *testing.T, quarantine bool) {
 		}()
 		if trial%2 == 0 {
 			time.Sleep(time.Duration(rng.Int64N(int64(whole * 3 / 2))))
-		} else if waitJournal(root, time.Minute) {
+		} else if waitJournal(journals, time.Minute) {
 			time.Sleep(time.Duration(rng.Int64N(int64(300 * time.Microsecond))))
 		}
-		if journalOnDisk(root) {
+		if journalOnDisk(journals) {
 			inCommit++
 		}
 		if err := syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL); err != nil {
@@ -277,6 +281,9 @@ func patchCrashTrials(t *testing.T, quarantine bool) {
 	tally(state)
 	waitSwept(t, root)
 	noTempFiles(t, root)
+	if left, _ := os.ReadDir(journals); len(left) != 0 {
+		t.Errorf("left in the state directory after recovery (set-aside/ holds a journal that did not verify): %v", left)
+	}
 	top := map[string]bool{}
 	for n := range map[string]map[string]string{"old": old, "new": nw}[state] {
 		top[strings.SplitN(n, "/", 2)[0]] = true
@@ -308,21 +315,23 @@ func quarantineContents(t *testing.T, qdir string) map[string]bool {
 	return held
 }
 
-// journalOnDisk reports whether a patch journal is in root.
-func journalOnDisk(root string) bool {
-	entries, _ := os.ReadDir(root)
+// journalOnDisk reports whether a patch journal is in the state
+// directory dir.
+func journalOnDisk(dir string) bool {
+	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), tempPrefix+"journal-") {
+		if strings.HasPrefix(e.Name(), "journal-") {
 			return true
 		}
 	}
 	return false
 }
 
-// waitJournal polls root until a patch journal appears.
-func waitJournal(root string, limit time.Duration) bool {
+// waitJournal polls the state directory dir until a patch journal
+// appears.
+func waitJournal(dir string, limit time.Duration) bool {
 	for deadline := time.Now().Add(limit); time.Now().Before(deadline); {
-		if journalOnDisk(root) {
+		if journalOnDisk(dir) {
 			return true
 		}
 		time.Sleep(50 * time.Microsecond)

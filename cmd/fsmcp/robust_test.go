@@ -402,7 +402,7 @@ func TestRobustInheritedDescriptorsClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	s := spawn(t, root)
+	s := spawn(t, root, "--verbose")
 	s.cmd.ExtraFiles = []*os.File{f, f, f}
 	client := mcp.NewClient(&mcp.Implementation{Name: "fsmcp-test", Version: "1"}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
