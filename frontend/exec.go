@@ -225,6 +225,11 @@ func (s *server) exec(ctx context.Context, in *execIn, _ *mcp.CallToolRequest) (
 	if in.Grep != nil {
 		req.Grep, req.HasGrep = *in.Grep, true
 	}
+	if s.cfg.Exec.Writable {
+		if req.Protected, err = s.derivedPaths(ctx); err != nil {
+			return nil, err
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, timeout+execGrace)
 	defer cancel()
 	resp, err := s.ec.Exec(ctx, req)
@@ -234,6 +239,26 @@ func (s *server) exec(ctx context.Context, in *execIn, _ *mcp.CallToolRequest) (
 	doc := newObj().bool("ok", true)
 	commandResult(doc, resp.GetResult(), true, int(s.cfg.MaxResponseBytes)-doc.size()-commandFields)
 	return doc, nil
+}
+
+// derivedPaths are the paths the worker's derived protection covers now
+// (the attestation's policy.derived, which the worker refreshes for each
+// Stat of the root): a writable command must leave them as they are, and
+// the host may have changed a repository's configuration since the last
+// call.
+func (s *server) derivedPaths(ctx context.Context) ([][]byte, error) {
+	st, err := s.wc.Stat(ctx, &fsmcpv1.StatRequest{Path: []byte("."), NoHash: true})
+	if err != nil {
+		return nil, err
+	}
+	if st.GetConfinement() == nil {
+		return nil, fmt.Errorf("the worker attested no confinement for the root: derived protection unknown")
+	}
+	var paths [][]byte
+	for _, d := range st.GetConfinement().GetPolicy().GetDerived() {
+		paths = append(paths, []byte(d.GetPath()))
+	}
+	return paths, nil
 }
 
 // commandFields bounds what a command's reply holds besides its streams'

@@ -342,6 +342,10 @@ type Command struct {
 	// the runner read them when the call started: the shim leaves what
 	// they deny out of the command's rules, as it does --deny.
 	Lines []RuleLine
+	// Protected are root-relative paths the command may not change,
+	// literally (Rules.WithPaths), beside --protect: the repositories'
+	// derived protection when the call started.
+	Protected []string
 }
 
 // Process is a started command.
@@ -400,6 +404,9 @@ func (l *ExecLayout) Start(c *Command) (*Process, error) {
 	a = append(a, l.Policy.args()...)
 	for _, line := range c.Lines {
 		a = append(a, line.Arg())
+	}
+	for _, p := range c.Protected {
+		a = append(a, "--protect-path="+p)
 	}
 	a = append(a, "--", c.Path)
 	a = append(a, c.Args...)
@@ -594,6 +601,7 @@ func commandMain(args []string) error {
 		execFiles, readDirs        listFlag
 		policy                     Policy
 		lines                      ruleLines
+		protected                  listFlag
 		nproc, fsize, cpu, as, nof uint64
 		pidsFD                     int
 		probe                      bool
@@ -614,6 +622,7 @@ func commandMain(args []string) error {
 	fs.Var((*listFlag)(&policy.Protect), "protect", "")
 	fs.Var((*listFlag)(&policy.Deny), "deny", "")
 	fs.Var(&lines, "rule", "")
+	fs.Var(&protected, "protect-path", "")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -621,7 +630,7 @@ func commandMain(args []string) error {
 	if err != nil {
 		return err
 	}
-	compiled = compiled.WithLines(lines)
+	compiled = compiled.WithLines(lines).WithPaths(protected)
 	if pidsFD >= 0 {
 		// "0" is the writer: this whole process, before the program
 		// runs, so everything it starts is counted.
@@ -651,7 +660,7 @@ func commandMain(args []string) error {
 	// before anything of the command runs.
 	rules, err := rootRules(ExecRoot, writable, compiled)
 	if err != nil {
-		return fmt.Errorf("apply --deny, --protect and --rules: %w", err)
+		return fmt.Errorf("apply --deny, --protect, --rules and derived protection: %w", err)
 	}
 	rules = append(rules,
 		landlock.PathAccess(commandWriteRights, scratch),

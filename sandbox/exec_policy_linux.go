@@ -19,7 +19,9 @@ import (
 //   - a denied file gets no right at all (its name stays listed, as for
 //     the file tools); a denied directory only read-dir, so the names
 //     beneath it are listed and no content read;
-//   - with --exec-writable, a protected path gets the read rights only;
+//   - with --exec-writable, a protected path gets the read rights only,
+//     and so does each directory on the way to a path protected literally
+//     (Command.Protected), which may not exist yet: it cannot be made;
 //   - every other path gets the command's rights; a directory whose whole
 //     subtree may have them gets one rule, any other (a directory holding
 //     a denied or protected path) only the rights its whole subtree may
@@ -63,7 +65,7 @@ type policyNode struct {
 // policy denies something, or protects something a writable command could
 // otherwise change.
 func needsPolicyWalk(p *Rules, writable bool) bool {
-	return p != nil && (p.Denies() || (writable && len(p.protect) > 0))
+	return p != nil && (p.Denies() || (writable && p.Protects()))
 }
 
 // rootRules are a command's Landlock rules beneath root under policy p.
@@ -101,6 +103,12 @@ func rootRules(root string, writable bool, p *Rules) ([]landlock.Rule, error) {
 			return base &^ ll.AccessFSReadFile
 		}
 		if _, pr := p.Protected(n.rel); pr && writable {
+			return commandReadRights
+		}
+		if n.dir && writable && p.AbovePath(n.rel) {
+			// A literal protected path beneath: no name of this
+			// directory may be made, removed or renamed, so the path
+			// can be neither created nor replaced.
 			return commandReadRights
 		}
 		return base

@@ -21,10 +21,15 @@ func (e *ErrSecondName) Error() string {
 // CheckSecondNames walks the root as a writable command's start would and
 // returns an *ErrSecondName for the first protected or denied file with
 // another name beneath the root, nil when there is none (or no policy).
-func (l *ExecLayout) CheckSecondNames() error {
+// The policy is the command's: --protect and --deny, its tool's --rules
+// lines and its literal protected paths (Command.Lines, Command.Protected).
+func (l *ExecLayout) CheckSecondNames(lines []RuleLine, protected []string) error {
 	p, err := l.Policy.Compile()
-	if err != nil || p.Empty() {
+	if err != nil {
 		return err
+	}
+	if p = p.WithLines(lines).WithPaths(protected); p.Empty() {
+		return nil
 	}
 	count := 0
 	top, err := walkPolicy(ExecRoot, "", &count)

@@ -86,6 +86,9 @@ type Rules struct {
 	foldProtect, foldDeny []globRule
 	// lines are the --rules lines of one tool (WithLines).
 	lines []RuleLine
+	// paths are protected literally (WithPaths): each path and what lies
+	// beneath it; "" is the whole root.
+	paths []string
 }
 
 // RuleLine is one line of the operator's --rules file as it judges
@@ -104,6 +107,15 @@ type RuleLine struct {
 func (r *Rules) WithLines(lines []RuleLine) *Rules {
 	c := *r
 	c.lines = lines
+	return &c
+}
+
+// WithPaths returns r protecting also the root-relative paths, each
+// literally (a path's bytes are never read as a glob): the path and what
+// lies beneath it, "" the whole root.
+func (r *Rules) WithPaths(paths []string) *Rules {
+	c := *r
+	c.paths = paths
 	return &c
 }
 
@@ -270,9 +282,31 @@ func seqAt(rel string, start int, lit []string) bool {
 	return true
 }
 
-// Protected returns the glob that makes the root-relative path rel
-// read-only, if any.
-func (r *Rules) Protected(rel string) (string, bool) { return match(r.protect, rel) }
+// Protected returns the glob (or the literal path, WithPaths) that makes
+// the root-relative path rel read-only, if any.
+func (r *Rules) Protected(rel string) (string, bool) {
+	if g, ok := match(r.protect, rel); ok {
+		return g, true
+	}
+	for _, p := range r.paths {
+		if p == "" || rel == p || strings.HasPrefix(rel, p+"/") {
+			return p, true
+		}
+	}
+	return "", false
+}
+
+// AbovePath reports whether a path protected literally (WithPaths) lies
+// strictly beneath the root-relative directory rel, whether or not it
+// exists.
+func (r *Rules) AbovePath(rel string) bool {
+	for _, p := range r.paths {
+		if p != "" && (rel == "" || strings.HasPrefix(p, rel+"/")) {
+			return true
+		}
+	}
+	return false
+}
 
 // Denied returns what denies the content of rel, if anything: "--deny"
 // and the glob, or the label of the --rules line.
@@ -317,7 +351,10 @@ func (r *Rules) DeniedFolded(rel string) (string, bool) {
 }
 
 // Empty reports whether r protects and denies nothing.
-func (r *Rules) Empty() bool { return len(r.protect) == 0 && !r.Denies() }
+func (r *Rules) Empty() bool { return !r.Protects() && !r.Denies() }
+
+// Protects reports whether r protects anything.
+func (r *Rules) Protects() bool { return len(r.protect) > 0 || len(r.paths) > 0 }
 
 // Denies reports whether r denies anything.
 func (r *Rules) Denies() bool {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -172,16 +173,21 @@ func (s *Service) Exec(ctx context.Context, req *fsmcpv1.ExecRequest) (*fsmcpv1.
 		}
 		capture = captureBytes
 	}
+	protected, err := protectedPaths(req.GetProtected())
+	if err != nil {
+		return nil, err
+	}
+	lines := s.lines("fs_exec")
 	if s.writable {
 		var second *sandbox.ErrSecondName
-		switch err := s.layout.CheckSecondNames(); {
+		switch err := s.layout.CheckSecondNames(lines, protected); {
 		case errors.As(err, &second):
 			return nil, &worker.Error{Code: fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, Message: err.Error(), Path: second.Path}
 		case err != nil:
 			return nil, errorf(fsmcpv1.ErrorCode_ERROR_CODE_UNAVAILABLE, "apply the policy: %v", err)
 		}
 	}
-	res, err := s.run(ctx, runSpec{prog: prog, argv: argv, cwd: req.GetCwd(), stdin: req.GetStdin(), lines: s.lines("fs_exec"),
+	res, err := s.run(ctx, runSpec{prog: prog, argv: argv, cwd: req.GetCwd(), stdin: req.GetStdin(), lines: lines, protected: protected,
 		writable: s.writable, files: s.execFiles, readDirs: s.readDirs, timeout: timeout, capture: capture})
 	if err != nil {
 		return nil, err
@@ -239,6 +245,22 @@ type runSpec struct {
 	probe bool
 	// lines are the --rules lines of the call's tool (lines).
 	lines []sandbox.RuleLine
+	// protected are the call's literal protected paths (protectedPaths).
+	protected []string
+}
+
+// protectedPaths checks an ExecRequest's protected paths: each is "" (the
+// whole root) or a clean relative path.
+func protectedPaths(ps [][]byte) ([]string, error) {
+	out := make([]string, 0, len(ps))
+	for _, b := range ps {
+		p := string(b)
+		if p != "" && (strings.IndexByte(p, 0) >= 0 || strings.HasPrefix(p, "/") || path.Clean(p) != p || p == "." || p == ".." || strings.HasPrefix(p, "../")) {
+			return nil, errorf(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "protected path %q is not a clean root-relative path", clip(p))
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 // lines are the --rules lines in force for tool (without --tools-prefix),
@@ -286,6 +308,7 @@ func (s *Service) run(ctx context.Context, spec runSpec) (*fsmcpv1.CommandResult
 		Stdin: bytes.NewReader(spec.stdin), Stdout: outW, Stderr: errW,
 		Writable: spec.writable, ExecFiles: spec.files, ReadDirs: spec.readDirs,
 		Scratch: scratch, Limits: limits, Probe: spec.probe, Lines: spec.lines,
+		Protected: spec.protected,
 	})
 	outW.Close()
 	errW.Close()

@@ -381,8 +381,13 @@ type ExecRequest struct {
 	MaxBytes int64 `protobuf:"varint,5,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
 	// When has_grep, only the stdout lines matching grep (rg's syntax) are
 	// returned.
-	Grep          string `protobuf:"bytes,6,opt,name=grep,proto3" json:"grep,omitempty"`
-	HasGrep       bool   `protobuf:"varint,7,opt,name=has_grep,json=hasGrep,proto3" json:"has_grep,omitempty"`
+	Grep    string `protobuf:"bytes,6,opt,name=grep,proto3" json:"grep,omitempty"`
+	HasGrep bool   `protobuf:"varint,7,opt,name=has_grep,json=hasGrep,proto3" json:"has_grep,omitempty"`
+	// Root-relative paths the command may not change, literally (not
+	// globs), beside the operator's --protect: the derived protection of
+	// the repositories in the root as the worker found it when the call
+	// started. The front-end fills it; a client cannot.
+	Protected     [][]byte `protobuf:"bytes,8,rep,name=protected,proto3" json:"protected,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -464,6 +469,13 @@ func (x *ExecRequest) GetHasGrep() bool {
 		return x.HasGrep
 	}
 	return false
+}
+
+func (x *ExecRequest) GetProtected() [][]byte {
+	if x != nil {
+		return x.Protected
+	}
+	return nil
 }
 
 // CommandResult is how one command ended and what it wrote.
@@ -1070,7 +1082,7 @@ const file_fsmcp_v1_exec_proto_rawDesc = "" +
 	"\x0evcs_exec_files\x18\x13 \x03(\tR\fvcsExecFiles\x12\"\n" +
 	"\rvcs_read_dirs\x18\x14 \x03(\tR\vvcsReadDirs\x12'\n" +
 	"\x0fmetadata_guards\x18\x15 \x03(\tR\x0emetadataGuards\x12+\n" +
-	"\bselftest\x18\x16 \x03(\v2\x0f.fsmcp.v1.ProbeR\bselftest\"\xb4\x01\n" +
+	"\bselftest\x18\x16 \x03(\v2\x0f.fsmcp.v1.ProbeR\bselftest\"\xd2\x01\n" +
 	"\vExecRequest\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\tR\x04argv\x12\x10\n" +
 	"\x03cwd\x18\x02 \x01(\fR\x03cwd\x12\x14\n" +
@@ -1079,7 +1091,8 @@ const file_fsmcp_v1_exec_proto_rawDesc = "" +
 	"timeout_ms\x18\x04 \x01(\x03R\ttimeoutMs\x12\x1b\n" +
 	"\tmax_bytes\x18\x05 \x01(\x03R\bmaxBytes\x12\x12\n" +
 	"\x04grep\x18\x06 \x01(\tR\x04grep\x12\x19\n" +
-	"\bhas_grep\x18\a \x01(\bR\ahasGrep\"\x97\x02\n" +
+	"\bhas_grep\x18\a \x01(\bR\ahasGrep\x12\x1c\n" +
+	"\tprotected\x18\b \x03(\fR\tprotected\"\x97\x02\n" +
 	"\rCommandResult\x12\x16\n" +
 	"\x06exited\x18\x01 \x01(\bR\x06exited\x12\x12\n" +
 	"\x04exit\x18\x02 \x01(\x05R\x04exit\x12\x16\n" +
