@@ -230,6 +230,11 @@ func (c *Config) check() error {
 	if c.MaxResponseBytes > maxResponseBytesLimit {
 		return fmt.Errorf("--max-response-bytes must be at most %d", maxResponseBytesLimit)
 	}
+	// A root that is the whole filesystem or the home directory is
+	// refused for what it is, before the directories checked against it.
+	if err := c.checkBroadRoot(); err != nil {
+		return err
+	}
 	if err := c.checkQuarantine(); err != nil {
 		return err
 	}
@@ -256,9 +261,6 @@ func (c *Config) check() error {
 		return fmt.Errorf("--max-session-calls must be between 1 and --max-calls (%d); lower it, or raise --max-calls", c.MaxCalls)
 	}
 	if err := checkToolsPrefix(c.ToolsPrefix); err != nil {
-		return err
-	}
-	if err := c.checkBroadRoot(); err != nil {
 		return err
 	}
 	if c.MaxFileBytes < 0 || c.WorkerMemory < 0 || c.MaxRG < 0 || c.MaxHeavy < 0 || c.QueueTimeout < 0 {

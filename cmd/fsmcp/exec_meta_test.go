@@ -384,7 +384,7 @@ func TestExecMetadataUnprivileged(t *testing.T) {
 		}
 	}
 	before := map[string]string{readable: metaSnapshot(t, readable), inRoot: metaSnapshot(t, inRoot)}
-	sp := spawn(t, root, metaFlags(t, outside)...)
+	sp := spawn(t, root, append(metaFlags(t, outside), stateDirIn(t, filepath.Dir(home), uid, uid))...)
 	sp.cmd.Path = exe
 	sp.cmd.Env = append(sp.cmd.Env, "HOME="+home)
 	sp.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}

@@ -72,6 +72,23 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// stateDirIn returns a --state-dir flag naming a new directory in parent
+// that uid owns, for a test that runs fsmcp as another user: the run's
+// shared state directory may already hold a root's subdirectory of
+// another user, when a deleted root's inode is given to this test's root.
+// parent must be searchable by uid.
+func stateDirIn(t *testing.T, parent string, uid, gid int) string {
+	t.Helper()
+	d, err := os.MkdirTemp(parent, "state-")
+	if err == nil {
+		err = os.Chown(d, uid, gid)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "--state-dir=" + d
+}
+
 // fsmcpCommand is the command line of a front-end serving root.
 func fsmcpCommand(root string, flags ...string) *exec.Cmd {
 	cmd := exec.Command(os.Args[0], append([]string{"--root", root}, flags...)...)

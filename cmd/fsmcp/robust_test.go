@@ -57,6 +57,9 @@ func startAsNobody(t *testing.T, build func(root string)) (*server, string) {
 	}
 	build(root)
 	cmd := exec.Command(exe, "--root", root)
+	if cred != nil {
+		cmd.Args = append(cmd.Args, stateDirIn(t, base, int(cred.Uid), int(cred.Gid)))
+	}
 	cmd.Env = append(os.Environ(), "FSMCP_TEST_FRONTEND=1", "GORACE=atexit_sleep_ms=0")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	stderr := &syncBuffer{}

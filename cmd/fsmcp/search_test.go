@@ -993,6 +993,9 @@ func TestSearchUnreadableFiles(t *testing.T) {
 	t.Cleanup(func() { os.Chmod(filepath.Join(root, "locked-dir"), 0o755) })
 
 	cmd := exec.Command(exe, "--root", root)
+	if cred != nil {
+		cmd.Args = append(cmd.Args, stateDirIn(t, base, int(cred.Uid), int(cred.Gid)))
+	}
 	cmd.Env = append(os.Environ(), "FSMCP_TEST_FRONTEND=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	stderr := &syncBuffer{}
