@@ -134,3 +134,79 @@ func TestVcsHgSvnToolsAndFlags(t *testing.T) {
 		}
 	}
 }
+
+// Under --deny secret.txt, and alike under the rules line "deny *
+// secret.txt", an hg or svn diff shows neither the stored nor the new
+// content of the changed secret.txt, nor the stored content of the
+// removed sub/secret.txt (read from .hg or .svn, which Landlock does not
+// deny), names them on stderr, and still shows the change of another
+// file (also when the files are named); a diff of secret.txt alone is empty (never the whole
+// repository's). A copy of secret.txt is never shown as a diff against
+// the secret's stored content: hg leaves it out, svn shows it as added.
+// Without a policy, the control shows the secrets.
+func TestVcsHgSvnDiffDenied(t *testing.T) {
+	const stored, changed, removed = "stored secret\n", "new secret value\n", "removed secret\n"
+	files := map[string]string{"secret.txt": stored, "other.txt": "other old\n", "sub/secret.txt": removed}
+	setup := map[string]func(t *testing.T, root string) string{
+		"hg": func(t *testing.T, root string) string {
+			repo := filepath.Join(root, "repo")
+			env := []string{"HGRCPATH=/dev/null", "HGUSER=t"}
+			runSetup(t, root, env, "hg", "init", repo)
+			writeTree(t, repo, files)
+			runSetup(t, repo, env, "hg", "commit", "-q", "-A", "-m", "first")
+			runSetup(t, repo, env, "hg", "rm", "-q", "sub/secret.txt")
+			runSetup(t, repo, env, "hg", "cp", "-q", "secret.txt", "copy.txt")
+			return "repo"
+		},
+		"svn": func(t *testing.T, root string) string {
+			wc := svnWorkingCopy(t, root)
+			env := []string{"HOME=" + t.TempDir()}
+			writeTree(t, wc, files)
+			runSetup(t, wc, env, "svn", "add", "-q", "secret.txt", "other.txt", "sub")
+			runSetup(t, wc, env, "svn", "commit", "-q", "-m", "secret")
+			runSetup(t, wc, env, "svn", "rm", "-q", "sub/secret.txt")
+			runSetup(t, wc, env, "svn", "cp", "-q", "secret.txt", "copy.txt")
+			return "wc"
+		},
+	}
+	for _, backend := range []string{"hg", "svn"} {
+		t.Run(backend, func(t *testing.T) {
+			needTool(t, backend)
+			root := t.TempDir()
+			dir := setup[backend](t, root)
+			writeTree(t, filepath.Join(root, dir), map[string]string{"secret.txt": changed, "other.txt": "other new\n", "copy.txt": "copy\n"})
+			args := map[string]any{"backend": backend, "path": dir}
+			control := start(t, root, "--vcs", backend).wantOK("fs_vcs_diff", args)
+			if !strings.Contains(control.str("diff"), "-"+stored) || !strings.Contains(control.str("diff"), "+"+changed) ||
+				!strings.Contains(control.str("diff"), "-"+removed) || !strings.Contains(control.str("diff"), "+copy\n") {
+				t.Fatalf("without a policy, the diff lacks the secret's change: %s", control.text)
+			}
+			for name, flags := range map[string][]string{
+				"--deny":  {"--deny", "secret.txt"},
+				"--rules": {"--rules", rulesFile(t, root, "deny * secret.txt\n")},
+			} {
+				s := start(t, root, append([]string{"--vcs", backend}, flags...)...)
+				d := s.wantOK("fs_vcs_diff", args)
+				if strings.Contains(d.text, "secret value") || strings.Contains(d.text, "stored secret") ||
+					strings.Contains(d.text, "removed secret") || !strings.Contains(d.str("diff"), "+other new\n") ||
+					!strings.Contains(d.str("stderr"), `the diff of "secret.txt" is left out`) ||
+					!strings.Contains(d.str("stderr"), `the diff of "sub/secret.txt" is left out`) ||
+					strings.Contains(d.str("stderr"), `the diff of "copy.txt" is left out`) != (backend == "hg") ||
+					strings.Contains(d.str("diff"), "+copy\n") != (backend == "svn") {
+					t.Errorf("%s: diff %s", name, d.text)
+				}
+				one := s.wantOK("fs_vcs_diff", map[string]any{"backend": backend, "path": dir, "files": []string{"secret.txt"}})
+				if one.str("diff") != "" || strings.Contains(one.text, "secret value") || strings.Contains(one.text, "stored secret") ||
+					!strings.Contains(one.str("stderr"), `the diff of "secret.txt" is left out`) {
+					t.Errorf("%s: diff of secret.txt alone %s", name, one.text)
+				}
+				// The removed file's stored content is what hg and svn
+				// would show: nothing on the way refuses it.
+				two := s.wantOK("fs_vcs_diff", map[string]any{"backend": backend, "path": dir, "files": []string{"sub/secret.txt", "other.txt"}})
+				if strings.Contains(two.text, "removed secret") || !strings.Contains(two.str("diff"), "+other new\n") {
+					t.Errorf("%s: diff of sub/secret.txt and other.txt %s", name, two.text)
+				}
+			}
+		})
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 
@@ -126,6 +127,48 @@ func (s *Service) hg(ctx context.Context, c *vcsCall, capture int64, args ...str
 	}
 	return s.run(ctx, runSpec{prog: c.prog, argv: argv, env: hgEnv, cwd: c.path, lines: c.lines,
 		files: c.prog.files, readDirs: c.prog.readDirs, timeout: timeout, capture: capture})
+}
+
+// hgDiff runs hg diff --git; under a policy that denies content, of the
+// files hg status lists as changed (modified, added, removed, missing),
+// less each whose path or copy source the policy denies (with --git, a
+// copy's diff is against its source's stored content).
+func (s *Service) hgDiff(ctx context.Context, c *vcsCall) (*fsmcpv1.CommandResult, error) {
+	diff := func(c *vcsCall) (*fsmcpv1.CommandResult, error) { return s.hg(ctx, c, c.maxBytes, "diff", "--git") }
+	pol := s.policy.WithLines(c.lines)
+	if !pol.Denies() {
+		return diff(c)
+	}
+	dir, err := s.realDir(c.path)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.hg(ctx, c, captureBytes, "status", "--print0", "--copies", "--modified", "--added", "--removed", "--deleted",
+		"--config", "ui.relative-paths=yes")
+	switch {
+	case err != nil:
+		return nil, err
+	case !res.GetExited() || res.GetExit() != 0:
+		return res, nil // not a repository, or a bad file: hg says which
+	case res.GetStdoutTruncated():
+		return nil, statusCut("hg")
+	}
+	var list []changed
+	for _, r := range nulRecords(res.GetStdout(), false) {
+		if len(r) < 3 || r[1] != ' ' {
+			continue
+		}
+		_, deny := pol.Denied(path.Join(dir, string(r[2:])))
+		if r[0] == ' ' {
+			// The copy source of the file before.
+			if n := len(list); n > 0 && deny {
+				list[n-1].left = true
+			}
+			continue
+		}
+		list = append(list, changed{name: string(r[2:]), left: deny})
+	}
+	return diffNamed(c, list, diff)
 }
 
 // hgStatus runs hg status --copies --print0 and parses it. hg's letters

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/xml"
+	"path"
 	"path/filepath"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
@@ -52,6 +53,50 @@ func (s *Service) svn(ctx context.Context, c *vcsCall, capture int64, peg bool, 
 		scratchArgs: func(scratch string) []string {
 			return []string{"--config-dir", filepath.Join(scratch, "svn")}
 		}})
+}
+
+// svnDiff runs svn diff; under a policy that denies content, of the
+// entries svn status lists (each at depth empty, so that a directory does
+// not bring in its files), less each whose path the policy denies, with
+// copies shown as additions of their own content, never as a diff against
+// their source's stored one. svn diff takes a local name literally: no
+// "@" is appended.
+func (s *Service) svnDiff(ctx context.Context, c *vcsCall) (*fsmcpv1.CommandResult, error) {
+	pol := s.policy.WithLines(c.lines)
+	if !pol.Denies() {
+		return s.svn(ctx, c, c.maxBytes, false, "diff", "--internal-diff")
+	}
+	dir, err := s.realDir(c.path)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.svn(ctx, c, captureBytes, true, "status", "--xml", "--ignore-externals")
+	switch {
+	case err != nil:
+		return nil, err
+	case !res.GetExited() || res.GetExit() != 0:
+		return res, nil // not a working copy, or a bad file: svn says which
+	case res.GetStdoutTruncated():
+		return nil, statusCut("svn")
+	}
+	var doc svnStatusXML
+	if err := xml.NewDecoder(bytes.NewReader(res.GetStdout())).Decode(&doc); err != nil {
+		return nil, errorf(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "svn status --xml: %v", err)
+	}
+	var list []changed
+	for _, t := range doc.Targets {
+		for _, e := range t.Entries {
+			switch e.Status.Item {
+			case "unversioned", "ignored", "external":
+				continue
+			}
+			_, deny := pol.Denied(path.Join(dir, e.Path))
+			list = append(list, changed{name: e.Path, left: deny})
+		}
+	}
+	return diffNamed(c, list, func(c *vcsCall) (*fsmcpv1.CommandResult, error) {
+		return s.svn(ctx, c, c.maxBytes, false, "diff", "--internal-diff", "--depth", "empty", "--show-copies-as-adds")
+	})
 }
 
 // svnStatus runs svn status --xml and parses it.

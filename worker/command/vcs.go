@@ -3,6 +3,7 @@ package command
 import (
 	"bytes"
 	"context"
+	"os"
 	"path"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/sandbox"
 	"github.com/fsmcp/fsmcp/worker"
+	"golang.org/x/sys/unix"
 )
 
 // Version control runs the backend's own program under the fs_exec
@@ -210,9 +212,9 @@ func (s *Service) VcsDiff(ctx context.Context, req *fsmcpv1.VcsDiffRequest) (*fs
 	var res *fsmcpv1.CommandResult
 	switch c.backend {
 	case "hg":
-		res, err = s.hg(ctx, c, c.maxBytes, "diff", "--git")
+		res, err = s.hgDiff(ctx, c)
 	case "svn":
-		res, err = s.svn(ctx, c, c.maxBytes, false, "diff", "--internal-diff")
+		res, err = s.svnDiff(ctx, c)
 	default:
 		res, err = s.gitDiff(ctx, c, req.GetStaged())
 	}
@@ -254,10 +256,95 @@ func (s *Service) gitDiff(ctx context.Context, c *vcsCall, staged bool) (*fsmcpv
 	}
 	var left []string
 	res.Stdout, left = filterDiff(res.GetStdout(), func(p string) (string, bool) { return pol.Denied(path.Join(top, p)) })
+	leftOut(res, left)
+	return res, nil
+}
+
+// leftOut says on stderr which files a diff leaves out.
+func leftOut(res *fsmcpv1.CommandResult, left []string) {
 	for _, l := range left {
 		res.Stderr = append(res.Stderr, "fsmcp: the diff of "+strconv.Quote(l)+" is left out: its content is denied\n"...)
 	}
+}
+
+// An hg or svn diff under a policy that denies content is the diff of
+// the files that the backend's status lists as changed, less those whose
+// real path the policy denies, each named explicitly: hg and svn read a
+// file's stored version from .hg and .svn, which the command's Landlock
+// rules do not cover, and print names unquoted (a name holding a newline
+// could forge a section), so their output is not filtered afterwards.
+
+// changed is one file of an hg or svn status, named relative to the
+// call's directory; left when the policy denies its content (or, for hg,
+// that of the copy source its diff would show).
+type changed struct {
+	name string
+	left bool
+}
+
+// diffNamed runs diff on the files of list that are not left out, named
+// as the call's files, and says on stderr which are left out. With no
+// file left to name, the diff is empty: it never falls back to the whole
+// working copy.
+func diffNamed(c *vcsCall, list []changed, diff func(*vcsCall) (*fsmcpv1.CommandResult, error)) (*fsmcpv1.CommandResult, error) {
+	named := *c
+	named.files = nil
+	var left []string
+	for _, f := range list {
+		if f.left {
+			left = append(left, f.name)
+		} else {
+			named.files = append(named.files, f.name)
+		}
+	}
+	res := &fsmcpv1.CommandResult{Exited: true}
+	if len(named.files) > 0 {
+		var err error
+		if res, err = diff(&named); err != nil {
+			return nil, err
+		}
+	}
+	leftOut(res, left)
 	return res, nil
+}
+
+// statusCut is the error of a status too long to list a filtered diff's
+// files.
+func statusCut(backend string) error {
+	return errorf(fsmcpv1.ErrorCode_ERROR_CODE_TOO_LARGE,
+		"%s status lists more than %d bytes of changed files: name fewer files to diff under the deny policy", backend, captureBytes)
+}
+
+// realDir is the root-relative path of the directory p names, as the
+// kernel names it (/proc/self/fd): symlinks on the way are resolved, as
+// they are for the command run in it.
+func (s *Service) realDir(p []byte) (string, error) {
+	dir, err := worker.OpenDir(s.root, p)
+	if err != nil {
+		return "", err
+	}
+	defer dir.Close()
+	root, err := s.root.OpenFile(".", unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return "", errorf(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "open the root: %v", err)
+	}
+	defer root.Close()
+	d, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(dir.Fd())))
+	if err != nil {
+		return "", errorf(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "name the directory: %v", err)
+	}
+	r, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(root.Fd())))
+	if err != nil {
+		return "", errorf(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "name the root: %v", err)
+	}
+	if d == r {
+		return "", nil
+	}
+	rel, ok := strings.CutPrefix(d, strings.TrimSuffix(r, "/")+"/")
+	if !ok {
+		return "", errorf(fsmcpv1.ErrorCode_ERROR_CODE_OUTSIDE_ROOT, "the directory lies outside the root")
+	}
+	return rel, nil
 }
 
 // gitTop is the root-relative path of the repository's top level ("" for
