@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -18,6 +19,7 @@ import (
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/worker/workertest"
+	"google.golang.org/protobuf/proto"
 )
 
 // The differential suite: trees generated from a seed, listed and searched
@@ -55,11 +57,13 @@ type oracleTree struct {
 	root string
 	// depth is the depth of its deepest entry.
 	depth int
+	// left is how many more entries it may have.
+	left int
 }
 
 // genTree writes a tree from rng below root (which exists).
 func genTree(t testing.TB, rng *rand.Rand, root string) *oracleTree {
-	tr := &oracleTree{root: root}
+	tr := &oracleTree{root: root, left: 40 + rng.IntN(120)}
 	if rng.IntN(2) == 0 {
 		// .gitignore counts only in a repository.
 		must(t, os.Mkdir(filepath.Join(root, ".git"), 0o755))
@@ -88,9 +92,10 @@ func (tr *oracleTree) dir(t testing.TB, rng *rand.Rand, p string, depth int) {
 		if rng.IntN(3) == 0 {
 			name += fmt.Sprint(rng.IntN(4))
 		}
-		if used[name] {
+		if used[name] || tr.left <= 0 {
 			continue
 		}
+		tr.left--
 		used[name] = true
 		q := filepath.Join(p, name)
 		switch k := rng.IntN(20); {
@@ -168,6 +173,8 @@ type refEntry struct {
 	size  int64
 	mtime int64
 	depth int
+	// lsize is lstat's size, whatever the type.
+	lsize int64
 }
 
 // walk is every entry below the root, in path order, never following a
@@ -186,7 +193,7 @@ func (tr *oracleTree) walk(t testing.TB) []refEntry {
 		if err := syscall.Lstat(p, &st); err != nil {
 			return err
 		}
-		e := refEntry{path: rel, typ: fileType(st.Mode), mtime: st.Mtim.Nano(), depth: strings.Count(rel, "/") + 1}
+		e := refEntry{path: rel, typ: fileType(st.Mode), mtime: st.Mtim.Nano(), depth: strings.Count(rel, "/") + 1, lsize: st.Size}
 		if e.typ == fsmcpv1.FileType_FILE_TYPE_FILE {
 			e.size = st.Size
 		}
@@ -288,9 +295,13 @@ func checkOracle(t *testing.T, seed uint64) {
 	for _, o := range opts {
 		kept := tr.kept(t, ents, o)
 		for depth := 1; depth <= min(tr.depth+1, maxTreeDepth); depth++ {
-			checkTree(t, c, ents, kept, o, depth, int64(100+rng.IntN(2000)))
+			checkTree(t, c, ents, kept, o, depth, int64(300+rng.IntN(6000)))
 		}
+		checkGlob(t, c, tr, ents, o, rng)
+		checkGrep(t, c, tr, o, rng)
 	}
+	checkList(t, c, ents, rng)
+	checkReadLines(t, c, tr, ents, rng)
 }
 
 // checkTree compares fs_tree at depth, every page of max bytes, with the
@@ -346,7 +357,7 @@ func checkTree(t *testing.T, c fsmcpv1.WorkerServiceClient, ents []refEntry, kep
 		req.After, req.HasAfter = last.Entries[len(last.Entries)-1].Path, true
 	}
 	if !slices.Equal(got, want) {
-		t.Fatalf("tree %+v depth %d:\n got %s\nwant %s", o, depth, strings.Join(got, "\n     "), strings.Join(want, "\n     "))
+		t.Fatalf("tree %+v depth %d: %s", o, depth, lineDiff(got, want))
 	}
 }
 
@@ -382,6 +393,386 @@ func FuzzOracle(f *testing.F) {
 	f.Fuzz(func(t *testing.T, seed uint64) { checkOracle(t, seed) })
 }
 
-// Unused until the search checks decode them.
-var _ = base64.StdEncoding
-var _ = json.Unmarshal
+// oraclePatterns are fs_glob's patterns in the suite.
+var oraclePatterns = []string{"**", "*", "*.go", "**/*.txt", "a/**", "{x,y}*", "**/new*"}
+
+// checkGlob compares fs_glob, every page, sorted by path or by mtime,
+// with rg --files run directly, ordered by the walk's lstat.
+func checkGlob(t *testing.T, c fsmcpv1.WorkerServiceClient, tr *oracleTree, ents []refEntry, o oracleOpts, rng *rand.Rand) {
+	t.Helper()
+	pattern := oraclePatterns[rng.IntN(len(oraclePatterns))]
+	depth := rng.IntN(tr.depth + 2)
+	byMtime := rng.IntN(2) == 0
+	// Exclusions come after the pattern: the last matching glob wins.
+	args := append(commonArgs(o.hidden, o.noIgnore), "--files", "--glob="+pattern)
+	for _, g := range o.excludes {
+		args = append(args, "--glob=!"+g)
+	}
+	if depth > 0 {
+		args = append(args, fmt.Sprintf("--max-depth=%d", depth))
+	}
+	want := rgList(t, tr.root, args...)
+	if byMtime {
+		mtime := map[string]int64{}
+		for _, e := range ents {
+			mtime[e.path] = e.mtime
+		}
+		slices.SortStableFunc(want, func(a, b string) int { return -cmpInt(mtime[a], mtime[b]) })
+	}
+	req := &fsmcpv1.GlobRequest{Pattern: pattern, Hidden: o.hidden, NoIgnore: o.noIgnore, Excludes: o.excludes,
+		MaxDepth: int32(depth), MaxBytes: int64(100 + rng.IntN(1000))}
+	if byMtime {
+		req.Sort = fsmcpv1.ListingSort_LISTING_SORT_MTIME
+	}
+	var got []string
+	for pages := 0; ; pages++ {
+		if pages > len(want)+1 {
+			t.Fatalf("glob %q %+v: more pages than paths", pattern, o)
+		}
+		msgs, err := workertest.Drain(c.Glob(context.Background(), req))
+		if err != nil {
+			t.Fatalf("glob %q %+v: %v", pattern, o, err)
+		}
+		last := msgs[len(msgs)-1].(*fsmcpv1.GlobResponse)
+		if last.Total != int64(len(want)) || last.Errors != 0 {
+			t.Errorf("glob %q %+v: total %d errors %d, want %d", pattern, o, last.Total, last.Errors, len(want))
+		}
+		paths := last.Paths
+		if !byMtime {
+			paths = nil
+			start := uint32(0)
+			for _, end := range last.EntryEnds {
+				var obj struct {
+					Path       *string `json:"path"`
+					PathBase64 string  `json:"path_base64"`
+				}
+				must(t, json.Unmarshal(last.EntriesJson[start:end], &obj))
+				p := []byte(nil)
+				if obj.Path != nil {
+					p = []byte(*obj.Path)
+				} else {
+					var err error
+					p, err = base64.StdEncoding.DecodeString(obj.PathBase64)
+					must(t, err)
+				}
+				paths = append(paths, p)
+				start = end
+			}
+		}
+		for _, p := range paths {
+			got = append(got, string(p))
+		}
+		if !last.More {
+			break
+		}
+		if len(paths) == 0 {
+			t.Fatalf("glob %q %+v: an empty page with more", pattern, o)
+		}
+		req.After, req.HasAfter = paths[len(paths)-1], true
+		if byMtime {
+			req.AfterMtimeUnixNano = last.MtimesUnixNano[len(paths)-1]
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("glob %q depth %d mtime %v %+v: %s", pattern, depth, byMtime, o, lineDiff(got, want))
+	}
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// checkList compares fs_list of every directory, in each order, every
+// page, with os.ReadDir and lstat; and its totals.
+func checkList(t *testing.T, c fsmcpv1.WorkerServiceClient, ents []refEntry, rng *rand.Rand) {
+	t.Helper()
+	children := map[string][]refEntry{"": nil}
+	for _, e := range ents {
+		dir := parentOf(e.path)
+		children[dir] = append(children[dir], e)
+		if e.typ == fsmcpv1.FileType_FILE_TYPE_DIRECTORY {
+			children[e.path] = append(children[e.path], []refEntry{}...)
+		}
+	}
+	for dir, kids := range children {
+		var totals fsmcpv1.ListTotals
+		for _, k := range kids {
+			if k.typ == fsmcpv1.FileType_FILE_TYPE_DIRECTORY {
+				totals.Directories++
+			} else {
+				totals.Files++
+				totals.Bytes += k.lsize
+			}
+		}
+		for _, order := range []fsmcpv1.ListingSort{fsmcpv1.ListingSort_LISTING_SORT_PATH, fsmcpv1.ListingSort_LISTING_SORT_SIZE, fsmcpv1.ListingSort_LISTING_SORT_MTIME} {
+			key := func(e refEntry) int64 { return 0 }
+			switch order {
+			case fsmcpv1.ListingSort_LISTING_SORT_SIZE:
+				key = func(e refEntry) int64 { return e.lsize }
+			case fsmcpv1.ListingSort_LISTING_SORT_MTIME:
+				key = func(e refEntry) int64 { return e.mtime }
+			}
+			sorted := slices.Clone(kids)
+			slices.SortStableFunc(sorted, func(a, b refEntry) int {
+				if k := -cmpInt(key(a), key(b)); k != 0 {
+					return k
+				}
+				return strings.Compare(filepath.Base(a.path), filepath.Base(b.path))
+			})
+			var want []string
+			for _, e := range sorted {
+				want = append(want, fmt.Sprintf("%q %v %d %d", filepath.Base(e.path), e.typ, e.lsize, e.mtime))
+			}
+			req := &fsmcpv1.ListRequest{Path: []byte(dir), Sort: order, Totals: rng.IntN(2) == 0, MaxBytes: int64(20 + rng.IntN(400))}
+			var got []string
+			for pages := 0; ; pages++ {
+				if pages > len(want)+1 {
+					t.Fatalf("list %q %v: more pages than entries", dir, order)
+				}
+				resp, err := c.List(context.Background(), req)
+				if err != nil {
+					t.Fatalf("list %q %v: %v", dir, order, err)
+				}
+				if req.Totals && (resp.Totals.GetFiles() != totals.Files || resp.Totals.GetDirectories() != totals.Directories || resp.Totals.GetBytes() != totals.Bytes) {
+					t.Errorf("list %q totals %v, want %v", dir, resp.Totals, &totals)
+				}
+				cols := resp.Columns
+				start := uint32(0)
+				for i, end := range cols.NameEnds {
+					got = append(got, fmt.Sprintf("%q %v %d %d", cols.Names[start:end], cols.Types[i], cols.Sizes[i], cols.MtimesUnixNano[i]))
+					req.After, req.HasAfter = bytes.Clone(cols.Names[start:end]), true
+					req.AfterKey = cols.Sizes[i]
+					if order == fsmcpv1.ListingSort_LISTING_SORT_MTIME {
+						req.AfterKey = cols.MtimesUnixNano[i]
+					}
+					start = end
+				}
+				if !resp.More {
+					break
+				}
+				if len(cols.NameEnds) == 0 {
+					t.Fatalf("list %q %v: an empty page with more", dir, order)
+				}
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("list %q %v:\n got %q\nwant %q", dir, order, got, want)
+			}
+		}
+	}
+}
+
+// oracleGreps are fs_grep's searches in the suite.
+var oracleGreps = []fsmcpv1.GrepRequest{
+	{Pattern: "needle"}, {Pattern: "needle", IgnoreCase: true}, {Pattern: "ne edle", Literal: true},
+	{Pattern: "needle", Context: 1}, {Pattern: "Needle", Before: 2}, {Pattern: "needle", After: 1, MaxCount: 1},
+	{Pattern: "^$"}, {Pattern: "hay\\s+stack"}, {Pattern: "needle\\s+needle", Multiline: true}, {Pattern: "x", Globs: []string{"*.go"}},
+	{Pattern: "needle", Output: fsmcpv1.GrepOutput_GREP_OUTPUT_FILES}, {Pattern: "a|e", Output: fsmcpv1.GrepOutput_GREP_OUTPUT_COUNT},
+}
+
+// rgJSON is the part of an rg --json message the suite compares.
+type rgJSON struct {
+	Type string `json:"type"`
+	Data struct {
+		Path       rgText `json:"path"`
+		Lines      rgText `json:"lines"`
+		LineNumber int64  `json:"line_number"`
+		Offset     int64  `json:"absolute_offset"`
+		Submatches []struct {
+			Start int64 `json:"start"`
+			End   int64 `json:"end"`
+		} `json:"submatches"`
+	} `json:"data"`
+}
+
+// rgText is rg's {"text":…} or {"bytes":…} (base64).
+type rgText struct {
+	Text  *string `json:"text"`
+	Bytes string  `json:"bytes"`
+}
+
+func (r rgText) String() string {
+	if r.Text != nil {
+		return *r.Text
+	}
+	b, _ := base64.StdEncoding.DecodeString(r.Bytes)
+	return string(b)
+}
+
+// checkGrep compares a search, in every output mode, every page, with rg
+// --json (or --count) run directly.
+func checkGrep(t *testing.T, c fsmcpv1.WorkerServiceClient, tr *oracleTree, o oracleOpts, rng *rand.Rand) {
+	t.Helper()
+	req := proto.Clone(&oracleGreps[rng.IntN(len(oracleGreps))]).(*fsmcpv1.GrepRequest)
+	req.Hidden, req.NoIgnore, req.MaxBytes = o.hidden, o.noIgnore, int64(200+rng.IntN(2000))
+	args := append(commonArgs(o.hidden, o.noIgnore), "--regexp="+req.Pattern)
+	for _, g := range req.Globs {
+		args = append(args, "--glob="+g)
+	}
+	for flag, on := range map[string]bool{"--fixed-strings": req.Literal, "--ignore-case": req.IgnoreCase, "--multiline": req.Multiline} {
+		if on {
+			args = append(args, flag)
+		}
+	}
+	for flag, n := range map[string]int64{"--max-count": req.MaxCount, "--context": int64(req.Context), "--before-context": int64(req.Before), "--after-context": int64(req.After)} {
+		if n > 0 {
+			args = append(args, fmt.Sprintf("%s=%d", flag, n))
+		}
+	}
+	byFile := req.Output != fsmcpv1.GrepOutput_GREP_OUTPUT_UNSPECIFIED
+	var want []string
+	cmd := exec.Command("rg", append(args, "--json", "--", ".")...)
+	if byFile {
+		cmd = exec.Command("rg", append(args, "--count", "--with-filename", "--null", "--", ".")...)
+	}
+	cmd.Dir = tr.root
+	out, _ := cmd.Output()
+	type line struct {
+		path   string
+		offset int64
+		text   string
+	}
+	var lines []line
+	if byFile {
+		// "path NUL count NL", where a path may hold a newline.
+		for rest := string(out); rest != ""; {
+			p, tail, _ := strings.Cut(rest, "\x00")
+			n, tail, _ := strings.Cut(tail, "\n")
+			p = strings.TrimPrefix(p, "./")
+			lines = append(lines, line{path: p, text: fmt.Sprintf("%q %s", p, n)})
+			rest = tail
+		}
+	} else {
+		for _, l := range bytes.Split(out, []byte("\n")) {
+			var m rgJSON
+			if len(l) == 0 {
+				continue
+			}
+			must(t, json.Unmarshal(l, &m))
+			if m.Type != "match" && m.Type != "context" {
+				continue
+			}
+			p := strings.TrimPrefix(m.Data.Path.String(), "./")
+			var subs []string
+			for _, s := range m.Data.Submatches {
+				subs = append(subs, fmt.Sprintf("%d-%d", s.Start, s.End))
+			}
+			lines = append(lines, line{p, m.Data.Offset, fmt.Sprintf("%q %d %d %q %v %v", p, m.Data.LineNumber, m.Data.Offset,
+				strings.TrimRight(m.Data.Lines.String(), "\n"), subs, m.Type == "context")})
+		}
+	}
+	slices.SortFunc(lines, func(a, b line) int {
+		if c := strings.Compare(a.path, b.path); c != 0 {
+			return c
+		}
+		return cmpInt(a.offset, b.offset)
+	})
+	for _, l := range lines {
+		want = append(want, l.text)
+	}
+	var got []string
+	for pages := 0; ; pages++ {
+		if pages > len(want)+1 {
+			t.Fatalf("grep %v: more pages than lines", req)
+		}
+		msgs, err := workertest.Drain(c.Grep(context.Background(), req))
+		if err != nil {
+			t.Fatalf("grep %v: %v", req, err)
+		}
+		last := msgs[len(msgs)-1].(*fsmcpv1.GrepResponse)
+		n := len(got)
+		for _, f := range last.Files {
+			got = append(got, fmt.Sprintf("%q %d", f.Path, f.Count))
+			req.AfterPath, req.HasAfter = f.Path, true
+		}
+		for _, l := range last.Lines {
+			var subs []string
+			for _, s := range l.Submatches {
+				subs = append(subs, fmt.Sprintf("%d-%d", s.Start, s.End))
+			}
+			got = append(got, fmt.Sprintf("%q %d %d %q %v %v", l.Path, l.LineNumber, l.Offset, strings.TrimRight(string(l.Text), "\n"), subs, l.Context))
+			req.AfterPath, req.AfterOffset, req.HasAfter = l.Path, l.Offset, true
+		}
+		if !last.More {
+			break
+		}
+		if len(got) == n {
+			t.Fatalf("grep %v: an empty page with more", req)
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("grep %v: %s", req, lineDiff(got, want))
+	}
+}
+
+// checkReadLines compares line windows of fs_read with the file split at its
+// newlines.
+func checkReadLines(t *testing.T, c fsmcpv1.WorkerServiceClient, tr *oracleTree, ents []refEntry, rng *rand.Rand) {
+	t.Helper()
+	for _, e := range ents {
+		if e.typ != fsmcpv1.FileType_FILE_TYPE_FILE || rng.IntN(3) > 0 {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(tr.root, e.path))
+		must(t, err)
+		lines := strings.SplitAfter(string(b), "\n")
+		if lines[len(lines)-1] == "" {
+			lines = lines[:len(lines)-1]
+		}
+		if len(lines) == 0 {
+			continue
+		}
+		first := 1 + rng.IntN(len(lines))
+		n := rng.IntN(4)
+		line := int64(first)
+		if rng.IntN(3) == 0 {
+			line = int64(first - len(lines) - 1) // the same line, from the end
+		}
+		resp, err := c.Read(context.Background(), &fsmcpv1.ReadRequest{Path: []byte(e.path), ByLine: true, Line: line, Lines: int64(n), Length: 1 << 20})
+		if err != nil {
+			t.Fatalf("read %q line %d: %v", e.path, line, err)
+		}
+		end := len(lines)
+		if n > 0 {
+			end = min(first-1+n, len(lines))
+		}
+		var ends []int64
+		var at int64
+		for _, l := range lines[first-1 : end] {
+			at += int64(len(l))
+			ends = append(ends, at)
+		}
+		want := fmt.Sprintf("%q %d %d %v", strings.Join(lines[first-1:end], ""), len(strings.Join(lines[:first-1], "")), first, ends)
+		got := fmt.Sprintf("%q %d %d %v", resp.Data, resp.Offset, resp.FirstLine, resp.LineEnds)
+		if got != want {
+			t.Fatalf("read %q line %d lines %d:\n got %s\nwant %s", e.path, line, n, got, want)
+		}
+	}
+}
+
+// lineDiff says how got differs from want: the lines only one of them
+// holds, or else that the order differs.
+func lineDiff(got, want []string) string {
+	count := map[string]int{}
+	for _, l := range got {
+		count[l]++
+	}
+	for _, l := range want {
+		count[l]--
+	}
+	var b strings.Builder
+	for _, l := range slices.Sorted(maps.Keys(count)) {
+		if n := count[l]; n != 0 {
+			fmt.Fprintf(&b, "\n  %+d %q", n, l)
+		}
+	}
+	if b.Len() == 0 {
+		return fmt.Sprintf("the same lines in another order:\n got %q\nwant %q", got, want)
+	}
+	return "lines got (+) and wanted (-):" + b.String()
+}

@@ -235,11 +235,17 @@ func (l *treeLog) line(b []byte) {
 }
 
 // debugSplitter passes rg's stderr on, line by line: debug lines to debug,
-// the rest to rest.
+// the rest to rest. A debug record whose path holds newlines spans lines:
+// from its "ignoring ./" to the rule text that ends it, every line is the
+// record's.
 type debugSplitter struct {
 	debug func([]byte)
 	rest  io.Writer
 	buf   []byte
+	// open: the last line began a record that has not ended; held counts
+	// its bytes so far.
+	open bool
+	held int
 }
 
 func (d *debugSplitter) Write(p []byte) (int, error) {
@@ -250,9 +256,15 @@ func (d *debugSplitter) Write(p []byte) (int, error) {
 			break
 		}
 		line := d.buf[:i]
-		if bytes.HasPrefix(line, []byte("DEBUG|")) || !bytes.HasPrefix(line, []byte("rg: ")) && d.inRecord(line) {
+		switch {
+		case d.open:
+			d.held += len(line) + 1
+			d.open = !recordEnds(line) && d.held < maxPathBytes
 			d.debug(line)
-		} else {
+		case bytes.HasPrefix(line, []byte("DEBUG|")):
+			d.open, d.held = bytes.Contains(line, []byte("ignoring ./")) && !recordEnds(line), len(line)
+			d.debug(line)
+		default:
 			d.rest.Write(d.buf[:i+1])
 		}
 		d.buf = d.buf[i+1:]
@@ -264,12 +276,10 @@ func (d *debugSplitter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// inRecord: a line that does not start a message of its own continues a
-// debug record whose path held a newline. rg's own messages start with
-// "rg: " or a path followed by ": "; a continuation is told apart by the
-// rule text that ends it.
-func (d *debugSplitter) inRecord(line []byte) bool {
-	return bytes.Contains(line, []byte(": Ignore(IgnoreMatch(")) || bytes.Contains(line, []byte(subjectMark))
+// recordEnds reports whether a line of a debug record holds the rule text
+// that ends it.
+func recordEnds(line []byte) bool {
+	return bytes.Contains(line, []byte(": Ignore(")) || bytes.Contains(line, []byte(subjectMark))
 }
 
 // treeDirs learns the directories of a tree from the names rg reports and

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"maps"
@@ -205,6 +206,14 @@ func TestWalkTreeLogLines(t *testing.T) {
 		if !l.skippedOrUnder(p) {
 			t.Errorf("%q not skipped", p)
 		}
+	}
+	// Through the splitter, a path with two newlines (in two names) is one
+	// record, and rg's own message stays apart.
+	var rest bytes.Buffer
+	d := &debugSplitter{debug: l.line, rest: &rest}
+	d.Write([]byte(walk + "b/one\ntwo/three\nfour: Ignore(IgnoreMatch(Hidden))\nrg: b/x: Permission denied\n"))
+	if !l.skipped["b/one\ntwo/three\nfour"] || rest.String() != "rg: b/x: Permission denied\n" {
+		t.Errorf("skipped %q, rest %q", slices.Sorted(maps.Keys(l.skipped)), rest.String())
 	}
 }
 
