@@ -3,7 +3,9 @@ package worker
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -52,6 +54,13 @@ var (
 	oracleWords    = []string{"needle", "Needle", "hay", "stack", "x", "", "ne edle", "needle needle", "\tneedle\t"}
 )
 
+// oracleCalls counts the calls compared, by RPC; oracleEntries the
+// entries of the trees.
+var (
+	oracleCalls   = map[string]int{}
+	oracleEntries int
+)
+
 // oracleTree is a generated tree.
 type oracleTree struct {
 	root string
@@ -82,7 +91,10 @@ func must(t testing.TB, err error) {
 // dir fills the directory p, whose entries are at depth.
 func (tr *oracleTree) dir(t testing.TB, rng *rand.Rand, p string, depth int) {
 	tr.depth = max(tr.depth, depth)
-	n := rng.IntN(6)
+	n := rng.IntN(8)
+	if depth == 1 {
+		n += 4
+	}
 	if rng.IntN(12) == 0 {
 		n = 30 + rng.IntN(30) // wide
 	}
@@ -284,6 +296,7 @@ func checkOracle(t *testing.T, seed uint64) {
 	tr, c := oracleService(t, seed)
 	rng := rand.New(rand.NewPCG(seed^0x5eed, 7))
 	ents := tr.walk(t)
+	oracleEntries += len(ents)
 	opts := []oracleOpts{{}, {hidden: true}, {noIgnore: true}, {hidden: true, noIgnore: true}}
 	for range 2 {
 		o := oracleOpts{hidden: rng.IntN(2) == 0, noIgnore: rng.IntN(3) == 0}
@@ -301,6 +314,7 @@ func checkOracle(t *testing.T, seed uint64) {
 		checkGrep(t, c, tr, o, rng)
 	}
 	checkList(t, c, ents, rng)
+	checkDigest(t, c, tr, ents, rng)
 	checkReadLines(t, c, tr, ents, rng)
 }
 
@@ -333,6 +347,7 @@ func checkTree(t *testing.T, c fsmcpv1.WorkerServiceClient, ents []refEntry, kep
 		if pages > len(want)+1 {
 			t.Fatalf("tree %+v depth %d: more pages than entries", o, depth)
 		}
+		oracleCalls["tree"]++
 		msgs, err := workertest.Drain(c.Tree(context.Background(), req))
 		if err != nil {
 			t.Fatalf("tree %+v depth %d: %v", o, depth, err)
@@ -379,6 +394,7 @@ func TestOracle(t *testing.T) {
 	for i := range n {
 		t.Run(fmt.Sprint(seed+i), func(t *testing.T) { checkOracle(t, seed+i) })
 	}
+	t.Logf("%d trees from seed %d, %d entries; calls compared: %v", n, seed, oracleEntries, oracleCalls)
 }
 
 // FuzzOracle runs the differential suite on the tree each input's seed
@@ -429,6 +445,7 @@ func checkGlob(t *testing.T, c fsmcpv1.WorkerServiceClient, tr *oracleTree, ents
 		if pages > len(want)+1 {
 			t.Fatalf("glob %q %+v: more pages than paths", pattern, o)
 		}
+		oracleCalls["glob"]++
 		msgs, err := workertest.Drain(c.Glob(context.Background(), req))
 		if err != nil {
 			t.Fatalf("glob %q %+v: %v", pattern, o, err)
@@ -535,6 +552,7 @@ func checkList(t *testing.T, c fsmcpv1.WorkerServiceClient, ents []refEntry, rng
 				if pages > len(want)+1 {
 					t.Fatalf("list %q %v: more pages than entries", dir, order)
 				}
+				oracleCalls["list"]++
 				resp, err := c.List(context.Background(), req)
 				if err != nil {
 					t.Fatalf("list %q %v: %v", dir, order, err)
@@ -680,6 +698,7 @@ func checkGrep(t *testing.T, c fsmcpv1.WorkerServiceClient, tr *oracleTree, o or
 		if pages > len(want)+1 {
 			t.Fatalf("grep %v: more pages than lines", req)
 		}
+		oracleCalls["grep"]++
 		msgs, err := workertest.Drain(c.Grep(context.Background(), req))
 		if err != nil {
 			t.Fatalf("grep %v: %v", req, err)
@@ -733,6 +752,7 @@ func checkReadLines(t *testing.T, c fsmcpv1.WorkerServiceClient, tr *oracleTree,
 		if rng.IntN(3) == 0 {
 			line = int64(first - len(lines) - 1) // the same line, from the end
 		}
+		oracleCalls["read"]++
 		resp, err := c.Read(context.Background(), &fsmcpv1.ReadRequest{Path: []byte(e.path), ByLine: true, Line: line, Lines: int64(n), Length: 1 << 20})
 		if err != nil {
 			t.Fatalf("read %q line %d: %v", e.path, line, err)
@@ -775,4 +795,152 @@ func lineDiff(got, want []string) string {
 		return fmt.Sprintf("the same lines in another order:\n got %q\nwant %q", got, want)
 	}
 	return "lines got (+) and wanted (-):" + b.String()
+}
+
+// checkDigest compares fs_digest of the root and of a few directories
+// with the Merkle hash its contract defines, computed over a plain walk.
+func checkDigest(t *testing.T, c fsmcpv1.WorkerServiceClient, tr *oracleTree, ents []refEntry, rng *rand.Rand) {
+	t.Helper()
+	dirs := []string{""}
+	for _, e := range ents {
+		if e.typ == fsmcpv1.FileType_FILE_TYPE_DIRECTORY && rng.IntN(8) == 0 {
+			dirs = append(dirs, e.path)
+		}
+	}
+	for _, dir := range dirs {
+		var n digestCounts
+		sum := refDigest(t, tr.root, dir, &n)
+		want := fmt.Sprintf("%x %d %d %d", sum, n.files, n.dirs, n.bytes)
+		oracleCalls["digest"]++
+		msgs, err := workertest.Drain(c.Digest(context.Background(), &fsmcpv1.DigestRequest{Path: []byte(dir)}))
+		if err != nil {
+			t.Fatalf("digest %q: %v", dir, err)
+		}
+		last := msgs[len(msgs)-1].(*fsmcpv1.DigestResponse)
+		if got := fmt.Sprintf("%s %d %d %d", last.TreeSha256, last.Files, last.Directories, last.Bytes); got != want {
+			t.Fatalf("digest %q: got %s, want %s; the directories that differ: %q", dir, got, want, digestDiffers(t, c, tr.root, ents))
+		}
+	}
+}
+
+// digestDiffers names each directory whose digest differs from the
+// reference's, with its symlinks' targets.
+func digestDiffers(t *testing.T, c fsmcpv1.WorkerServiceClient, root string, ents []refEntry) []string {
+	var out []string
+	for _, e := range ents {
+		if e.typ != fsmcpv1.FileType_FILE_TYPE_DIRECTORY {
+			continue
+		}
+		msgs, err := workertest.Drain(c.Digest(context.Background(), &fsmcpv1.DigestRequest{Path: []byte(e.path)}))
+		if err != nil {
+			t.Fatalf("digest %q: %v", e.path, err)
+		}
+		sum := refDigest(t, root, e.path, &digestCounts{})
+		if msgs[len(msgs)-1].(*fsmcpv1.DigestResponse).TreeSha256 == fmt.Sprintf("%x", sum) {
+			continue
+		}
+		d := e.path + ":"
+		for _, l := range ents {
+			if parentOf(l.path) == e.path && l.typ == fsmcpv1.FileType_FILE_TYPE_SYMLINK {
+				target, _ := os.Readlink(filepath.Join(root, l.path))
+				d += " " + filepath.Base(l.path) + " -> " + target
+			}
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+type digestCounts struct{ files, dirs, bytes int64 }
+
+// refDigest is the node hash of rel below root: sha256(type, mode, payload).
+func refDigest(t *testing.T, root, rel string, n *digestCounts) [32]byte {
+	p := filepath.Join(root, rel)
+	var st syscall.Stat_t
+	must(t, syscall.Lstat(p, &st))
+	node := func(typ byte, mode uint32, payload []byte) [32]byte {
+		return sha256.Sum256(append(binary.BigEndian.AppendUint32([]byte{typ}, mode), payload...))
+	}
+	mode := st.Mode & 0o7777
+	switch fileType(st.Mode) {
+	case fsmcpv1.FileType_FILE_TYPE_FILE:
+		b, err := os.ReadFile(p)
+		must(t, err)
+		n.files++
+		n.bytes += int64(len(b))
+		sum := sha256.Sum256(b)
+		return node('f', mode, sum[:])
+	case fsmcpv1.FileType_FILE_TYPE_DIRECTORY:
+		n.dirs++
+		ds, err := os.ReadDir(p)
+		must(t, err)
+		var payload []byte
+		for _, d := range ds { // ReadDir sorts by name
+			sum := refDigest(t, root, filepath.Join(rel, d.Name()), n)
+			payload = binary.BigEndian.AppendUint32(payload, uint32(len(d.Name())))
+			payload = append(append(payload, d.Name()...), sum[:]...)
+		}
+		return node('d', mode, payload)
+	case fsmcpv1.FileType_FILE_TYPE_SYMLINK:
+		target, err := os.Readlink(p)
+		must(t, err)
+		if !linkInside(root, filepath.Dir(rel), target) {
+			return node('l', 0, []byte{'e'})
+		}
+		return node('l', 0, append([]byte{'i'}, target...))
+	}
+	return node('o', mode, nil)
+}
+
+// linkInside reports whether target, a symlink's text in the directory
+// dir (below root), stays inside root: followed one name at a time, with
+// each symlink met on the way followed in turn, no ".." climbs above the
+// root and no target is absolute. A name that is not there is taken as
+// written; a loop leaves the text alone to decide.
+func linkInside(root, dir, target string) bool {
+	var at []string
+	if dir != "." {
+		at = strings.Split(dir, "/")
+	}
+	_, inside, loop := resolveIn(root, at, target, 0)
+	if loop {
+		j := filepath.Join(dir, target)
+		return !filepath.IsAbs(target) && j != ".." && !strings.HasPrefix(j, "../")
+	}
+	return inside
+}
+
+// resolveIn follows target from the directory at (names below root) and
+// returns where it leads, whether it stayed inside, and whether it met
+// more than 40 symlinks.
+func resolveIn(root string, at []string, target string, hops int) ([]string, bool, bool) {
+	if hops > 40 {
+		return nil, false, true
+	}
+	if filepath.IsAbs(target) {
+		return nil, false, false
+	}
+	at = slices.Clone(at)
+	for _, c := range strings.Split(target, "/") {
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			if len(at) == 0 {
+				return nil, false, false
+			}
+			at = at[:len(at)-1]
+			continue
+		}
+		next, err := os.Readlink(filepath.Join(append([]string{root}, append(at, c)...)...))
+		if err != nil {
+			at = append(at, c)
+			continue
+		}
+		var inside, loop bool
+		if at, inside, loop = resolveIn(root, at, next, hops+1); !inside || loop {
+			return nil, inside, loop
+		}
+	}
+	return at, true, false
 }
