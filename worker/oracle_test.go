@@ -393,6 +393,9 @@ func TestOracle(t *testing.T) {
 	}
 	for i := range n {
 		t.Run(fmt.Sprint(seed+i), func(t *testing.T) { checkOracle(t, seed+i) })
+		if (i+1)%100 == 0 && i+1 < n {
+			t.Logf("%d trees, %d entries", i+1, oracleEntries)
+		}
 	}
 	t.Logf("%d trees from seed %d, %d entries; calls compared: %v", n, seed, oracleEntries, oracleCalls)
 }
