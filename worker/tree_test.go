@@ -232,11 +232,11 @@ func TestDtypeEveryMode(t *testing.T) {
 }
 
 // Every symlink (to a file, to a directory, dangling, leading out of the
-// root), fifo and socket is listed with its type at every depth up to
-// max_depth, in directories that hold only files beside them, and a
-// directory at the limit whose only child is a symlink to a directory
-// has more; hidden and ignored names of symlinks and fifos are left out
-// as a file's would be.
+// root), fifo, socket and device is listed with its type at every depth
+// up to max_depth, in directories that hold only files beside them, and
+// a directory at the limit whose only child is a symlink to a directory
+// has more; hidden and ignored names of symlinks, fifos and devices are
+// left out as a file's would be.
 func TestWalkTreeListsEverySymlink(t *testing.T) {
 	s := newSearchService(t, Limits{})
 	dir := s.testDir
@@ -268,10 +268,20 @@ func TestWalkTreeListsEverySymlink(t *testing.T) {
 		if err := syscall.Mkfifo(filepath.Join(dir, d, "fifo"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if err := syscall.Mkfifo(filepath.Join(dir, d, "skip-fifo"), 0o644); err != nil {
-			t.Fatal(err)
+		for _, skip := range []string{"skip-fifo", ".hidden-fifo"} {
+			if err := syscall.Mkfifo(filepath.Join(dir, d, skip), 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}
 		entries[joinRel(d, "fifo")] = fifo
+		// A device where the file system allows one (the null device's
+		// numbers); a hidden one beside it.
+		if err := unix.Mknod(filepath.Join(dir, d, "dev"), unix.S_IFCHR|0o644, int(unix.Mkdev(1, 3))); err == nil {
+			entries[joinRel(d, "dev")] = fsmcpv1.FileType_FILE_TYPE_DEVICE
+			must(t, unix.Mknod(filepath.Join(dir, d, ".hidden-dev"), unix.S_IFCHR|0o644, int(unix.Mkdev(1, 3))))
+		} else {
+			t.Logf("no device: %v", err)
+		}
 		fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
 		if err != nil {
 			t.Fatal(err)
