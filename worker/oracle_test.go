@@ -230,9 +230,10 @@ func (o oracleOpts) args() []string {
 	return args
 }
 
-// kept returns, for options o, which entries rg keeps: it builds the
-// tree's shadow once and asks rg --files about it.
-func (tr *oracleTree) kept(t testing.TB, ents []refEntry, o oracleOpts) func(refEntry) bool {
+// kept returns, for options o and a search of the directory dir ("" for
+// the root), which entries below dir rg keeps: it builds the tree's shadow
+// once and asks rg --files about it, in dir, as the worker runs rg.
+func (tr *oracleTree) kept(t testing.TB, ents []refEntry, o oracleOpts, dir string) func(refEntry) bool {
 	shadow := tr.root + ".shadow"
 	if _, err := os.Lstat(shadow); err != nil {
 		must(t, os.Mkdir(shadow, 0o755))
@@ -253,8 +254,8 @@ func (tr *oracleTree) kept(t testing.TB, ents []refEntry, o oracleOpts) func(ref
 		}
 	}
 	listed := map[string]bool{}
-	for _, p := range rgList(t, shadow, append(o.args(), "--files")...) {
-		listed[p] = true
+	for _, p := range rgList(t, filepath.Join(shadow, dir), append(o.args(), "--files")...) {
+		listed[joinRel(dir, p)] = true
 	}
 	return func(e refEntry) bool {
 		if e.typ == fsmcpv1.FileType_FILE_TYPE_DIRECTORY {
@@ -306,9 +307,16 @@ func checkOracle(t *testing.T, seed uint64) {
 		opts = append(opts, o)
 	}
 	for _, o := range opts {
-		kept := tr.kept(t, ents, o)
+		kept := tr.kept(t, ents, o, "")
 		for depth := 1; depth <= min(tr.depth+1, maxTreeDepth); depth++ {
-			checkTree(t, c, ents, kept, o, depth, int64(300+rng.IntN(6000)))
+			checkTree(t, c, "", ents, kept, o, depth, int64(300+rng.IntN(6000)))
+		}
+		// A directory's subtree: ignore files above it do not count.
+		if dirs := slices.DeleteFunc(slices.Clone(ents), func(e refEntry) bool {
+			return e.typ != fsmcpv1.FileType_FILE_TYPE_DIRECTORY
+		}); len(dirs) > 0 {
+			dir := dirs[rng.IntN(len(dirs))].path
+			checkTree(t, c, dir, ents, tr.kept(t, ents, o, dir), o, 1+rng.IntN(4), int64(300+rng.IntN(6000)))
 		}
 		checkGlob(t, c, tr, ents, o, rng)
 		checkGrep(t, c, tr, o, rng)
@@ -320,20 +328,21 @@ func checkOracle(t *testing.T, seed uint64) {
 
 // checkTree compares fs_tree at depth, every page of max bytes, with the
 // walk's entries that rg keeps.
-func checkTree(t *testing.T, c fsmcpv1.WorkerServiceClient, ents []refEntry, kept func(refEntry) bool, o oracleOpts, depth int, maxBytes int64) {
+func checkTree(t *testing.T, c fsmcpv1.WorkerServiceClient, dir string, ents []refEntry, kept func(refEntry) bool, o oracleOpts, depth int, maxBytes int64) {
 	t.Helper()
 	var want []string
+	below := depthOf(dir)
 	for i, e := range ents {
-		if e.depth > depth || !kept(e) {
+		if dir != "" && !strings.HasPrefix(e.path, dir+"/") || e.depth-below > depth || !kept(e) {
 			continue
 		}
 		l := fmt.Sprintf("%q %v %d", e.path, e.typ, e.size)
-		if e.typ == fsmcpv1.FileType_FILE_TYPE_DIRECTORY && e.depth == depth {
+		if e.typ == fsmcpv1.FileType_FILE_TYPE_DIRECTORY && e.depth-below == depth {
 			for _, c := range ents[i+1:] {
 				if !strings.HasPrefix(c.path, e.path+"/") {
 					break
 				}
-				if c.depth == depth+1 && kept(c) {
+				if c.depth-below == depth+1 && kept(c) {
 					l += " more"
 					break
 				}
@@ -341,20 +350,20 @@ func checkTree(t *testing.T, c fsmcpv1.WorkerServiceClient, ents []refEntry, kep
 		}
 		want = append(want, l)
 	}
-	req := &fsmcpv1.TreeRequest{MaxDepth: int32(depth), Hidden: o.hidden, NoIgnore: o.noIgnore, Excludes: o.excludes, MaxBytes: maxBytes}
+	req := &fsmcpv1.TreeRequest{Path: []byte(dir), MaxDepth: int32(depth), Hidden: o.hidden, NoIgnore: o.noIgnore, Excludes: o.excludes, MaxBytes: maxBytes}
 	var got []string
 	for pages := 0; ; pages++ {
 		if pages > len(want)+1 {
-			t.Fatalf("tree %+v depth %d: more pages than entries", o, depth)
+			t.Fatalf("tree %q %+v depth %d: more pages than entries", dir, o, depth)
 		}
 		oracleCalls["tree"]++
 		msgs, err := workertest.Drain(c.Tree(context.Background(), req))
 		if err != nil {
-			t.Fatalf("tree %+v depth %d: %v", o, depth, err)
+			t.Fatalf("tree %q %+v depth %d: %v", dir, o, depth, err)
 		}
 		last := msgs[len(msgs)-1].(*fsmcpv1.TreeResponse)
 		if last.Total != int64(len(want)) || last.Errors != 0 {
-			t.Errorf("tree %+v depth %d page %d: total %d errors %d, want %d", o, depth, pages, last.Total, last.Errors, len(want))
+			t.Errorf("tree %q %+v depth %d page %d: total %d errors %d, want %d", dir, o, depth, pages, last.Total, last.Errors, len(want))
 		}
 		for _, e := range last.Entries {
 			l := fmt.Sprintf("%q %v %d", e.Path, e.Type, e.Size)
@@ -367,12 +376,12 @@ func checkTree(t *testing.T, c fsmcpv1.WorkerServiceClient, ents []refEntry, kep
 			break
 		}
 		if len(last.Entries) == 0 {
-			t.Fatalf("tree %+v depth %d: an empty page with more", o, depth)
+			t.Fatalf("tree %q %+v depth %d: an empty page with more", dir, o, depth)
 		}
 		req.After, req.HasAfter = last.Entries[len(last.Entries)-1].Path, true
 	}
 	if !slices.Equal(got, want) {
-		t.Fatalf("tree %+v depth %d: %s", o, depth, lineDiff(got, want))
+		t.Fatalf("tree %q %+v depth %d: %s", dir, o, depth, lineDiff(got, want))
 	}
 }
 
