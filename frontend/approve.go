@@ -10,12 +10,15 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"runtime"
 	"slices"
-	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 	"weak"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
@@ -144,15 +147,21 @@ func (a *approvals) allowForSession(ss *mcp.ServerSession, tool string) {
 }
 
 // stateLen is the sealed state's length before encoding: expiry (8),
-// nonce (16), MAC (32).
-const stateLen = 8 + 16 + 32
+// nonce (16), the digest of the effect the person was shown (32), MAC
+// (32).
+const (
+	stateHead = 8 + 16 + 32
+	stateLen  = stateHead + 32
+)
 
-// seal returns a fresh state for this call.
-func (a *approvals) seal(binding [32]byte, now time.Time) string {
+// seal returns a fresh state for this call, whose question showed the
+// effect digested as shown.
+func (a *approvals) seal(binding, shown [32]byte, now time.Time) string {
 	var b [stateLen]byte
 	binary.BigEndian.PutUint64(b[:8], uint64(now.Add(askLifetime).UnixNano()))
 	rand.Read(b[8:24])
-	copy(b[24:], a.mac(b[:24], binding))
+	copy(b[24:stateHead], shown[:])
+	copy(b[stateHead:], a.mac(b[:stateHead], binding))
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
@@ -165,16 +174,17 @@ func (a *approvals) mac(head []byte, binding [32]byte) []byte {
 }
 
 // open checks a state against this call and consumes it: a state is
-// accepted once, before it expires, for the call it was made for.
-func (a *approvals) open(state string, binding [32]byte, now time.Time) error {
+// accepted once, before it expires, for the call it was made for. It
+// returns the digest of the effect the question showed.
+func (a *approvals) open(state string, binding [32]byte, now time.Time) (shown [32]byte, err error) {
 	b, err := base64.RawURLEncoding.DecodeString(state)
-	if err != nil || len(b) != stateLen || !hmac.Equal(b[24:], a.mac(b[:24], binding)) {
-		return errf(fsmcpv1.ErrorCode_ERROR_CODE_PERMISSION_DENIED,
+	if err != nil || len(b) != stateLen || !hmac.Equal(b[stateHead:], a.mac(b[:stateHead], binding)) {
+		return shown, errf(fsmcpv1.ErrorCode_ERROR_CODE_PERMISSION_DENIED,
 			"the approval's requestState was not issued for this call (tool, arguments, session and where the paths lead must be those asked about)")
 	}
 	expires := time.Unix(0, int64(binary.BigEndian.Uint64(b[:8])))
 	if now.After(expires) {
-		return errf(fsmcpv1.ErrorCode_ERROR_CODE_PERMISSION_DENIED, "the approval expired; call the tool again to be asked anew")
+		return shown, errf(fsmcpv1.ErrorCode_ERROR_CODE_PERMISSION_DENIED, "the approval expired; call the tool again to be asked anew")
 	}
 	var nonce [16]byte
 	copy(nonce[:], b[8:24])
@@ -186,10 +196,11 @@ func (a *approvals) open(state string, binding [32]byte, now time.Time) error {
 		}
 	}
 	if _, ok := a.used[nonce]; ok {
-		return errf(fsmcpv1.ErrorCode_ERROR_CODE_PERMISSION_DENIED, "the approval was already used; call the tool again to be asked anew")
+		return shown, errf(fsmcpv1.ErrorCode_ERROR_CODE_PERMISSION_DENIED, "the approval was already used; call the tool again to be asked anew")
 	}
 	a.used[nonce] = expires
-	return nil
+	copy(shown[:], b[24:stateHead])
+	return shown, nil
 }
 
 // callBinding digests what an approval is for: the session, the tool, the
@@ -245,76 +256,98 @@ const (
 	decisionCancelled   = "cancelled"
 	decisionNoElicit    = "no_elicitation"
 	decisionBadApproval = "bad_approval"
+	// Accepted, but what the call would change is no longer what the
+	// question showed.
+	decisionChanged = "changed_since_asked"
 	// By a --rules line.
 	decisionDeniedByRule  = "denied_by_rule"
 	decisionAllowedByRule = "allowed_by_rule"
 )
 
-// approve runs before a call of t that needs the person. It returns nil
-// when the call may run, else the result to answer with: the input request
-// that asks, or permission_denied. judged are the real paths --rules
-// resolved the call's paths to: the question shows them and the approval
-// is bound to them.
-func (s *server) approve(ctx context.Context, t *tool, req *mcp.CallToolRequest, judged []*fsmcpv1.JudgedPath) *mcp.CallToolResult {
+// approve runs before a call of t that needs the person. It returns the
+// request to run when the call may run (req, or req with the
+// precondition the approval binds it to), else the result to answer
+// with: the input request that asks, or a refusal. judged are the real
+// paths --rules resolved the call's paths to: the question shows them and
+// the approval is bound to them.
+func (s *server) approve(ctx context.Context, t *tool, req *mcp.CallToolRequest, judged []*fsmcpv1.JudgedPath) (*mcp.CallToolRequest, *mcp.CallToolResult) {
 	// Arguments that fail validation are refused before anyone is asked.
 	if _, err := t.decode(ctx, req); err != nil {
-		return errorResult(asToolError(err))
+		return nil, errorResult(asToolError(err))
 	}
 	a := s.approvals
 	if a.sessionAllows(req.Session, t.name) {
 		noteDecision(ctx, decisionAllowed)
-		return nil
+		return req, nil
 	}
 	binding, err := callBinding(req, t.name, judged)
 	if err != nil {
-		return errorResult(asToolError(err))
+		return nil, errorResult(asToolError(err))
 	}
 	now := time.Now()
+	name := s.cfg.ToolsPrefix + t.name
 	if state := req.Params.RequestState; state != "" {
-		if err := a.open(state, binding, now); err != nil {
+		shown, err := a.open(state, binding, now)
+		if err != nil {
 			noteDecision(ctx, decisionBadApproval)
-			return errorResult(asToolError(err))
+			return nil, errorResult(asToolError(err))
 		}
 		answer, _ := req.Params.InputResponses[askInputID].(*mcp.ElicitResult)
 		switch {
 		case answer == nil:
 			noteDecision(ctx, decisionBadApproval)
-			return errorResult(errf(fsmcpv1.ErrorCode_ERROR_CODE_PERMISSION_DENIED,
+			return nil, errorResult(errf(fsmcpv1.ErrorCode_ERROR_CODE_PERMISSION_DENIED,
 				"the retried call carries no answer to the approval request %q", askInputID))
 		case answer.Action == "accept":
+			// The person approved the effect they were shown, and
+			// only that one.
+			e, err := s.effectOf(ctx, t, req)
+			if err != nil {
+				noteDecision(ctx, decisionChanged)
+				return nil, errorResult(asToolError(err))
+			}
+			if e.digest() != shown {
+				noteDecision(ctx, decisionChanged)
+				return nil, errorResult(errf(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED,
+					"what this %s call would change is no longer what the person approved (a file changed since the question); "+
+						"nothing was changed: call again to be asked anew", name))
+			}
+			run, err := e.withGuard(req)
+			if err != nil {
+				return nil, errorResult(asToolError(err))
+			}
 			if remember, _ := answer.Content["remember"].(bool); remember {
 				a.allowForSession(req.Session, t.name)
 			}
 			noteDecision(ctx, decisionAccepted)
-			return nil
+			return run, nil
 		case answer.Action == "decline":
 			noteDecision(ctx, decisionDeclined)
-			return errorResult(errf(fsmcpv1.ErrorCode_ERROR_CODE_PERMISSION_DENIED,
-				"the person declined this %s call; nothing was changed", s.cfg.ToolsPrefix+t.name))
+			return nil, errorResult(errf(fsmcpv1.ErrorCode_ERROR_CODE_PERMISSION_DENIED,
+				"the person declined this %s call; nothing was changed", name))
 		default:
 			noteDecision(ctx, decisionCancelled)
-			return errorResult(errf(fsmcpv1.ErrorCode_ERROR_CODE_PERMISSION_DENIED,
-				"the person dismissed the approval of this %s call without allowing it; nothing was changed", s.cfg.ToolsPrefix+t.name))
+			return nil, errorResult(errf(fsmcpv1.ErrorCode_ERROR_CODE_PERMISSION_DENIED,
+				"the person dismissed the approval of this %s call without allowing it; nothing was changed", name))
 		}
 	}
 	if !canElicitForm(req.ClientCapabilities()) {
 		noteDecision(ctx, decisionNoElicit)
-		return errorResult(errf(fsmcpv1.ErrorCode_ERROR_CODE_PERMISSION_DENIED,
+		return nil, errorResult(errf(fsmcpv1.ErrorCode_ERROR_CODE_PERMISSION_DENIED,
 			"%s needs the person's approval (--ask), and this client did not declare the elicitation capability (form mode) to ask it",
-			s.cfg.ToolsPrefix+t.name))
+			name))
 	}
-	// An edit is shown as its diff: the tool runs as a dry run first,
-	// which also refuses, unasked, a call that could not succeed.
-	diff, err := s.preview(ctx, t, req)
+	// The question shows the effect, which also refuses, unasked, a call
+	// that could not succeed.
+	e, err := s.effectOf(ctx, t, req)
 	if err != nil {
-		return errorResult(asToolError(err))
+		return nil, errorResult(asToolError(err))
 	}
 	noteDecision(ctx, decisionAsked)
-	name := s.cfg.ToolsPrefix + t.name
-	return &mcp.CallToolResult{
+	return nil, &mcp.CallToolResult{
 		InputRequests: mcp.InputRequestMap{askInputID: &mcp.ElicitParams{
 			Mode:    "form",
-			Message: askMessage(name, t, req.Params.Arguments, judged, diff),
+			Message: askMessage(name, t, req.Params.Arguments, judged, e),
 			RequestedSchema: &jsonschema.Schema{
 				Type: "object",
 				Properties: map[string]*jsonschema.Schema{
@@ -327,57 +360,8 @@ func (s *server) approve(ctx context.Context, t *tool, req *mcp.CallToolRequest,
 				},
 			},
 		}},
-		RequestState: a.seal(binding, now),
+		RequestState: a.seal(binding, e.digest(), now),
 	}
-}
-
-// preview runs a tool that has dry_run as a dry run of this call and
-// returns the diff it answers (with a note when the reply cut it, or when
-// the content is not text). A call that is itself a dry run, or a tool
-// without dry_run, has none. The dry run's own audit record is not kept.
-func (s *server) preview(ctx context.Context, t *tool, req *mcp.CallToolRequest) (string, error) {
-	if _, ok := t.schema.Properties["dry_run"]; !ok {
-		return "", nil
-	}
-	var args map[string]json.RawMessage
-	if err := json.Unmarshal(req.Params.Arguments, &args); err != nil {
-		return "", invalidf("arguments: %v", err)
-	}
-	if string(args["dry_run"]) == "true" {
-		return "", nil
-	}
-	args["dry_run"] = json.RawMessage("true")
-	raw, err := json.Marshal(args)
-	if err != nil {
-		return "", bug(err)
-	}
-	params := *req.Params
-	params.Arguments = raw
-	params.Meta = nil // _meta.args_sha256 covers the call's own arguments
-	dry := &mcp.CallToolRequest{Session: req.Session, Params: &params, Extra: req.Extra}
-	doc, err := t.call(context.WithValue(ctx, recordKey{}, (*callRecord)(nil)), s, dry)
-	if err != nil {
-		return "", err
-	}
-	var answer struct {
-		Diff          *string `json:"diff"`
-		DiffBase64    *string `json:"diff_base64"`
-		DiffTruncated bool    `json:"diff_truncated"`
-	}
-	if err := json.Unmarshal(doc.bytes(), &answer); err != nil {
-		return "", bug(err)
-	}
-	var diff string
-	switch {
-	case answer.Diff != nil:
-		diff = *answer.Diff
-	case answer.DiffBase64 != nil:
-		diff = "(the content is not text: the diff is binary)"
-	}
-	if answer.DiffTruncated {
-		diff += "\n…(the diff goes on)"
-	}
-	return diff, nil
 }
 
 // canElicitForm reports whether the client declared form elicitation
@@ -396,28 +380,34 @@ func asToolError(err error) *toolError {
 	return fromRPC(err)
 }
 
-// maxAskValue bounds one argument's text in an approval message, and
-// maxAskMessage the whole message.
+// The bounds of an approval question. A name is never cut; other
+// argument values, each file's diff, all the diffs together and a
+// command's stdin are, and the question counts what it leaves out. Every
+// file gets an equal share of maxAskDiffs (at least minAskDiff, at most
+// maxAskDiff), so that many large diffs cannot push the last file's out
+// of sight.
 const (
-	maxAskValue   = 1024
-	maxAskMessage = 16 << 10
+	maxAskValue = 1024
+	maxAskDiff  = 4 << 10
+	minAskDiff  = 512
+	maxAskDiffs = 24 << 10
+	maxAskStdin = 2 << 10
 )
 
-// contentArgs carry bytes to write or feed: the message shows their size,
-// not their text.
-var contentArgs = []string{"content", "insert", "stdin"}
+// contentArgs carry bytes to write or feed: the message shows their size
+// (and a command's stdin itself, bounded, with its sha256), not their text.
+var contentArgs = []string{"content", "insert", "stdin", "patch"}
 
 // askMessage shows the person what the call would do: the tool and each
-// argument, paths decoded, content as its size, edits as their sizes, a
-// command's argv in full.
-func askMessage(name string, t *tool, raw json.RawMessage, judged []*fsmcpv1.JudgedPath, diff string) string {
+// argument, paths decoded and never cut, content as its size, edits as
+// their sizes, a command's argv and stdin; then every file the call would
+// change with its diff. Everything the call's arguments or the files put
+// in it is escaped (escapeText): control characters, bidi controls and
+// zero-width characters cannot hide or reorder what it shows.
+func askMessage(name string, t *tool, raw json.RawMessage, judged []*fsmcpv1.JudgedPath, e *effect) string {
 	var args map[string]json.RawMessage
 	json.Unmarshal(raw, &args)
-	keys := make([]string, 0, len(args))
-	for k := range args {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(args))
 	var b strings.Builder
 	fmt.Fprintf(&b, "Allow %s?", name)
 	if t.description != "" {
@@ -426,7 +416,7 @@ func askMessage(name string, t *tool, raw json.RawMessage, judged []*fsmcpv1.Jud
 	}
 	b.WriteString("\n")
 	for _, k := range keys {
-		fmt.Fprintf(&b, "\n%s: %s", strings.TrimSuffix(k, "_base64"), askValue(k, args[k], args["encoding"]))
+		fmt.Fprintf(&b, "\n%s: %s", strings.TrimSuffix(k, "_base64"), askValue(t, k, args[k], args))
 	}
 	// Where the paths lead now, as --rules judged them (the call is
 	// refused if they lead elsewhere when it runs).
@@ -435,32 +425,114 @@ func askMessage(name string, t *tool, raw json.RawMessage, judged []*fsmcpv1.Jud
 		if len(real) == 0 {
 			real = []byte(".")
 		}
-		fmt.Fprintf(&b, "\nresolves: %s → %s", clipQuoted(j.GetName()), clipQuoted(real))
+		fmt.Fprintf(&b, "\nresolves: %s → %s", quoteName(j.GetName()), quoteName(real))
 	}
-	if diff != "" {
-		b.WriteString("\n\nThe change:\n" + diff)
+	if e != nil && len(e.files) > 0 {
+		writeEffect(&b, e)
 	}
-	msg := b.String()
-	if len(msg) > maxAskMessage {
-		msg = string(trimPartialRune([]byte(msg[:maxAskMessage]))) + "\n…(cut)"
-	}
-	return msg
+	return b.String()
 }
 
-func askValue(k string, v, encoding json.RawMessage) string {
+// writeEffect names every file of e, then shows each diff within the
+// bounds, counting what it leaves out.
+func writeEffect(b *strings.Builder, e *effect) {
+	verb := "changes"
+	if e.files[0].diff == nil && !e.files[0].binary {
+		verb = "acts on"
+	}
+	fmt.Fprintf(b, "\n\nThis call %s %d path(s):", verb, len(e.files))
+	for _, f := range e.files {
+		fmt.Fprintf(b, "\n  %s: %s", quoteName(f.name), f.what)
+		if f.sha256 != "" {
+			fmt.Fprintf(b, " (sha256 %s)", f.sha256)
+		}
+	}
+	if e.guard != "" {
+		fmt.Fprintf(b, "\nIt runs only while %s is still %s.", e.guard, e.guardValue)
+	}
+	left := maxAskDiffs
+	for i, f := range e.files {
+		if f.diff == nil && !f.binary {
+			continue
+		}
+		fmt.Fprintf(b, "\n\n--- the change to %s", quoteName(f.name))
+		if f.binary {
+			fmt.Fprintf(b, "\n(the content is not text: %d bytes of binary diff not shown)", len(f.diff))
+			continue
+		}
+		share := min(maxAskDiff, max(minAskDiff, left/(len(e.files)-i)))
+		shown := cutLines(f.diff, share)
+		left -= shown
+		b.WriteString("\n")
+		b.WriteString(strings.TrimSuffix(escapeText(f.diff[:shown], true), "\n"))
+		if rest := f.diff[shown:]; len(rest) > 0 {
+			fmt.Fprintf(b, "\n…(%d more lines, %d bytes, of this diff not shown)", lineCount(rest), len(rest))
+		}
+		if f.cut {
+			b.WriteString("\n…(and the rest of this diff did not fit the dry run's reply)")
+		}
+	}
+}
+
+// cutLines returns how much of diff to show within budget bytes: whole
+// lines while they fit, else budget bytes at a character boundary.
+func cutLines(diff []byte, budget int) int {
+	if len(diff) <= budget {
+		return len(diff)
+	}
+	if i := bytes.LastIndexByte(diff[:budget], '\n'); i >= 0 {
+		return i + 1
+	}
+	return len(trimPartialRune(diff[:budget]))
+}
+
+// lineCount counts the lines of p, a last one without a newline
+// included.
+func lineCount(p []byte) int {
+	n := bytes.Count(p, []byte("\n"))
+	if len(p) > 0 && p[len(p)-1] != '\n' {
+		n++
+	}
+	return n
+}
+
+func askValue(t *tool, k string, v json.RawMessage, args map[string]json.RawMessage) string {
 	var s string
 	isString := json.Unmarshal(v, &s) == nil
+	base := strings.TrimSuffix(k, "_base64")
+	var decl *pathDecl
+	for i := range t.pathArgs {
+		if t.pathArgs[i].name == base {
+			decl = &t.pathArgs[i]
+		}
+	}
+	isPath := decl != nil && decl.kind == kindOne
+	if decl != nil && (decl.kind == kindList || decl.kind == kindUnder) && k == base {
+		// Every name of a list, whole.
+		var items any
+		json.Unmarshal(v, &items)
+		var names []string
+		decl.each(map[string]any{k: items}, func(p []byte) { names = append(names, quoteName(p)) })
+		return strings.Join(names, ", ")
+	}
 	switch {
 	case isString && strings.HasSuffix(k, "_base64"):
 		p, err := base64.StdEncoding.DecodeString(s)
 		if err != nil {
 			return "(not valid base64)"
 		}
+		if isPath {
+			return quoteName(p)
+		}
 		return clipQuoted(p)
+	case isString && isPath:
+		return quoteName([]byte(s))
+	case isString && k == "stdin":
+		return stdinValue(s, args["stdin_encoding"])
 	case isString && slices.Contains(contentArgs, k):
 		n := len(s)
 		var enc string
-		if json.Unmarshal(encoding, &enc) == nil && enc == "base64" {
+		if json.Unmarshal(args["encoding"], &enc) == nil && enc == "base64" {
 			n = base64.StdEncoding.DecodedLen(len(s))
 		}
 		return fmt.Sprintf("%d bytes", n)
@@ -495,24 +567,81 @@ func askValue(k string, v, encoding json.RawMessage) string {
 		}
 		return strings.Join(parts, " ")
 	}
-	if len(v) > maxAskValue {
-		return string(v[:maxAskValue]) + "…"
+	var m map[string]json.RawMessage
+	if json.Unmarshal(v, &m) == nil {
+		// A path-keyed object (fs_patch's if_sha256): its files are
+		// named, each with its sha256, below.
+		return fmt.Sprintf("%d entries", len(m))
 	}
-	return string(v)
+	if len(v) > maxAskValue {
+		return escapeText(trimPartialRune(v[:maxAskValue]), false) + "…"
+	}
+	return escapeText(v, false)
 }
 
-// clipQuoted quotes p as a Go string literal (so control characters and
-// bytes that are not UTF-8 show as escapes), cut at maxAskValue.
+// stdinValue shows a command's stdin: its size and sha256, and its first
+// maxAskStdin bytes, escaped, line breaks kept.
+func stdinValue(s string, encoding json.RawMessage) string {
+	data := []byte(s)
+	var enc string
+	if json.Unmarshal(encoding, &enc) == nil && enc == "base64" {
+		d, err := base64.StdEncoding.DecodeString(s)
+		if err != nil {
+			return "(not valid base64)"
+		}
+		data = d
+	}
+	sum := sha256.Sum256(data)
+	out := fmt.Sprintf("%d bytes, sha256 %x", len(data), sum)
+	shown := cutLines(data, maxAskStdin)
+	if len(data) > 0 {
+		out += ":\n" + escapeText(data[:shown], true)
+	}
+	if rest := data[shown:]; len(rest) > 0 {
+		out += fmt.Sprintf("\n…(%d more bytes of stdin not shown)", len(rest))
+	}
+	return out
+}
+
+// quoteName quotes a name as a Go string literal, whole: control
+// characters, bytes that are not UTF-8 and every character that is not
+// printable (bidi controls and zero-width characters among them) show as
+// escapes.
+func quoteName(p []byte) string { return strconv.Quote(string(p)) }
+
+// clipQuoted quotes p as quoteName does, cut at maxAskValue.
 func clipQuoted(p []byte) string {
-	cut := len(p) > maxAskValue
-	if cut {
-		p = p[:maxAskValue]
+	if len(p) <= maxAskValue {
+		return quoteName(p)
 	}
-	q := fmt.Sprintf("%q", p)
-	if cut {
-		q += "…"
+	return quoteName(p[:maxAskValue]) + "…"
+}
+
+// escapeText renders p for the person: printable characters as they are,
+// every other one as a visible escape (\x1b, \r, \u202e, \u200b; a byte
+// that is not UTF-8 as \xff). With lines, line feeds and tabs stay, so a
+// diff or a script reads as one. Bidi controls (U+202A–202E, U+2066–2069,
+// U+200E/F, U+061C) and zero-width characters (U+200B–200D, U+2060,
+// U+FEFF) are format characters, which unicode.IsPrint refuses;
+// TestEscapeText holds that for each.
+func escapeText(p []byte, lines bool) string {
+	var b strings.Builder
+	for len(p) > 0 {
+		r, n := utf8.DecodeRune(p)
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, p[0])
+		case lines && (r == '\n' || r == '\t'):
+			b.WriteRune(r)
+		case r == ' ' || unicode.IsPrint(r):
+			b.Write(p[:n])
+		default:
+			q := strconv.QuoteRuneToASCII(r)
+			b.WriteString(q[1 : len(q)-1])
+		}
+		p = p[n:]
 	}
-	return q
+	return b.String()
 }
 
 // callNote is what a call adds to its audit line beyond the call itself:

@@ -28,8 +28,8 @@ import (
 // typedArgs checks a tool's decoded input against its schema.
 type typedArgs struct {
 	fields []typedField
-	// paths are the fields the audit line names (pathArgs and their
-	// _base64 twins), by JSON name.
+	// paths are the fields the tool declares as naming paths (tool.paths),
+	// with their _base64 twins.
 	paths []typedField
 }
 
@@ -73,11 +73,6 @@ func newTypedArgs(t reflect.Type, s *jsonschema.Schema) *typedArgs {
 			return nil
 		}
 		ta.fields = append(ta.fields, tf)
-		for _, k := range pathArgs {
-			if name == k || name == k+"_base64" {
-				ta.paths = append(ta.paths, tf)
-			}
-		}
 	}
 	return ta
 }
@@ -215,8 +210,9 @@ func (tf *typedField) holds(v reflect.Value) bool {
 	return true
 }
 
-// auditArgs returns the path arguments of the decoded input, as the
-// audit line reads them from decoded arguments.
+// auditArgs returns the path arguments of the decoded input as a generic
+// decoding would give them (strings, []any, map[string]any), for
+// tool.callPaths.
 func (ta *typedArgs) auditArgs(in any) map[string]any {
 	v := reflect.ValueOf(in).Elem()
 	var m map[string]any
@@ -228,13 +224,35 @@ func (ta *typedArgs) auditArgs(in any) map[string]any {
 			}
 			f = f.Elem()
 		}
-		if f.Kind() != reflect.String {
+		var g any
+		switch f.Kind() {
+		case reflect.String:
+			g = f.String()
+		case reflect.Slice:
+			if f.IsNil() {
+				continue
+			}
+			items := make([]any, f.Len())
+			for i := range items {
+				items[i] = f.Index(i).Interface()
+			}
+			g = items
+		case reflect.Map:
+			if f.IsNil() {
+				continue
+			}
+			keys := make(map[string]any, f.Len())
+			for _, k := range f.MapKeys() {
+				keys[k.String()] = nil
+			}
+			g = keys
+		default:
 			continue
 		}
 		if m == nil {
 			m = make(map[string]any, len(ta.paths))
 		}
-		m[tf.name] = f.String()
+		m[tf.name] = g
 	}
 	return m
 }

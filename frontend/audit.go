@@ -2,7 +2,6 @@ package frontend
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/fsmcp/fsmcp/proto/jsontext"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -28,8 +28,10 @@ import (
 // line says so.
 const maxAuditPath = 4096
 
-// pathArgs are the arguments that name paths, each with its _base64 twin.
-var pathArgs = []string{"path", "from", "to"}
+// maxAuditListPaths bounds the paths one argument names in a line
+// (fs_read_many takes 64; a patch may touch many more files); past it
+// the line says paths_clipped.
+const maxAuditListPaths = 1024
 
 // auditQueue is how many lines may wait for the log's writer. A log that
 // cannot keep up (a stderr nobody drains, a stalled disk) never delays a
@@ -145,8 +147,8 @@ func recordOf(ctx context.Context) *callRecord {
 	return r
 }
 
-// wrap records every call of h, whose tool is named tool.
-func (a *auditLog) wrap(tool string, h mcp.ToolHandler) mcp.ToolHandler {
+// wrap records every call of h, a handler of t.
+func (a *auditLog) wrap(t *tool, h mcp.ToolHandler) mcp.ToolHandler {
 	if a == nil {
 		return h
 	}
@@ -155,13 +157,13 @@ func (a *auditLog) wrap(tool string, h mcp.ToolHandler) mcp.ToolHandler {
 		start := time.Now()
 		ctx, note := withNote(context.WithValue(ctx, recordKey{}, rec))
 		res, err := h(ctx, req)
-		a.record(auditLine(start, time.Since(start), tool, req, rec, res, err, note))
+		a.record(auditLine(start, time.Since(start), t, req, rec, res, err, note))
 		return res, err
 	}
 }
 
 // auditLine renders one call as a JSON line.
-func auditLine(start time.Time, d time.Duration, tool string, req *mcp.CallToolRequest, rec *callRecord, res *mcp.CallToolResult, err error, note *callNote) []byte {
+func auditLine(start time.Time, d time.Duration, t *tool, req *mcp.CallToolRequest, rec *callRecord, res *mcp.CallToolResult, err error, note *callNote) []byte {
 	o := newObj().str("time", formatTime(start.UnixNano())).str("event", "tool_call")
 	session, peer := "", ""
 	if req != nil && req.Session != nil {
@@ -177,6 +179,7 @@ func auditLine(start time.Time, d time.Duration, tool string, req *mcp.CallToolR
 	if peer != "" {
 		o.str("peer", peer)
 	}
+	tool := t.name
 	o.str("tool", tool)
 	args := rec.args
 	if args == nil && req != nil && req.Params != nil && len(req.Params.Arguments) > 0 {
@@ -184,7 +187,7 @@ func auditLine(start time.Time, d time.Duration, tool string, req *mcp.CallToolR
 		json.Unmarshal(req.Params.Arguments, &args)
 	}
 	if args != nil {
-		if paths, clipped := auditPaths(args); paths != nil {
+		if paths, clipped := auditPaths(t, args); paths != nil {
 			o.object("paths", paths)
 			if clipped {
 				o.bool("paths_clipped", true)
@@ -263,24 +266,18 @@ func errorCode(res *mcp.CallToolResult) string {
 	return "error"
 }
 
-// auditPaths picks the path arguments out of a call's decoded arguments,
-// as the worker would resolve them (one leading "/" stripped), as text
-// when UTF-8, else under key_base64. It returns nil when there are none.
-func auditPaths(args map[string]any) (paths *obj, clipped bool) {
-	o := newObj()
-	for _, k := range pathArgs {
-		var p []byte
-		if s, ok := args[k].(string); ok {
-			p = []byte(s)
-		} else if s, ok := args[k+"_base64"].(string); ok {
-			b, err := base64.StdEncoding.DecodeString(s)
-			if err != nil {
-				continue // refused by the tool as invalid_argument
-			}
-			p = b
-		} else {
-			continue
-		}
+// auditPaths renders every path the call's decoded arguments name, as
+// its declaration (tool.paths) says, as the worker would resolve them (one
+// leading "/" stripped): a single path under its argument's name (as text
+// when UTF-8, else under name_base64), the paths of a list or of a
+// path-keyed object as an array of texts or {"path_base64": ...}. It
+// returns nil when there are none.
+func auditPaths(t *tool, args map[string]any) (paths *obj, clipped bool) {
+	named := t.callPaths(args)
+	if len(named) == 0 {
+		return nil, false
+	}
+	clip := func(p []byte) []byte {
 		p = displayPath(p)
 		if len(p) > maxAuditPath {
 			text := utf8.Valid(p)
@@ -289,10 +286,42 @@ func auditPaths(args map[string]any) (paths *obj, clipped bool) {
 				p = trimPartialRune(p) // stays text, not base64
 			}
 		}
-		o.name(k, p)
+		return p
 	}
-	if o.n == 0 {
-		return nil, false
+	o := newObj()
+	for i := 0; i < len(named); {
+		a := named[i].arg
+		if a.kind == kindOne {
+			o.name(a.label, clip(named[i].path))
+			i++
+			continue
+		}
+		o.key(a.label)
+		o.b = append(o.b, '[')
+		n := 0
+		for ; i < len(named) && named[i].arg.label == a.label; i++ {
+			if n == maxAuditListPaths {
+				clipped = true
+				continue
+			}
+			if n > 0 {
+				o.b = append(o.b, ',')
+			}
+			o.b = appendPathItem(o.b, clip(named[i].path))
+			n++
+		}
+		o.b = append(o.b, ']')
 	}
 	return o, clipped
+}
+
+// appendPathItem appends p as a JSON string when it is UTF-8, else as
+// {"path_base64": ...}, the form fs_read_many takes.
+func appendPathItem(b, p []byte) []byte {
+	if utf8.Valid(p) {
+		return jsontext.AppendString(b, p)
+	}
+	b = append(b, '{')
+	b = jsontext.AppendName(b, "path", p)
+	return append(b, '}')
 }

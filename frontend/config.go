@@ -66,11 +66,19 @@ type Config struct {
 	// Rules is the --rules file.
 	Rules   string
 	Version bool
+	// Verbose prints each process's confinement at start.
+	Verbose bool
 	Help    bool
 	// set holds the flags given on the command line.
 	set map[string]bool
 	// Exec holds the flags that turn commands on.
 	Exec ExecOptions
+	// StateDir is --state-dir ("": the default, defaultStateDir);
+	// stateSub is the root's own subdirectory there, which check
+	// resolves. DiscardJournal is --discard-journal.
+	StateDir       string
+	stateSub       string
+	DiscardJournal string
 }
 
 // defaultMaxResponseBytes bounds a reply where agent hosts still take it
@@ -141,15 +149,18 @@ func parseFlags(args []string, stderr io.Writer) (*Config, *flag.FlagSet, error)
 	fs.StringVar(&c.Quarantine, "quarantine", "", "keep what deletes and writes remove in this directory (outside --root, same filesystem), for fs_undo")
 	fs.Int64Var(&c.QuarantineBytes, "quarantine-bytes", defaultQuarantineBytes, "bound of --quarantine; the oldest entries go first")
 	fs.StringVar(&c.Rules, "rules", "", "ordered allow|deny|ask TOOL PATH-GLOB lines, first match wins; read again when the file changes")
+	fs.StringVar(&c.StateDir, "state-dir", "", "directory outside --root for fs_patch's recovery journals, one subdirectory per root (default: $STATE_DIRECTORY, else $XDG_STATE_HOME/fsmcp, else ~/.local/state/fsmcp)")
+	fs.StringVar(&c.DiscardJournal, "discard-journal", "", "set aside this interrupted fs_patch journal, which cannot be completed (its --quarantine is gone), and start")
 	fs.BoolVar(&c.ToolHelp, "tool-help", false, "print the tools and parameters the other flags would serve, and exit")
 	fs.IntVar(&c.MaxCalls, "max-calls", defaultMaxCalls, "tool calls running at once on the server; more wait up to 10 s for a slot, then are answered unavailable")
-	fs.IntVar(&c.MaxSessionCalls, "max-session-calls", defaultMaxSessionCalls, "tool calls running at once in one session (stdio, or one HTTP session)")
+	fs.IntVar(&c.MaxSessionCalls, "max-session-calls", defaultMaxSessionCalls, "tool calls running at once in one session (stdio, or one HTTP session); at most --max-calls (default 16, or --max-calls when lower)")
 	fs.Int64Var(&c.MaxFileBytes, "max-file-bytes", 0, "largest file an edit may hold or produce (default: a quarter of --worker-memory, at most 128 MiB; at most half of it)")
 	fs.Int64Var(&c.WorkerMemory, "worker-memory", 0, "the worker's soft memory limit and budget in bytes (default: half the memory available at start, 64 MiB to 1 GiB)")
 	fs.IntVar(&c.MaxRG, "max-rg", 0, "rg processes running at once (default: 2 per core)")
 	fs.IntVar(&c.MaxHeavy, "max-heavy", 0, "writes, edits, deletes, mkdirs and hashes running at once (default: 4 per core)")
 	fs.DurationVar(&c.QueueTimeout, "queue-timeout", 0, "how long a call waits for a busy worker before unavailable (default 10s)")
 	fs.BoolVar(&c.Version, "version", false, "print the version and exit")
+	fs.BoolVar(&c.Verbose, "verbose", false, "say on stderr at start how each process confined itself (fs_stat of the root attests the same)")
 	execFlags(fs, &c.Exec)
 	fs.Usage = func() {}
 	// One line for a bad command line; the full usage only for --help.
@@ -219,10 +230,18 @@ func (c *Config) check() error {
 	if c.MaxResponseBytes > maxResponseBytesLimit {
 		return fmt.Errorf("--max-response-bytes must be at most %d", maxResponseBytesLimit)
 	}
+	// A root that is the whole filesystem or the home directory is
+	// refused for what it is, before the directories checked against it.
+	if err := c.checkBroadRoot(); err != nil {
+		return err
+	}
 	if err := c.checkQuarantine(); err != nil {
 		return err
 	}
 	if err := c.checkRules(); err != nil {
+		return err
+	}
+	if err := c.checkStateDir(); err != nil {
 		return err
 	}
 	if c.MaxMediaBytes < 1 || c.MaxMediaBytes > maxMediaBytesLimit {
@@ -234,13 +253,14 @@ func (c *Config) check() error {
 	if c.MaxCalls < 1 || c.MaxCalls > maxCallsLimit {
 		return fmt.Errorf("--max-calls must be between 1 and %d", maxCallsLimit)
 	}
+	if !c.set["max-session-calls"] {
+		// The default follows the server's bound the operator chose.
+		c.MaxSessionCalls = min(defaultMaxSessionCalls, c.MaxCalls)
+	}
 	if c.MaxSessionCalls < 1 || c.MaxSessionCalls > c.MaxCalls {
-		return fmt.Errorf("--max-session-calls must be between 1 and --max-calls (%d)", c.MaxCalls)
+		return fmt.Errorf("--max-session-calls must be between 1 and --max-calls (%d); lower it, or raise --max-calls", c.MaxCalls)
 	}
 	if err := checkToolsPrefix(c.ToolsPrefix); err != nil {
-		return err
-	}
-	if err := c.checkBroadRoot(); err != nil {
 		return err
 	}
 	if c.MaxFileBytes < 0 || c.WorkerMemory < 0 || c.MaxRG < 0 || c.MaxHeavy < 0 || c.QueueTimeout < 0 {

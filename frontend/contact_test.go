@@ -217,9 +217,9 @@ func TestContactValidationMessages(t *testing.T) {
 		tool, args, want string
 	}{
 		{"fs_read", `{"path":"a","offset":null}`, `offset must be an integer of at least 0, not null; leave it out for the default`},
-		{"fs_read", `{}`, `path is required, or path_base64 for a name that is not UTF-8 ("" names the root)`},
-		{"fs_glob", `{"pattern":"*.go"}`, `path is required, or path_base64`},
-		{"fs_move", `{"from":"a"}`, `to is required, or to_base64`},
+		{"fs_read", `{}`, `path is required: a path relative to the root, such as "src/main.go", or "." for the root itself; path_base64 for a name that is not UTF-8`},
+		{"fs_write", `{"content":"x","if_sha256":null}`, `path is required: a path relative to the root`},
+		{"fs_move", `{"from":"a"}`, `to is required: a path relative to the root`},
 		{"fs_read", `{"path":"a","offset":-1}`, `offset must be an integer of at least 0, not -1`},
 		{"fs_read", `{"path":"a","length":1.5}`, `length must be an integer of at least 0, not 1.5`},
 		{"fs_write", `{"path":"a","content":"x","if_sha256":null,"encoding":"latin1"}`, `encoding must be "utf8" or "base64", not "latin1"`},

@@ -95,7 +95,7 @@ func spliceTool() *tool {
 		"It inserts, cuts or overwrites without resending the file. if_sha256 is the sha256 from fs_stat or fs_read (or null "+
 		"to create the file at offset 0); the reply's sha256 is the next one. Offsets come from fs_read or fs_grep; an "+
 		"offset past the end is refused. dry_run: true answers the diff and writes nothing.",
-		false, true, false, (*server).splice).titled("Splice file")
+		false, true, false, (*server).splice).titled("Splice file").paths(onePath("path"))
 }
 
 func (s *server) splice(ctx context.Context, in *spliceIn, _ *mcp.CallToolRequest) (*obj, error) {
@@ -153,7 +153,7 @@ func guardArgs(ifSHA, ifTree *string) (string, string, error) {
 // fs_digest
 
 type digestIn struct {
-	Path       *string `json:"path,omitempty" jsonschema:"file or directory (\"\" is the root); required unless path_base64"`
+	Path       *string `json:"path,omitempty" jsonschema:"file or directory; root if left out, \"\" or \".\""`
 	PathBase64 *string `json:"path_base64,omitempty" jsonschema:"path as base64, for non-UTF-8 names"`
 }
 
@@ -161,11 +161,11 @@ func digestTool() *tool {
 	return defineTool("fs_digest", "Hash a directory's whole subtree, or one file, into tree_sha256. "+
 		"It covers names as bytes, types, modes, file contents and symlink targets that stay inside; ignore files do not "+
 		"apply. Pass it to fs_delete or fs_move as if_tree_sha256 to act only on the tree you saw. Large trees report progress.",
-		true, false, true, (*server).digest).titled("Digest tree")
+		true, false, true, (*server).digest).titled("Digest tree").paths(onePath("path"))
 }
 
 func (s *server) digest(ctx context.Context, in *digestIn, req *mcp.CallToolRequest) (*obj, error) {
-	p, err := requiredPath("path", in.Path, in.PathBase64)
+	p, err := rootedPath("path", in.Path, in.PathBase64)
 	if err != nil {
 		return nil, err
 	}
@@ -200,7 +200,7 @@ func copyTool() *tool {
 		"to must not exist (fs_delete it first); it is never replaced. Content, mode, owner, extended attributes and ACLs "+
 		"are copied, or the copy is refused. A directory appears whole or not at all; a tree holding a symlink, fifo, "+
 		"socket or device is refused and nothing is copied.",
-		false, false, false, (*server).copy).titled("Copy path")
+		false, false, false, (*server).copy).titled("Copy path").paths(onePath("from").acted(), onePath("to"))
 }
 
 func (s *server) copy(ctx context.Context, in *copyIn, _ *mcp.CallToolRequest) (*obj, error) {
@@ -225,18 +225,20 @@ func (s *server) copy(ctx context.Context, in *copyIn, _ *mcp.CallToolRequest) (
 type patchIn struct {
 	Patch          string             `json:"patch" jsonschema:"a unified diff as diff -u or git diff write it; one or more files"`
 	Encoding       *string            `json:"encoding,omitempty" jsonschema:"how patch is encoded; default utf8 (base64 for bytes that are not UTF-8)"`
-	IfSHA256       map[string]*string `json:"if_sha256,omitempty" jsonschema:"every path the patch touches, as the patch names it, to its sha256 now, or to null for a file the patch creates"`
+	IfSHA256       map[string]*string `json:"if_sha256,omitempty" jsonschema:"every path the patch touches, as the patch names it, to its sha256 now, or to null for a file the patch creates; a dry run needs none and answers them"`
 	IfSHA256Base64 map[string]*string `json:"if_sha256_base64,omitempty" jsonschema:"as if_sha256, keyed by each path as base64, for names that are not UTF-8"`
-	DryRun         *bool              `json:"dry_run,omitempty" jsonschema:"change nothing; answer each file's sha256, size and diff"`
+	DryRun         *bool              `json:"dry_run,omitempty" jsonschema:"change nothing; answer each file's sha256, size and diff, and the if_sha256 the real call needs"`
 }
 
 func patchTool() *tool {
 	return defineTool("fs_patch", "Apply a unified diff to one or more files: all change or none do, even across a crash. "+
 		"Each hunk's lines must match the file exactly (no fuzz) at exactly one place, else no_match (with the nearest "+
 		"candidate) or ambiguous_match. if_sha256 maps every touched path to its sha256 from fs_stat or fs_read, or to null "+
-		"for a file it creates. /dev/null creates or deletes a file. dry_run: true answers the diffs and writes nothing. "+
+		"for a file it creates. /dev/null creates or deletes a file; missing parent directories are created and directories "+
+		"the patch leaves empty are removed. dry_run: true answers the diffs and writes nothing; it needs no if_sha256 and answers "+
+		"the if_sha256 (and if_sha256_base64) to pass to the real call. "+
 		"A reply's undo token, when the server keeps what changes replace, reverses the whole patch with fs_undo.",
-		false, true, false, (*server).patch).titled("Apply patch")
+		false, true, false, (*server).patch).titled("Apply patch").paths(keyedPaths("if_sha256"))
 }
 
 func (s *server) patch(ctx context.Context, in *patchIn, _ *mcp.CallToolRequest) (*obj, error) {
@@ -247,11 +249,11 @@ func (s *server) patch(ctx context.Context, in *patchIn, _ *mcp.CallToolRequest)
 	if len(patch) == 0 {
 		return nil, invalidf("patch is empty")
 	}
-	pre, err := patchPreconditions(in.IfSHA256, in.IfSHA256Base64)
+	dry := boolArg(in.DryRun)
+	pre, err := patchPreconditions(in.IfSHA256, in.IfSHA256Base64, dry)
 	if err != nil {
 		return nil, err
 	}
-	dry := boolArg(in.DryRun)
 	resp, err := s.wc.Patch(ctx, &fsmcpv1.PatchRequest{Patch: patch, Preconditions: pre, DryRun: dry})
 	if err != nil {
 		return nil, err
@@ -287,17 +289,40 @@ func (s *server) patch(ctx context.Context, in *patchIn, _ *mcp.CallToolRequest)
 	doc.b = append(doc.b, ']')
 	if dry {
 		doc.bool("diff_truncated", truncated)
+		ifSHA(doc, resp.GetFiles())
 	}
 	return withUndo(ctx, doc, resp.GetUndo()), nil
 }
 
+// ifSHA writes a dry run's if_sha256 for the real call: each file's
+// current sha256, or null for one the patch creates; names that are not
+// UTF-8 go into if_sha256_base64, keyed by the name in base64.
+func ifSHA(doc *obj, files []*fsmcpv1.PatchFile) {
+	text, b64 := newObj(), newObj()
+	for _, f := range files {
+		o, k := text, string(f.GetPath())
+		if !utf8.Valid(f.GetPath()) {
+			o, k = b64, base64.StdEncoding.EncodeToString(f.GetPath())
+		}
+		if f.GetCreated() {
+			o.rawValue(k, []byte("null"))
+		} else {
+			o.str(k, f.GetCurrentSha256())
+		}
+	}
+	doc.object("if_sha256", text)
+	if b64.n > 0 {
+		doc.object("if_sha256_base64", b64)
+	}
+}
+
 // patchPreconditions turns if_sha256 and its twin if_sha256_base64 (the
 // same object keyed by each path as base64, for names that are not UTF-8)
-// into the worker's preconditions. At least one must be given; the worker
-// refuses a path named twice (in both, say), one the patch does not touch
-// and a touched one missing.
-func patchPreconditions(text, b64 map[string]*string) ([]*fsmcpv1.PatchPrecondition, error) {
-	if text == nil && b64 == nil {
+// into the worker's preconditions. At least one must be given, except for
+// a dry run; the worker refuses a path named twice (in both, say), one the
+// patch does not touch and (but in a dry run) a touched one missing.
+func patchPreconditions(text, b64 map[string]*string, dry bool) ([]*fsmcpv1.PatchPrecondition, error) {
+	if text == nil && b64 == nil && !dry {
 		return nil, invalidf("if_sha256 is required: an object from each path the patch touches to its sha256, or null for a file it creates " +
 			"(if_sha256_base64 for names that are not UTF-8)")
 	}

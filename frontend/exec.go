@@ -60,8 +60,10 @@ func startExec(ctx context.Context, cfg *Config, stderr io.Writer) (*execClient,
 		VCS:             cfg.Exec.VCSPrograms,
 		AllowNoLandlock: cfg.AllowNoLandlock,
 		Policy:          cfg.Policy(),
+		Rules:           cfg.Rules,
 		Pids:            pids,
 		PidsNone:        pidsNone,
+		Verbose:         cfg.Verbose,
 	}, stderr)
 	if err != nil {
 		if pids != nil {
@@ -153,7 +155,7 @@ func commandTools(cfg *Config) []*tool {
 			"confinement: the root read-only unless the operator allowed writes, a private scratch HOME and TMPDIR, no network, "+
 			"nothing beneath the root executable. Reply: exit or signal, timed_out, duration_ms, stdout and stderr each with "+
 			"its encoding (utf8 or base64) and truncated. A non-zero exit is an ordinary result.",
-			!writable, writable, false, (*server).exec).titled("Run command")
+			!writable, writable, false, (*server).exec).titled("Run command").paths(onePath("cwd"))
 		t.ownDeadline = true
 		ts = append(ts, t)
 	}
@@ -223,6 +225,11 @@ func (s *server) exec(ctx context.Context, in *execIn, _ *mcp.CallToolRequest) (
 	if in.Grep != nil {
 		req.Grep, req.HasGrep = *in.Grep, true
 	}
+	if s.cfg.Exec.Writable {
+		if req.Protected, err = s.derivedPaths(ctx); err != nil {
+			return nil, err
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, timeout+execGrace)
 	defer cancel()
 	resp, err := s.ec.Exec(ctx, req)
@@ -232,6 +239,26 @@ func (s *server) exec(ctx context.Context, in *execIn, _ *mcp.CallToolRequest) (
 	doc := newObj().bool("ok", true)
 	commandResult(doc, resp.GetResult(), true, int(s.cfg.MaxResponseBytes)-doc.size()-commandFields)
 	return doc, nil
+}
+
+// derivedPaths are the paths the worker's derived protection covers now
+// (the attestation's policy.derived, which the worker refreshes for each
+// Stat of the root): a writable command must leave them as they are, and
+// the host may have changed a repository's configuration since the last
+// call.
+func (s *server) derivedPaths(ctx context.Context) ([][]byte, error) {
+	st, err := s.wc.Stat(ctx, &fsmcpv1.StatRequest{Path: []byte("."), NoHash: true})
+	if err != nil {
+		return nil, err
+	}
+	if st.GetConfinement() == nil {
+		return nil, fmt.Errorf("the worker attested no confinement for the root: derived protection unknown")
+	}
+	var paths [][]byte
+	for _, d := range st.GetConfinement().GetPolicy().GetDerived() {
+		paths = append(paths, []byte(d.GetPath()))
+	}
+	return paths, nil
 }
 
 // commandFields bounds what a command's reply holds besides its streams'
@@ -312,7 +339,9 @@ func execConfinementDoc(c *fsmcpv1.ExecConfinement) *obj {
 		rawValue("vcs", strs(c.GetVcs())).
 		rawValue("vcs_exec_files", strs(c.GetVcsExecFiles())).
 		rawValue("vcs_read_dirs", strs(c.GetVcsReadDirs())).
-		object("pids", pidsDoc(c))
+		object("pids", pidsDoc(c)).
+		rawValue("metadata_guards", strs(c.GetMetadataGuards())).
+		rawValue("selftest", selftestDoc(c.GetSelftest()))
 }
 
 // pidsDoc attests what bounds the tasks of all commands together.

@@ -57,6 +57,17 @@ type endpoint struct {
 	http  *httpEndpoint // nil for stdio
 }
 
+// readyLine is the one line a start prints by default, once the server
+// can answer: the version, the root, where it serves and where the audit
+// log goes.
+func readyLine(cfg *Config, where string) string {
+	audit := "stderr"
+	if cfg.AuditLog != "" {
+		audit = cfg.AuditLog
+	}
+	return fmt.Sprintf("fsmcp %s: serving %s on %s; audit log on %s", Version, cfg.Root, where, audit)
+}
+
 // httpEndpoint is a bound (or inherited) listener and the token that
 // /mcp requires.
 type httpEndpoint struct {
@@ -64,7 +75,9 @@ type httpEndpoint struct {
 	activated bool
 	tokenSum  [sha256.Size]byte
 	// token is kept only when generated, to be printed once.
-	token   string
+	token string
+	// ready is the line that says the server answers, given where.
+	ready   func(where string) string
 	origins []string
 	// readTimeout bounds reading one request, headers and body.
 	readTimeout time.Duration
@@ -92,7 +105,7 @@ func prepare(cfg *Config, stderr io.Writer) (*endpoint, error) {
 	}
 	if n, err := sandbox.CloseInherited(3, keep...); err != nil {
 		return nil, err
-	} else if n > 0 {
+	} else if n > 0 && cfg.Verbose {
 		fmt.Fprintf(stderr, "fsmcp: closed %d inherited descriptors\n", n)
 	}
 	audit, err := openAudit(cfg.AuditLog, stderr)
@@ -104,7 +117,8 @@ func prepare(cfg *Config, stderr io.Writer) (*endpoint, error) {
 		return e, nil
 	}
 	h := &httpEndpoint{origins: cfg.AllowOrigins, readTimeout: cfg.HTTPReadTimeout,
-		sessionIdle: cfg.HTTPSessionIdle, maxSessions: cfg.HTTPMaxSessions}
+		sessionIdle: cfg.HTTPSessionIdle, maxSessions: cfg.HTTPMaxSessions,
+		ready: func(where string) string { return readyLine(cfg, where) }}
 	e.http = h
 	token, generated, err := loadToken(cfg.TokenFile, stderr)
 	if err != nil {
@@ -442,12 +456,12 @@ func (h *httpEndpoint) serve(ctx context.Context, srv *mcp.Server, stderr io.Wri
 	if h.activated {
 		how = "socket-activated"
 	}
+	token := "bearer token from --token-file"
 	if h.token != "" {
-		fmt.Fprintf(stderr, "fsmcp: serving MCP at %s (%s; bearer token: %s)\n", where, how, h.token)
+		token = "bearer token: " + h.token
 		h.token = ""
-	} else {
-		fmt.Fprintf(stderr, "fsmcp: serving MCP at %s (%s; bearer token from --token-file)\n", where, how)
 	}
+	fmt.Fprintln(stderr, h.ready(fmt.Sprintf("%s (%s; %s)", where, how, token)))
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(h.ln) }()
 	select {

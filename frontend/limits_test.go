@@ -2,6 +2,8 @@ package frontend
 
 import (
 	"context"
+	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -59,5 +61,40 @@ func TestCallGateBounds(t *testing.T) {
 func TestCallGateFitsWorkerStreams(t *testing.T) {
 	if maxCallsLimit > worker.MaxStreams {
 		t.Fatalf("--max-calls may reach %d, the worker serves %d streams", maxCallsLimit, worker.MaxStreams)
+	}
+}
+
+// The per-session bound follows --max-calls when only that is set, and an
+// explicit --max-session-calls above it is still refused.
+func TestMaxSessionCallsFollowsMaxCalls(t *testing.T) {
+	root := t.TempDir()
+	cases := []struct {
+		args    []string
+		want    int
+		wantErr string
+	}{
+		{[]string{"--max-calls", "4"}, 4, ""},
+		{[]string{"--max-calls", "1"}, 1, ""},
+		{[]string{"--max-calls", "100"}, defaultMaxSessionCalls, ""},
+		{[]string{}, defaultMaxSessionCalls, ""},
+		{[]string{"--max-calls", "4", "--max-session-calls", "3"}, 3, ""},
+		{[]string{"--max-calls", "4", "--max-session-calls", "5"}, 0, "--max-session-calls must be between 1 and --max-calls (4)"},
+	}
+	for _, c := range cases {
+		cfg, _, err := parseFlags(append([]string{"--root", root}, c.args...), io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = cfg.check()
+		switch {
+		case c.wantErr != "":
+			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+				t.Errorf("%v: err = %v, want %q", c.args, err, c.wantErr)
+			}
+		case err != nil:
+			t.Errorf("%v: %v", c.args, err)
+		case cfg.MaxSessionCalls != c.want:
+			t.Errorf("%v: --max-session-calls = %d, want %d", c.args, cfg.MaxSessionCalls, c.want)
+		}
 	}
 }

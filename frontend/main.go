@@ -110,6 +110,9 @@ func serve(ctx context.Context, cfg *Config, hooks Hooks, stdin io.ReadCloser, s
 		Quarantine:      cfg.Quarantine,
 		QuarantineBytes: cfg.QuarantineBytes,
 		Rules:           cfg.Rules,
+		StateDir:        cfg.stateSub,
+		DiscardJournal:  cfg.DiscardJournal,
+		Verbose:         cfg.Verbose,
 	}, stderr)
 	if err != nil {
 		return err
@@ -128,6 +131,7 @@ func serve(ctx context.Context, cfg *Config, hooks Hooks, stdin io.ReadCloser, s
 	if err != nil {
 		return fmt.Errorf("worker did not start: %w", err)
 	}
+	auditSetAside(ep.audit, cfg.stateSub, confinement.GetJournalsSetAside())
 	// The command runner, when commands are on, is started now too: it
 	// needs namespaces and files the confined front-end could not give.
 	ec, err := startExec(ctx, cfg, stderr)
@@ -142,7 +146,7 @@ func serve(ctx context.Context, cfg *Config, hooks Hooks, stdin io.ReadCloser, s
 			return err
 		}
 		fmt.Fprintln(stderr, "fsmcp: WARNING: no Landlock: only os.Root stands between the client and the host")
-	} else {
+	} else if cfg.Verbose {
 		fmt.Fprintf(stderr, "fsmcp: front-end confined: landlock ABI %d, %s\n", st.ABI, strings.Join(st.Rules, "; "))
 	}
 	// Every socket the front-end will use exists now (stdio has none,
@@ -153,7 +157,7 @@ func serve(ctx context.Context, cfg *Config, hooks Hooks, stdin io.ReadCloser, s
 			return err
 		}
 		fmt.Fprintf(stderr, "fsmcp: WARNING: %v: the front-end can still open sockets\n", err)
-	} else {
+	} else if cfg.Verbose {
 		fmt.Fprintf(stderr, "fsmcp: front-end seccomp filter: %d system calls refused\n", sc.Denied)
 	}
 
@@ -173,6 +177,9 @@ func serve(ctx context.Context, cfg *Config, hooks Hooks, stdin io.ReadCloser, s
 		case <-runCtx.Done():
 		}
 	}()
+	if ep.http == nil {
+		fmt.Fprintln(stderr, readyLine(cfg, "stdio"))
+	}
 	// Serving returns on stdin EOF (stdio), on a signal (ctx), or when the
 	// worker died; in every case calls in flight answer first.
 	err = ep.serve(runCtx, srv, conn, stderr)

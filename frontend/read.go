@@ -17,13 +17,13 @@ import (
 )
 
 type statIn struct {
-	Path       *string `json:"path,omitempty" jsonschema:"\"\" is the root; required unless path_base64"`
+	Path       *string `json:"path,omitempty" jsonschema:"root if left out, \"\" or \".\""`
 	PathBase64 *string `json:"path_base64,omitempty" jsonschema:"path as base64, for non-UTF-8 names"`
-	Hash       *bool   `json:"hash,omitempty"`
+	Hash       *bool   `json:"hash,omitempty" jsonschema:"false skips the sha256 of a file (default true)"`
 }
 
 type listIn struct {
-	Path       *string `json:"path,omitempty" jsonschema:"\"\" is the root; required unless path_base64"`
+	Path       *string `json:"path,omitempty" jsonschema:"root if left out, \"\" or \".\""`
 	PathBase64 *string `json:"path_base64,omitempty" jsonschema:"path as base64, for non-UTF-8 names"`
 	Sort       *string `json:"sort,omitempty" jsonschema:"name (default), size (largest first) or mtime (newest first)"`
 	Totals     *bool   `json:"totals,omitempty" jsonschema:"add totals of the whole directory: files, directories, bytes"`
@@ -44,14 +44,15 @@ func readTools() []*tool {
 	return []*tool{
 		defineTool("fs_stat", "Describe one path: type, size, mtime, mode, and a file's sha256. Pass that sha256 as "+
 			"if_sha256 to fs_write or fs_replace. Symlinks are not followed; path \"\" shows the confinement.",
-			true, false, true, (*server).stat).titled("Inspect path"),
+			true, false, true, (*server).stat).titled("Inspect path").paths(onePath("path")),
 		defineTool("fs_list", "List one directory's entries (name, type, size, mtime, mode), sorted by name. "+
 			"When truncated is true, call again with the reply's cursor. To find files in a whole tree use fs_glob.",
-			true, false, true, (*server).list).titled("List directory"),
+			true, false, true, (*server).list).titled("List directory").paths(onePath("path")),
 		defineTool("fs_read", "Read a file by lines (line, lines) or bytes (offset, length), as utf8 text or base64. "+
 			"Lines are numbered as fs_grep's line_number. When truncated is true, call again with next_line (or "+
-			"next_offset). The reply's sha256 is the if_sha256 for later pages and for fs_write or fs_replace.",
-			true, false, true, (*server).read).titled("Read file"),
+			"next_offset). The reply's sha256 is the if_sha256 for later pages and for fs_write or fs_replace. "+
+			"Binary: 4 KiB unless length.",
+			true, false, true, (*server).read).titled("Read file").paths(onePath("path")),
 		readManyTool(),
 	}
 }
@@ -64,7 +65,7 @@ func entryFields(o *obj, e *fsmcpv1.Entry) *obj {
 }
 
 func (s *server) stat(ctx context.Context, in *statIn, req *mcp.CallToolRequest) (*obj, error) {
-	p, err := requiredPath("path", in.Path, in.PathBase64)
+	p, err := rootedPath("path", in.Path, in.PathBase64)
 	if err != nil {
 		return nil, err
 	}
@@ -119,9 +120,11 @@ func confinementDoc(c *fsmcpv1.Confinement, readOnly bool) *obj {
 		str("seccomp", c.GetSeccomp()).
 		int("seccomp_denied_syscalls", int64(c.GetSeccompDeniedSyscalls())).
 		str("rg_version", c.GetRgVersion()).
+		str("patch_journal", journalPlace(c.GetJournalOutsideRoot())).
 		object("policy", newObj().
 			rawValue("protect", jsonStrings(c.GetPolicy().GetProtect())).
-			rawValue("deny", jsonStrings(c.GetPolicy().GetDeny()))).
+			rawValue("deny", jsonStrings(c.GetPolicy().GetDeny())).
+			rawValue("derived", derivedDoc(c.GetPolicy().GetDerived()))).
 		rawValue("selftest", selftestDoc(c.GetSelftest()))
 }
 
@@ -146,6 +149,18 @@ func selftestDoc(probes []*fsmcpv1.Probe) []byte {
 			b = append(b, ',')
 		}
 		b = append(b, newObj().str("probe", p.GetName()).str("result", p.GetResult()).bool("refused", p.GetRefused()).bytes()...)
+	}
+	return append(b, ']')
+}
+
+// derivedDoc is the policy's derived entries: path and derived_from.
+func derivedDoc(ds []*fsmcpv1.DerivedProtect) []byte {
+	b := []byte{'['}
+	for i, d := range ds {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, newObj().str("path", d.GetPath()).str("derived_from", d.GetDerivedFrom()).bytes()...)
 	}
 	return append(b, ']')
 }
@@ -237,7 +252,7 @@ func listSortName(letter byte) string {
 }
 
 func (s *server) list(ctx context.Context, in *listIn, _ *mcp.CallToolRequest) (*obj, error) {
-	p, err := requiredPath("path", in.Path, in.PathBase64)
+	p, err := rootedPath("path", in.Path, in.PathBase64)
 	if err != nil {
 		return nil, err
 	}
@@ -368,7 +383,7 @@ func (s *server) read(ctx context.Context, in *readIn, _ *mcp.CallToolRequest) (
 	if err != nil {
 		return nil, err
 	}
-	doc, _, _ := readReply(newObj().bool("ok", true).name("path", displayPath(p)), req, in.Length, resp, int(s.cfg.MaxResponseBytes))
+	doc, _, _ := readReply(newObj().bool("ok", true).name("path", displayPath(p)), req, in.Length, resp, int(s.cfg.MaxResponseBytes), defaultBinaryPage)
 	return doc, nil
 }
 
@@ -416,13 +431,19 @@ func readRequest(p []byte, in *readIn, bound int64) (*fsmcpv1.ReadRequest, error
 // readOverhead is the most a read reply's fields other than path and
 // content take, with room for the largest numbers.
 const readOverhead = len(`,"content":"","encoding":"base64","offset":,"length":,"size":,"eof":false,"truncated":true,"next_offset":`+
-	`,"first_line":,"line_count":,"next_line":,"text_truncated":true,"line_length":,"sha256":""`) + 8*20 + 64
+	`,"first_line":,"line_count":,"next_line":,"text_truncated":true,"line_length":,"binary":true,"sha256":""`) + 8*20 + 64
+
+// defaultBinaryPage is the most a read without length answers of bytes
+// that are not UTF-8 text: 4 KiB, 5.5 KB of base64.
+const defaultBinaryPage = 4096
 
 // readReply completes head, which holds the fields before the content,
-// with the worker's reply to req, fitted into max bytes. A line read is
-// cut after a whole line; only a first line that does not fit alone is
-// cut inside, on a character boundary, and says text_truncated.
-func readReply(head *obj, req *fsmcpv1.ReadRequest, length *int64, resp *fsmcpv1.ReadResponse, max int) (doc *obj, n int, truncated bool) {
+// with the worker's reply to req, fitted into max bytes; of bytes that are
+// not text, read without length, at most binaryPage (0: no such bound).
+// A line read is cut after a whole line; only a first line that does not
+// fit alone is cut inside, on a character boundary, and says
+// text_truncated.
+func readReply(head *obj, req *fsmcpv1.ReadRequest, length *int64, resp *fsmcpv1.ReadResponse, max int, binaryPage int) (doc *obj, n int, truncated bool) {
 	data := resp.GetData()
 	size, offset := resp.GetSize(), resp.GetOffset()
 	asked := size - offset
@@ -436,6 +457,13 @@ func readReply(head *obj, req *fsmcpv1.ReadRequest, length *int64, resp *fsmcpv1
 	}
 	avail := max - head.size() - readOverhead
 	n, encoded, encoding := fitContent(data, avail)
+	shortBinary := false
+	if binaryPage > 0 && encoding == "base64" && length == nil && !req.GetByLine() && n > binaryPage {
+		// Bytes that are not text are a poor use of an agent's context:
+		// without length, a short page, and the reply says so.
+		n, encoded, encoding = fitContent(data[:binaryPage], avail)
+		shortBinary = true
+	}
 	ends := resp.GetLineEnds()
 	lineCount := 0
 	if req.GetByLine() {
@@ -490,6 +518,12 @@ func readReply(head *obj, req *fsmcpv1.ReadRequest, length *int64, resp *fsmcpv1
 		if lineEnd < size {
 			doc.int("next_line", resp.GetFirstLine()+int64(lineCount))
 		}
+	}
+	if shortBinary {
+		doc.bool("binary", true)
+	}
+	if shortBinary {
+		doc.bool("binary", true)
 	}
 	if resp.GetSha256() != "" {
 		doc.str("sha256", resp.GetSha256())

@@ -24,7 +24,7 @@ func readManyTool() *tool {
 	return defineTool("fs_read_many", "Read several files in one call, in order: each entry is what fs_read returns for "+
 		"it, or its own error. complete says how many entries came whole; a cut entry carries next_offset (continue it "+
 		"with fs_read), and paths after it were not read: ask for them again.",
-		true, false, true, (*server).readMany).titled("Read files")
+		true, false, true, (*server).readMany).titled("Read files").paths(listOfPaths("paths"))
 }
 
 // manyPath is one entry of paths: a path, or {"path_base64": ...}.
@@ -83,7 +83,7 @@ func (s *server) readMany(ctx context.Context, in *readManyIn, _ *mcp.CallToolRe
 			head.bool("ok", true).name("path", displayPath(r.GetPath()))
 			var n int
 			var truncated bool
-			item, n, truncated = readReply(head, r, in.Length, res.GetRead(), max-len(doc.b)-1-tail)
+			item, n, truncated = readReply(head, r, in.Length, res.GetRead(), max-len(doc.b)-1-tail, 0)
 			whole = !truncated
 			if truncated && n == 0 {
 				cut = true // not one byte of it fits

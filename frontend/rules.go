@@ -2,14 +2,11 @@ package frontend
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -57,32 +54,35 @@ func (c *Config) checkRules() error {
 }
 
 // gate decides, before a call runs, whether it may: the rules first, then
-// --ask. It returns nil to run the call, else the result to answer with.
+// --ask. It returns the request to run (req, or req bound to what the
+// person approved), else the result to answer with.
 // With --rules it also returns the metadata the call's worker RPCs carry:
 // the tool, and every real path Check judged with its decision, which the
 // worker requires the call's own resolution to find again. An approval is
 // bound to those paths as well as to the arguments: the person is asked
 // about where the call leads, and a call that leads elsewhere by the time
 // it runs is refused.
-func (s *server) gate(ctx context.Context, t *tool, req *mcp.CallToolRequest) (metadata.MD, *mcp.CallToolResult) {
+func (s *server) gate(ctx context.Context, t *tool, req *mcp.CallToolRequest) (*mcp.CallToolRequest, metadata.MD, *mcp.CallToolResult) {
 	ask := s.approvals.needed(t.name)
 	var md metadata.MD
 	var judged []*fsmcpv1.JudgedPath
 	if s.cfg.Rules != "" {
 		if _, err := t.decode(ctx, req); err != nil {
-			return nil, errorResult(asToolError(err))
+			return nil, nil, errorResult(asToolError(err))
 		}
-		paths := callPaths(req.Params.Arguments)
+		var args map[string]any
+		json.Unmarshal(req.Params.Arguments, &args) // validated by decode
+		paths := t.judgedPaths(args)
 		resp, err := s.wc.Check(ctx, &fsmcpv1.CheckRequest{Tool: t.name, Paths: paths})
 		if err != nil {
-			return nil, errorResult(s.callError(ctx, err))
+			return nil, nil, errorResult(s.callError(ctx, err))
 		}
 		md = metadata.Pairs(toolMetadata, t.name)
 		if len(paths) > 0 {
 			judged = resp.GetJudged()
 			b, err := proto.Marshal(&fsmcpv1.JudgedPaths{Paths: judged})
 			if err != nil {
-				return nil, errorResult(asToolError(bug(err)))
+				return nil, nil, errorResult(asToolError(bug(err)))
 			}
 			md.Append(judgedMetadata, string(b))
 		}
@@ -90,7 +90,7 @@ func (s *server) gate(ctx context.Context, t *tool, req *mcp.CallToolRequest) (m
 		switch resp.GetAction() {
 		case fsmcpv1.RuleAction_RULE_ACTION_DENY:
 			noteDecision(ctx, decisionDeniedByRule)
-			return nil, errorResult(&toolError{code: fsmcpv1.ErrorCode_ERROR_CODE_PERMISSION_DENIED,
+			return nil, nil, errorResult(&toolError{code: fsmcpv1.ErrorCode_ERROR_CODE_PERMISSION_DENIED,
 				message: fmt.Sprintf("%s: %q is denied by --rules line %d (%s)",
 					s.cfg.ToolsPrefix+t.name, resp.GetPath(), resp.GetLine(), resp.GetRule()),
 				path: resp.GetPath(), hasPath: true, policyViolation: true})
@@ -102,9 +102,10 @@ func (s *server) gate(ctx context.Context, t *tool, req *mcp.CallToolRequest) (m
 		}
 	}
 	if !ask {
-		return md, nil
+		return req, md, nil
 	}
-	return md, s.approve(ctx, t, req, judged)
+	run, res := s.approve(ctx, t, req, judged)
+	return run, md, res
 }
 
 // The metadata keys of a call under --rules, as the worker reads them
@@ -114,62 +115,3 @@ const (
 	toolMetadata   = "fsmcp-tool"
 	judgedMetadata = "fsmcp-judged-bin"
 )
-
-// ruleArgs are the arguments that name paths a call acts on, each with
-// its _base64 twin; "paths" is a list of them.
-var ruleArgs = []string{"path", "from", "to", "cwd"}
-
-// callPaths picks every path a call's arguments name, decoded, for the
-// rules. The arguments have been validated.
-func callPaths(raw json.RawMessage) [][]byte {
-	var args map[string]json.RawMessage
-	if json.Unmarshal(raw, &args) != nil {
-		return nil
-	}
-	var out [][]byte
-	one := func(text *string, b64 *string) {
-		switch {
-		case text != nil:
-			out = append(out, []byte(*text))
-		case b64 != nil:
-			if p, err := base64.StdEncoding.DecodeString(*b64); err == nil {
-				out = append(out, p)
-			}
-		}
-	}
-	for _, k := range ruleArgs {
-		var text, b64 *string
-		json.Unmarshal(args[k], &text)
-		json.Unmarshal(args[k+"_base64"], &b64)
-		one(text, b64)
-	}
-	// fs_patch names its files as the keys of if_sha256, and as base64
-	// keys of if_sha256_base64 (the worker requires exactly the files the
-	// patch touches there).
-	var pre, pre64 map[string]json.RawMessage
-	json.Unmarshal(args["if_sha256"], &pre)
-	json.Unmarshal(args["if_sha256_base64"], &pre64)
-	for _, k := range slices.Sorted(maps.Keys(pre)) {
-		out = append(out, []byte(k))
-	}
-	for _, k := range slices.Sorted(maps.Keys(pre64)) {
-		if p, err := base64.StdEncoding.DecodeString(k); err == nil {
-			out = append(out, p)
-		}
-	}
-	var list []json.RawMessage
-	json.Unmarshal(args["paths"], &list)
-	for _, e := range list {
-		var text string
-		var obj struct {
-			Path       *string `json:"path"`
-			PathBase64 *string `json:"path_base64"`
-		}
-		if json.Unmarshal(e, &text) == nil {
-			out = append(out, []byte(text))
-		} else if json.Unmarshal(e, &obj) == nil {
-			one(obj.Path, obj.PathBase64)
-		}
-	}
-	return out
-}

@@ -20,7 +20,7 @@ import (
 
 type globIn struct {
 	Pattern    string   `json:"pattern" jsonschema:"glob, e.g. **/*.go"`
-	Path       *string  `json:"path,omitempty" jsonschema:"\"\" is the root; required unless path_base64"`
+	Path       *string  `json:"path,omitempty" jsonschema:"root if left out, \"\" or \".\""`
 	PathBase64 *string  `json:"path_base64,omitempty" jsonschema:"path as base64, for non-UTF-8 names"`
 	Hidden     *bool    `json:"hidden,omitempty" jsonschema:"include hidden files"`
 	NoIgnore   *bool    `json:"no_ignore,omitempty" jsonschema:"include .gitignored files"`
@@ -32,7 +32,7 @@ type globIn struct {
 
 type grepIn struct {
 	Pattern    string   `json:"pattern" jsonschema:"regular expression (Rust syntax), or text with literal"`
-	Path       *string  `json:"path,omitempty" jsonschema:"\"\" is the root; required unless path_base64"`
+	Path       *string  `json:"path,omitempty" jsonschema:"root if left out, \"\" or \".\""`
 	PathBase64 *string  `json:"path_base64,omitempty" jsonschema:"path as base64, for non-UTF-8 names"`
 	Glob       []string `json:"glob,omitempty" jsonschema:"globs choosing files, e.g. [\"*.go\", \"!*_test.go\"]; the last match wins"`
 	Literal    *bool    `json:"literal,omitempty" jsonschema:"pattern is plain text"`
@@ -58,11 +58,11 @@ func searchTools() []*tool {
 		defineTool("fs_glob", "Find files below path whose path matches a glob, sorted by path. Hidden and .gitignored "+
 			"files are left out unless hidden or no_ignore. When truncated is true, call again with the reply's cursor. "+
 			"To search inside files use fs_grep.",
-			true, false, true, (*server).glob).titled("Find files"),
+			true, false, true, (*server).glob).titled("Find files").paths(onePath("path")),
 		defineTool("fs_grep", "Search file contents for a regular expression, or text with literal. Each result "+
 			"is one line: path, line_number, offset (of the line, for fs_read), text and submatch byte ranges. "+
 			"On a large tree, try output files first. When truncated is true, call again with the reply's cursor. To find files by name use fs_glob.",
-			true, false, true, (*server).grep).titled("Search contents"),
+			true, false, true, (*server).grep).titled("Search contents").paths(onePath("path")),
 		treeTool(),
 		viewTool(),
 	}
@@ -143,7 +143,7 @@ func finalMessage[M searchMessage](stream interface{ Recv() (M, error) }, progre
 }
 
 func (s *server) glob(ctx context.Context, in *globIn, req *mcp.CallToolRequest) (*obj, error) {
-	p, err := requiredPath("path", in.Path, in.PathBase64)
+	p, err := rootedPath("path", in.Path, in.PathBase64)
 	if err != nil {
 		return nil, err
 	}
@@ -352,7 +352,7 @@ func (b *resultBound) left() int64 {
 }
 
 func (s *server) grep(ctx context.Context, in *grepIn, req *mcp.CallToolRequest) (*obj, error) {
-	p, err := requiredPath("path", in.Path, in.PathBase64)
+	p, err := rootedPath("path", in.Path, in.PathBase64)
 	if err != nil {
 		return nil, err
 	}
@@ -461,7 +461,7 @@ func (s *server) grepFilesPage(p []byte, output fsmcpv1.GrepOutput, resp *fsmcpv
 	doc.key("files")
 	doc.b = append(doc.b, '[')
 	// The cursor: an offset, and with max_results a count, then the path.
-	tail := len(`,"files_searched":,"matches":,"unreadable":`) + 3*20 + pageTail +
+	tail := len(`,"files_matched":,"matches":,"unreadable":`) + 3*20 + pageTail +
 		base64.RawURLEncoding.EncodedLen(2*binary.MaxVarintLen64)
 	var last []byte
 	truncated := resp.GetMore()
@@ -487,7 +487,7 @@ func (s *server) grepFilesPage(p []byte, output fsmcpv1.GrepOutput, resp *fsmcpv
 		kept++
 	}
 	doc.b = append(doc.b, ']')
-	doc.int("files_searched", resp.GetFilesSearched())
+	doc.int("files_matched", resp.GetFilesSearched())
 	if output == fsmcpv1.GrepOutput_GREP_OUTPUT_FILES {
 		doc.int("matches", resp.GetMatches())
 	}
@@ -522,7 +522,7 @@ func (s *server) grepPage(p []byte, resp *fsmcpv1.GrepResponse, bound *resultBou
 	doc.key("results")
 	doc.b = append(doc.b, '[')
 	// The cursor: an offset, and with max_results a count, then the path.
-	tail := len(`,"files_searched":,"matches":,"unreadable":`) + 3*20 + pageTail +
+	tail := len(`,"files_matched":,"matches":,"unreadable":`) + 3*20 + pageTail +
 		base64.RawURLEncoding.EncodedLen(2*binary.MaxVarintLen64)
 	var last, lastMatch *fsmcpv1.GrepLine
 	truncated := resp.GetMore()
@@ -557,7 +557,7 @@ func (s *server) grepPage(p []byte, resp *fsmcpv1.GrepResponse, bound *resultBou
 		}
 	}
 	doc.b = append(doc.b, ']')
-	doc.int("files_searched", resp.GetFilesSearched()).int("matches", resp.GetMatches())
+	doc.int("files_matched", resp.GetFilesSearched()).int("matches", resp.GetMatches())
 	if n := resp.GetErrors(); n > 0 {
 		doc.int("unreadable", n)
 	}

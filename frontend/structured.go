@@ -227,9 +227,14 @@ type confinementShape struct {
 	Seccomp               string `json:"seccomp"`
 	SeccompDeniedSyscalls int64  `json:"seccomp_denied_syscalls"`
 	RGVersion             string `json:"rg_version"`
+	PatchJournal          string `json:"patch_journal"`
 	Policy                struct {
 		Protect []string `json:"protect"`
 		Deny    []string `json:"deny"`
+		Derived []struct {
+			Path        string `json:"path"`
+			DerivedFrom string `json:"derived_from"`
+		} `json:"derived"`
 	} `json:"policy"`
 	Selftest []struct {
 		Probe   string `json:"probe"`
@@ -262,6 +267,12 @@ type execConfinementShape struct {
 		Max        int64  `json:"max,omitempty"`
 		Reason     string `json:"reason,omitempty"`
 	} `json:"pids"`
+	MetadataGuards []string `json:"metadata_guards"`
+	Selftest       []struct {
+		Probe   string `json:"probe"`
+		Result  string `json:"result"`
+		Refused bool   `json:"refused"`
+	} `json:"selftest"`
 }
 
 type listShape struct {
@@ -299,6 +310,7 @@ type readShape struct {
 	TextTruncated *bool   `json:"text_truncated,omitempty"`
 	LineLength    *int64  `json:"line_length,omitempty"`
 	NextLine      *int64  `json:"next_line,omitempty"`
+	Binary        *bool   `json:"binary,omitempty"`
 	SHA256        *string `json:"sha256,omitempty"`
 	SHA256Omitted *bool   `json:"sha256_omitted,omitempty"`
 }
@@ -355,7 +367,7 @@ type grepShape struct {
 		Matches *int64 `json:"matches,omitempty"`
 		Count   *int64 `json:"count,omitempty"`
 	} `json:"files,omitempty"`
-	FilesSearched     int64  `json:"files_searched"`
+	FilesMatched      int64  `json:"files_matched"`
 	Matches           *int64 `json:"matches,omitempty"`
 	Unreadable        *int64 `json:"unreadable,omitempty"`
 	MaxResultsReached *bool  `json:"max_results_reached,omitempty"`
@@ -473,7 +485,9 @@ type patchShape struct {
 		DiffBase64    *string `json:"diff_base64,omitempty"`
 		DiffTruncated *bool   `json:"diff_truncated,omitempty"`
 	} `json:"files"`
-	DiffTruncated *bool `json:"diff_truncated,omitempty"`
+	DiffTruncated  *bool              `json:"diff_truncated,omitempty"`
+	IfSHA256       map[string]*string `json:"if_sha256,omitempty"`
+	IfSHA256Base64 map[string]*string `json:"if_sha256_base64,omitempty"`
 	undoTokenShape
 }
 

@@ -49,14 +49,20 @@ func writeToolHelp(w io.Writer, cfg *Config) {
 	}
 }
 
-// schemaType is a property's JSON type as one word: "string",
-// "string or null", "array of object".
+// schemaType is a property's JSON type in words: "string", "string or
+// null", "array of object", "any" for a schema that allows every value.
 func schemaType(p *jsonschema.Schema) string {
 	types := p.Types
 	if p.Type != "" {
 		types = []string{p.Type}
 	}
+	for _, alt := range append(p.AnyOf, p.OneOf...) {
+		types = append(types, schemaType(alt))
+	}
 	t := strings.Join(types, " or ")
+	if t == "" {
+		t = "any"
+	}
 	if p.Items != nil {
 		t += " of " + schemaType(p.Items)
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"reflect"
 	"runtime/debug"
@@ -71,6 +72,147 @@ type tool struct {
 	ownDeadline bool
 	// enabled, when set, says whether a configuration serves the tool.
 	enabled func(*Config) bool
+	// pathArgs declares the arguments that name paths (see paths);
+	// pathsDeclared says the tool was given its declaration.
+	pathArgs      []pathDecl
+	pathsDeclared bool
+}
+
+// pathKind is how an argument names paths.
+type pathKind int
+
+const (
+	// kindOne: a path, or its _base64 twin.
+	kindOne pathKind = iota
+	// kindList: an array whose items are each a path or
+	// {"path_base64": ...} (fs_read_many's paths).
+	kindList
+	// kindKeys: an object keyed by paths, and its _base64 twin keyed by
+	// paths as base64 (fs_patch's if_sha256: the worker refuses a patch
+	// unless its keys are exactly the files the patch touches, so they
+	// name them as the worker's own parser read them).
+	kindKeys
+	// kindUnder: an array of paths relative to the tool's path argument
+	// (fs_vcs_*'s files). The audit names them; they are not judged on
+	// their own: the command runs at path.
+	kindUnder
+)
+
+// pathDecl declares one argument of a tool that names paths. The one
+// declaration serves the audit line, --rules (the front-end's gate and
+// the worker's Check) and the approval question, so that no tool is
+// audited by one list and judged by another.
+type pathDecl struct {
+	name string
+	kind pathKind
+	// label is the key the audit line names the paths under.
+	label string
+	// existing: the call acts on what is at the path now (it deletes,
+	// moves or copies it), so an approval question shows its current
+	// state and binds to it (approve_effect.go).
+	existing bool
+}
+
+// acted marks d as naming a path whose current state the call acts on.
+func (d pathDecl) acted() pathDecl {
+	d.existing = true
+	return d
+}
+
+func onePath(name string) pathDecl     { return pathDecl{name: name, kind: kindOne, label: name} }
+func listOfPaths(name string) pathDecl { return pathDecl{name: name, kind: kindList, label: name} }
+func pathsUnder(name string) pathDecl  { return pathDecl{name: name, kind: kindUnder, label: name} }
+
+// keyedPaths declares a path-keyed object; the audit names its keys as
+// files.
+func keyedPaths(name string) pathDecl { return pathDecl{name: name, kind: kindKeys, label: "files"} }
+
+// paths declares the tool's path arguments and returns it, so that a
+// definition reads defineTool(...).titled("Read file").paths(onePath("path")).
+// A tool that names no path declares paths() all the same.
+func (t *tool) paths(args ...pathDecl) *tool {
+	t.pathArgs, t.pathsDeclared = args, true
+	if t.typed != nil {
+		t.typed.paths = nil
+		for _, tf := range t.typed.fields {
+			for _, a := range args {
+				if tf.name == a.name || tf.name == a.name+"_base64" {
+					t.typed.paths = append(t.typed.paths, tf)
+				}
+			}
+		}
+	}
+	return t
+}
+
+// namedPath is one path a call names.
+type namedPath struct {
+	arg *pathDecl
+	// path is as given (before the worker strips a leading "/").
+	path []byte
+}
+
+// callPaths returns every path args (the call's decoded arguments) names,
+// in the order of the declaration. A value the tool would refuse (not
+// base64, not a string) names nothing.
+func (t *tool) callPaths(args map[string]any) []namedPath {
+	var out []namedPath
+	for i := range t.pathArgs {
+		a := &t.pathArgs[i]
+		a.each(args, func(p []byte) { out = append(out, namedPath{arg: a, path: p}) })
+	}
+	return out
+}
+
+// each calls add with every path a's argument names in args.
+func (a *pathDecl) each(args map[string]any, add func(p []byte)) {
+	switch a.kind {
+	case kindOne:
+		if s, ok := args[a.name].(string); ok {
+			add([]byte(s))
+		} else if s, ok := args[a.name+"_base64"].(string); ok {
+			if p, err := base64.StdEncoding.DecodeString(s); err == nil {
+				add(p)
+			}
+		}
+	case kindList, kindUnder:
+		items, _ := args[a.name].([]any)
+		for _, v := range items {
+			switch v := v.(type) {
+			case string:
+				add([]byte(v))
+			case map[string]any:
+				if s, ok := v["path_base64"].(string); ok {
+					if p, err := base64.StdEncoding.DecodeString(s); err == nil {
+						add(p)
+					}
+				}
+			}
+		}
+	case kindKeys:
+		text, _ := args[a.name].(map[string]any)
+		for _, k := range slices.Sorted(maps.Keys(text)) {
+			add([]byte(k))
+		}
+		b64, _ := args[a.name+"_base64"].(map[string]any)
+		for _, k := range slices.Sorted(maps.Keys(b64)) {
+			if p, err := base64.StdEncoding.DecodeString(k); err == nil {
+				add(p)
+			}
+		}
+	}
+}
+
+// judgedPaths returns the paths --rules judges: every path the call
+// names relative to the root.
+func (t *tool) judgedPaths(args map[string]any) [][]byte {
+	var out [][]byte
+	for _, np := range t.callPaths(args) {
+		if np.arg.kind != kindUnder {
+			out = append(out, np.path)
+		}
+	}
+	return out
 }
 
 // defineTool builds a tool whose input is In, with a schema inferred from
@@ -339,7 +481,7 @@ func (s *server) register(srv *mcp.Server, tools []*tool) {
 		if s.wrap != nil {
 			h = s.wrap(t.name, h)
 		}
-		srv.AddTool(mt, s.audit.wrap(t.name, recovered(t.name, h)))
+		srv.AddTool(mt, s.audit.wrap(t, recovered(t.name, h)))
 	}
 }
 
@@ -372,10 +514,11 @@ func (s *server) handler(t *tool) mcp.ToolHandler {
 			return res
 		}
 		if s.approvals != nil {
-			md, res := s.gate(cctx, t, req)
+			run, md, res := s.gate(cctx, t, req)
 			if res != nil {
 				return res, nil
 			}
+			req = run
 			// With --rules the call carries its tool and what Check
 			// judged, for the worker to judge again (worker/callrules.go).
 			if md != nil {

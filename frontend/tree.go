@@ -14,7 +14,7 @@ import (
 // (worker/tree.go); this is the schema and the reply.
 
 type treeIn struct {
-	Path       *string  `json:"path,omitempty" jsonschema:"directory; \"\" is the root; required unless path_base64"`
+	Path       *string  `json:"path,omitempty" jsonschema:"directory; root if left out, \"\" or \".\""`
 	PathBase64 *string  `json:"path_base64,omitempty" jsonschema:"path as base64, for non-UTF-8 names"`
 	MaxDepth   *int64   `json:"max_depth,omitempty" jsonschema:"levels below path, 1 to 16; default 3"`
 	Hidden     *bool    `json:"hidden,omitempty" jsonschema:"include hidden files"`
@@ -35,7 +35,7 @@ func treeTool() *tool {
 		"The list is flat, sorted by path, with each file's size; a directory with more below the limit says "+
 		"more: call again on it. Hidden and .gitignored files are left out as fs_glob leaves them out; "+
 		"symlinks are listed, never followed. When truncated is true, call again with the reply's cursor.",
-		true, false, true, (*server).tree).titled("Show tree")
+		true, false, true, (*server).tree).titled("Show tree").paths(onePath("path"))
 }
 
 // excludeArg checks a list of exclusion globs.
@@ -49,7 +49,7 @@ func excludeArg(globs []string) error {
 }
 
 func (s *server) tree(ctx context.Context, in *treeIn, req *mcp.CallToolRequest) (*obj, error) {
-	p, err := requiredPath("path", in.Path, in.PathBase64)
+	p, err := rootedPath("path", in.Path, in.PathBase64)
 	if err != nil {
 		return nil, err
 	}

@@ -94,7 +94,7 @@ func undoTools() []*tool {
 		"a deleted entry comes back to its path if that is free; a replaced file only if it is still exactly the file "+
 		"that call wrote; a patch's files all or none. Otherwise precondition_failed and nothing changes. "+
 		"The reply's own undo token reverses the undo.",
-		false, true, false, (*server).undo).titled("Undo a change")
+		false, true, false, (*server).undo).titled("Undo a change").paths()
 	t.enabled = func(c *Config) bool { return c.Quarantine != "" }
 	return []*tool{t}
 }

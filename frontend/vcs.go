@@ -9,7 +9,7 @@ import (
 
 type vcsIn struct {
 	Backend    string   `json:"backend" jsonschema:"the version-control system: one the operator enabled with --vcs (git, hg or svn)"`
-	Path       *string  `json:"path,omitempty" jsonschema:"the working copy's directory (or one inside it), relative to the root"`
+	Path       *string  `json:"path,omitempty" jsonschema:"the working copy's directory (or one inside it); the root when left out"`
 	PathBase64 *string  `json:"path_base64,omitempty" jsonschema:"the path as base64, for names that are not UTF-8"`
 	Files      []string `json:"files,omitempty" jsonschema:"restrict to these paths, relative to path (literal names, never options or patterns)"`
 	TimeoutS   *int64   `json:"timeout_s,omitempty" jsonschema:"seconds before the command is killed; default 30"`
@@ -29,20 +29,17 @@ func vcsTools(cfg *Config) []*tool {
 		defineTool("fs_vcs_status", "The working copy's status (git status --porcelain=v2, hg status, svn status --xml; parsed): git's branch and one entry "+
 			"per changed, renamed, unmerged, untracked path. Runs read-only in the command confinement; the repository's own "+
 			"configuration (hooks, fsmonitor, filters, pagers) runs nothing.",
-			true, false, true, (*server).vcsStatus).titled("Version-control status"),
+			true, false, true, (*server).vcsStatus).titled("Version-control status").paths(onePath("path"), pathsUnder("files")),
 		defineTool("fs_vcs_diff", "The working copy's unstaged diff (or, with staged, the index's), as text or base64, "+
 			"bounded by max_bytes. Runs read-only in the command confinement; external diffs and textconv filters never run.",
-			true, false, true, (*server).vcsDiff).titled("Version-control diff"),
+			true, false, true, (*server).vcsDiff).titled("Version-control diff").paths(onePath("path"), pathsUnder("files")),
 	}
 }
 
 // vcsArgs checks what both tools share.
 func (s *server) vcsArgs(in *vcsIn) (path []byte, files [][]byte, timeoutMS int64, err error) {
-	if path, err = pathArg("path", in.Path, in.PathBase64); err != nil {
+	if path, err = rootedPath("path", in.Path, in.PathBase64); err != nil {
 		return nil, nil, 0, err
-	}
-	if path == nil {
-		return nil, nil, 0, invalidf("path is required")
 	}
 	for _, f := range in.Files {
 		files = append(files, []byte(f))

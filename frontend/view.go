@@ -24,7 +24,7 @@ func viewTool() *tool {
 	return defineTool("fs_view", "Look at a picture or listen to a sound: PNG, JPEG, GIF, WebP, WAV, MP3, OGG or FLAC, "+
 		"judged by its bytes. The reply is a document (mime_type, size, sha256), then the image or audio itself. "+
 		"Other files are unsupported: read them with fs_read.",
-		true, false, true, (*server).view).titled("View media")
+		true, false, true, (*server).view).titled("View media").paths(onePath("path"))
 }
 
 // mediaTypes are what fs_view shows. http.DetectContentType (the WHATWG

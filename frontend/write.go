@@ -100,29 +100,39 @@ func writeTools() []*tool {
 			"it changed since), or null to create; the reply's sha256 is the next one. "+
 			"The directory must exist (fs_mkdir); for small edits use fs_replace. append: true adds at the end; "+
 			"dry_run: true shows the diff. Drops setuid/setgid/capabilities.",
-			false, true, false, (*server).write).titled("Write file"),
+			false, true, false, (*server).write).titled("Write file").paths(onePath("path")),
 		defineTool("fs_replace", "Replace exact text in a file atomically. Each edit's old must occur exactly once "+
 			"(or set all); edits apply in order, all or none. if_sha256: the sha256 from fs_stat or the last "+
 			"write; the reply's sha256 is the next one. Read it first with fs_read. no_match names the nearest "+
 			"candidate; dry_run: true shows the diff. Mode as fs_write.",
-			false, true, false, (*server).replace).titled("Edit file"),
+			false, true, false, (*server).replace).titled("Edit file").paths(onePath("path")),
 		defineTool("fs_mkdir", "Create a directory and any missing parents; an existing directory is success. "+
 			"fs_write needs the directory of a new file to exist.",
-			false, false, true, (*server).mkdir).titled("Make directory"),
+			false, false, true, (*server).mkdir).titled("Make directory").paths(onePath("path")),
 		defineTool("fs_move", "Rename or move a file or directory within the root. It never replaces an existing "+
 			"to: fs_delete that first if it must go. Optional if_sha256 (fs_stat) or if_tree_sha256 (fs_digest) guard it.",
-			false, true, false, (*server).move).titled("Move path"),
+			false, true, false, (*server).move).titled("Move path").paths(onePath("from").acted(), onePath("to")),
 		defineTool("fs_delete", "Remove a file, a symlink (never its target) or an empty directory. A directory "+
 			"with entries needs recursive: true; fs_list shows what it holds. The root cannot be removed. "+
 			"Optional if_sha256 (fs_stat) or if_tree_sha256 (fs_digest) guard it.",
-			false, true, false, (*server).delete).titled("Delete path"),
+			false, true, false, (*server).delete).titled("Delete path").paths(onePath("path").acted()),
 	}
 }
 
 // requiredPath is pathArg for a path that must be given.
 func requiredPath(field string, text, b64 *string) ([]byte, error) {
 	if text == nil && b64 == nil {
-		return nil, invalidf("%s is required, or %s_base64 for a name that is not UTF-8 (\"\" names the root)", field, field)
+		return nil, invalidf("%s is required: a path relative to the root, such as \"src/main.go\", or \".\" for the root itself; "+
+			"%s_base64 for a name that is not UTF-8", field, field)
+	}
+	return pathArg(field, text, b64)
+}
+
+// rootedPath is pathArg for a tool that works on a directory: left out, it
+// is the root, for clients that cannot send an empty string.
+func rootedPath(field string, text, b64 *string) ([]byte, error) {
+	if text == nil && b64 == nil {
+		return []byte{}, nil
 	}
 	return pathArg(field, text, b64)
 }

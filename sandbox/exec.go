@@ -47,10 +47,16 @@ type ExecConfig struct {
 	// Policy is the operator's protected and denied paths, which each
 	// command's Landlock rules leave out (see rootRules).
 	Policy Policy
+	// Rules, when set, is the --rules file (an absolute path): the
+	// runner reads it, as the worker does, and gives each command the
+	// lines of its tool (Command.Lines).
+	Rules string
 	// Pids is the commands' pids cgroup, nil without one; PidsNone then
 	// says why there is none.
 	Pids     *PidsCgroup
 	PidsNone string
+	// Verbose has the runner say on stderr how it confined itself.
+	Verbose bool
 	// pidsFD is where Pids.Procs lands in the runner.
 	pidsFD int
 }
@@ -64,6 +70,7 @@ func (c ExecConfig) argv() []string {
 		"--writable=" + strconv.FormatBool(c.Writable),
 		"--max-timeout=" + strconv.FormatInt(c.MaxTimeoutS, 10),
 		"--allow-no-landlock=" + strconv.FormatBool(c.AllowNoLandlock),
+		"--verbose=" + strconv.FormatBool(c.Verbose),
 	}
 	for _, p := range c.Programs {
 		a = append(a, "--program="+p)
@@ -75,6 +82,9 @@ func (c ExecConfig) argv() []string {
 		a = append(a, "--vcs="+v)
 	}
 	a = append(a, c.Policy.args()...)
+	if c.Rules != "" {
+		a = append(a, "--rules="+c.Rules)
+	}
 	if c.Pids != nil {
 		a = append(a, "--pids-fd="+strconv.Itoa(c.pidsFD), "--pids-max="+strconv.FormatInt(c.Pids.Max, 10),
 			"--pids-controller="+c.Pids.Version, "--pids-cgroup="+c.Pids.Dir)
@@ -106,11 +116,13 @@ func ParseExecConfig(args []string) (RunnerConfig, error) {
 	fs.Var((*listFlag)(&c.VCS), "vcs", "")
 	fs.Var((*listFlag)(&c.Policy.Protect), "protect", "")
 	fs.Var((*listFlag)(&c.Policy.Deny), "deny", "")
+	fs.StringVar(&c.Rules, "rules", "", "")
 	fs.IntVar(&c.PidsFD, "pids-fd", -1, "")
 	fs.Int64Var(&c.PidsMax, "pids-max", 0, "")
 	fs.StringVar(&c.PidsController, "pids-controller", "", "")
 	fs.StringVar(&c.PidsCgroup, "pids-cgroup", "", "")
 	fs.StringVar(&c.PidsNone, "pids-none", "", "")
+	fs.BoolVar(&c.Verbose, "verbose", false, "")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}

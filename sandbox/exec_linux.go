@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 
@@ -72,9 +73,18 @@ type ExecLayout struct {
 }
 
 // EnterExecNamespace prepares the runner's mount namespace: every mount
-// private, a tmpfs (noexec, nosuid, nodev) over /tmp, and the root bound at
-// ExecRoot, noexec, nosuid, nodev, and read-only unless writable. It must
-// run in the runner, before it confines itself: Landlock forbids mounting.
+// private and read-only, a tmpfs (noexec, nosuid, nodev) over /tmp, and
+// the root bound at ExecRoot, noexec, nosuid, nodev, and read-only unless
+// writable. It must run in the runner, before it confines itself:
+// Landlock forbids mounting.
+//
+// Read-only mounts refuse every metadata change (chmod, chown, xattrs,
+// times, file flags) whatever descriptor asks, an access-mode-3 or a
+// read-only one included: the scratch and, under --exec-writable, the
+// root are the only writable mounts a command sees. Each command gets a
+// user and mount namespace of its own beneath the runner's (see Start),
+// where the kernel locks these flags: not even a process with every
+// capability there can make a mount writable again.
 func EnterExecNamespace(root string, writable bool) (*ExecLayout, error) {
 	self, err := filepath.EvalSymlinks("/proc/self/exe")
 	if err != nil {
@@ -116,6 +126,14 @@ func EnterExecNamespace(root string, writable bool) (*ExecLayout, error) {
 			return unix.Mount(fmt.Sprintf("/proc/self/fd/%d", rootFD), ExecRoot, "", unix.MS_BIND, "")
 		}},
 		{"remount the root", func() error { return remountBind(ExecRoot, !writable) }},
+		{"make every mount read-only", func() error { return setReadOnly("/", true, unix.AT_RECURSIVE) }},
+		{"make the scratch tmpfs writable", func() error { return setReadOnly("/tmp", false, 0) }},
+	}
+	if writable {
+		steps = append(steps, struct {
+			what string
+			err  func() error
+		}{"make the root writable", func() error { return setReadOnly(ExecRoot, false, 0) }})
 	}
 	for _, s := range steps {
 		if err := s.err(); err != nil {
@@ -124,6 +142,16 @@ func EnterExecNamespace(root string, writable bool) (*ExecLayout, error) {
 	}
 	selfPath := fmt.Sprintf("/proc/self/fd/%d", selfFD)
 	return &ExecLayout{Self: selfPath, SelfFiles: append([]string{selfPath}, selfFiles[1:]...), NoExec: true}, nil
+}
+
+// setReadOnly sets or clears the read-only flag of the mount at path (and,
+// with AT_RECURSIVE in flags, of every mount beneath it).
+func setReadOnly(path string, readOnly bool, flags int) error {
+	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
+	if !readOnly {
+		attr = &unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY}
+	}
+	return unix.MountSetattr(unix.AT_FDCWD, path, uint(flags), attr)
 }
 
 // remountBind adds noexec, nosuid and nodev (and read-only) to the bind
@@ -185,16 +213,18 @@ func (l *ExecLayout) ConfineRunner(writable bool, execFiles, readDirs []string) 
 
 // FilterRunner installs the command runner's seccomp filter: a command's
 // refusals (filters stack, so the runner's must allow what its commands
-// may do), except that clone may create a PID namespace (each command
-// gets one).
-func FilterRunner() (Seccomp, error) {
-	return installNS(commandDeny(), nsFlags&^unix.CLONE_NEWPID, true)
+// may do), except that clone may create the PID, user and mount
+// namespaces each command gets (see Start).
+func FilterRunner(writable bool) (Seccomp, error) {
+	return installCond(commandDeny(writable), commandConditional(nsFlags&^commandNS), true)
 }
 
 // filterCommand installs a command's own seccomp filter on the calling
 // thread, the one that executes the command: the worker's refusals, no
 // namespaces of any kind.
-func filterCommand() (Seccomp, error) { return installNS(commandDeny(), nsFlags, false) }
+func filterCommand(writable bool) (Seccomp, error) {
+	return installCond(commandDeny(writable), commandConditional(nsFlags), false)
+}
 
 // commandReads are system calls the worker never makes but ordinary
 // programs do: reading extended attributes by path (ls -l asks every file
@@ -203,10 +233,25 @@ func filterCommand() (Seccomp, error) { return installNS(commandDeny(), nsFlags,
 // for commands.
 var commandReads = []string{"getxattr", "lgetxattr", "listxattr", "llistxattr", "getxattrat", "listxattrat"}
 
+// descriptorMeta are the system calls that change a file's mode, owner,
+// extended attributes or times through a descriptor (utimensat with a
+// NULL path is futimens; with a path it is refused always). No Landlock
+// ABI governs them, and a descriptor opened for reading (a granted
+// program, a file of the root) is enough. A command of a read-only root
+// may change no metadata anywhere but its scratch, where nothing needs
+// it: they are refused. Under --exec-writable the root's files need them
+// (git, cp -p, tar), and the read-only mounts alone keep them from
+// everything but the root and the scratch.
+var descriptorMeta = []string{"fchmod", "fchown", "fsetxattr", "fremovexattr", "utimensat"}
+
 // commandDeny is what a command's filter refuses: the worker's list but
-// commandReads.
-func commandDeny() []string {
-	return slices.DeleteFunc(workerDeny(), func(n string) bool { return slices.Contains(commandReads, n) })
+// commandReads, and descriptorMeta unless the root is writable.
+func commandDeny(writable bool) []string {
+	d := slices.DeleteFunc(workerDeny(), func(n string) bool { return slices.Contains(commandReads, n) })
+	if !writable {
+		d = append(d, descriptorMeta...)
+	}
+	return d
 }
 
 // restrictThread enforces rules on the calling thread only, the one that
@@ -228,22 +273,23 @@ func restrictThread(rules []landlock.Rule) error {
 	return nil
 }
 
-// CommandSeccompDenied is how many system calls FilterCommand refuses on
-// this CPU (0 when no filter can be built).
-func CommandSeccompDenied() int {
+// CommandSeccompDenied is how many system calls a command's filter
+// refuses on this CPU (0 when no filter can be built).
+func CommandSeccompDenied(writable bool) int {
 	info, err := arch.GetInfo("")
 	if err != nil || info.SyscallNames == nil {
 		return 0
 	}
-	_, refused := policies(info, commandDeny())
+	_, refused := policiesCond(info, commandDeny(writable), commandConditional(nsFlags))
 	return len(refused)
 }
 
 // Limits are a command's resource limits (setrlimit), each both soft and
 // hard, so the command cannot raise them.
 type Limits struct {
-	// Procs bounds the processes of the runner's user (RLIMIT_NPROC),
-	// counted in its user namespace: every command of the runner at once.
+	// Procs bounds the processes of one command (RLIMIT_NPROC), counted
+	// in the command's own user namespace; the pids cgroup bounds all
+	// commands together.
 	Procs uint64
 	// FileBytes bounds one file a command writes (RLIMIT_FSIZE).
 	FileBytes uint64
@@ -288,6 +334,18 @@ type Command struct {
 	// scratch tmpfs.
 	Scratch string
 	Limits  Limits
+	// Probe makes the shim, once confined as the command would be, run
+	// the self-test's probes on Path (see ProbeMetadata) and print their
+	// answers instead of executing anything.
+	Probe bool
+	// Lines are the --rules lines of the tool the command runs for, as
+	// the runner read them when the call started: the shim leaves what
+	// they deny out of the command's rules, as it does --deny.
+	Lines []RuleLine
+	// Protected are root-relative paths the command may not change,
+	// literally (Rules.WithPaths), beside --protect: the repositories'
+	// derived protection when the call started.
+	Protected []string
 }
 
 // Process is a started command.
@@ -310,6 +368,17 @@ func (l *ExecLayout) NewScratch() (string, error) {
 	}
 }
 
+// commandNS are the namespaces each command starts in. The PID namespace
+// ends everything the command started with it. The user and mount
+// namespaces lock the runner's mounts: the kernel marks every mount it
+// copies into a mount namespace owned by a less privileged user namespace
+// MNT_LOCKED, its read-only, noexec, nosuid and nodev flags locked, so no
+// remount can clear them. The user namespace has no uid or gid map: the
+// command runs as the overflow uid (65534) with no capability over any
+// file, while its files are still the operator's (the kernel's own ids
+// do not change).
+const commandNS = unix.CLONE_NEWPID | unix.CLONE_NEWUSER | unix.CLONE_NEWNS
+
 // Start runs c as PID 1 of a new PID namespace, through the shim
 // (CommandSubcommand), which limits, confines and then becomes it. When
 // that process ends, the kernel kills every other process of the
@@ -324,6 +393,7 @@ func (l *ExecLayout) Start(c *Command) (*Process, error) {
 		"--cpu=" + strconv.FormatUint(c.Limits.CPUSeconds, 10),
 		"--as=" + strconv.FormatUint(c.Limits.MemoryBytes, 10),
 		"--nofile=" + strconv.FormatUint(c.Limits.Files, 10),
+		"--probe=" + strconv.FormatBool(c.Probe),
 	}
 	for _, f := range c.ExecFiles {
 		a = append(a, "--exec-file="+f)
@@ -332,6 +402,12 @@ func (l *ExecLayout) Start(c *Command) (*Process, error) {
 		a = append(a, "--read-dir="+d)
 	}
 	a = append(a, l.Policy.args()...)
+	for _, line := range c.Lines {
+		a = append(a, line.Arg())
+	}
+	for _, p := range c.Protected {
+		a = append(a, "--protect-path="+p)
+	}
 	a = append(a, "--", c.Path)
 	a = append(a, c.Args...)
 	files := []*os.File{c.Dir}
@@ -342,7 +418,7 @@ func (l *ExecLayout) Start(c *Command) (*Process, error) {
 	}
 	cmd := &exec.Cmd{Path: l.Self, Args: a, Env: c.Env, Stdin: c.Stdin, Stdout: c.Stdout, Stderr: c.Stderr,
 		ExtraFiles:  files,
-		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Cloneflags: unix.CLONE_NEWPID}}
+		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Cloneflags: commandNS}}
 	p := &Process{cmd: cmd, done: make(chan struct{}), kill: make(chan struct{}, 1)}
 	started := make(chan error, 1)
 	go func() {
@@ -402,6 +478,110 @@ func (p *Process) Wait() (syscall.WaitStatus, error) {
 	return ws, p.err
 }
 
+// chdirTo makes the directory open on fd the working directory, by its
+// place in this mount namespace. The descriptor, opened by the runner,
+// names the directory on the runner's mount, which this namespace only
+// has a copy of: a working directory there would be unreachable (getcwd
+// fails). The path is checked to lead to the same directory.
+func chdirTo(fd int) error {
+	path, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd))
+	if err != nil {
+		return err
+	}
+	var want, got unix.Stat_t
+	if err := unix.Fstat(fd, &want); err != nil {
+		return err
+	}
+	if err := unix.Chdir(path); err != nil {
+		return err
+	}
+	if err := unix.Stat(".", &got); err != nil {
+		return err
+	}
+	if got.Dev != want.Dev || got.Ino != want.Ino {
+		return fmt.Errorf("%s changed while the command started", path)
+	}
+	return nil
+}
+
+// The self-test's probes, run by the shim on a file outside the root that
+// commands may read (a granted program), each named as the runner lists
+// it. A probe that the kernel allows changes nothing: fchmod asks for the
+// file's own mode.
+const (
+	ProbeOpenMode3  = "access-mode-3 open outside the root"
+	ProbeFchmodMode = "fchmod through the access-mode-3 descriptor"
+	ProbeFchmodRead = "fchmod through a read-only descriptor outside the root"
+)
+
+// probeMetadata runs the probes on path and returns "name\tanswer" lines,
+// each answer an errno name or "allowed".
+func probeMetadata(path string) string {
+	var b strings.Builder
+	line := func(name string, err error) { fmt.Fprintf(&b, "%s\t%s\n", name, errnoName(err)) }
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		line(ProbeOpenMode3, err)
+		return b.String()
+	}
+	mode := st.Mode & 0o7777
+	fd, err := unix.Open(path, 3|unix.O_CLOEXEC, 0)
+	line(ProbeOpenMode3, err)
+	if err == nil {
+		line(ProbeFchmodMode, unix.Fchmod(fd, mode))
+		unix.Close(fd)
+	}
+	fd, err = unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		line(ProbeFchmodRead, fmt.Errorf("the read-only open failed: %s", errnoName(err)))
+		return b.String()
+	}
+	line(ProbeFchmodRead, unix.Fchmod(fd, mode))
+	unix.Close(fd)
+	return b.String()
+}
+
+// errnoName is a system call's answer: "allowed", or its errno's name.
+func errnoName(err error) string {
+	var en syscall.Errno
+	switch {
+	case err == nil:
+		return "allowed"
+	case errors.As(err, &en) && unix.ErrnoName(en) != "":
+		return unix.ErrnoName(en)
+	}
+	return err.Error()
+}
+
+// MetadataGuards names what keeps commands from changing metadata by
+// descriptor, for the attestation: the read-only mounts always, and the
+// seccomp filter's part when one is installed.
+func MetadataGuards(writable, seccomp bool) []string {
+	writableMounts := "the scratch"
+	if writable {
+		writableMounts = "the scratch and the root"
+	}
+	g := []string{"read-only mounts but " + writableMounts + ", locked in each command's own user and mount namespaces"}
+	if seccomp {
+		refused := "seccomp refuses access-mode-3 opens, openat2 (ENOSYS), fchmod to a set-user-ID or set-group-ID mode, file attribute ioctls"
+		if !writable {
+			refused += ", and fchmod, fchown, fsetxattr, fremovexattr and futimens"
+		}
+		g = append(g, refused)
+	}
+	return g
+}
+
+// ruleLines are the shim's --rule arguments, in their order.
+type ruleLines []RuleLine
+
+func (l *ruleLines) String() string { return fmt.Sprint(len(*l)) }
+func (l *ruleLines) Set(v string) error {
+	line, err := ParseRuleLine(v)
+	*l = append(*l, line)
+	return err
+}
+
 // CommandMain is the shim: it runs as PID 1 of the command's namespace,
 // moves itself into the commands' pids cgroup (descriptor 4, when there
 // is one), sets the limits, changes to the directory on descriptor 3, confines
@@ -420,8 +600,11 @@ func commandMain(args []string) error {
 		scratch                    string
 		execFiles, readDirs        listFlag
 		policy                     Policy
+		lines                      ruleLines
+		protected                  listFlag
 		nproc, fsize, cpu, as, nof uint64
 		pidsFD                     int
+		probe                      bool
 	)
 	fs := flag.NewFlagSet(CommandSubcommand, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -435,8 +618,11 @@ func commandMain(args []string) error {
 	fs.Uint64Var(&as, "as", 0, "")
 	fs.Uint64Var(&nof, "nofile", 0, "")
 	fs.IntVar(&pidsFD, "pids-fd", -1, "")
+	fs.BoolVar(&probe, "probe", false, "")
 	fs.Var((*listFlag)(&policy.Protect), "protect", "")
 	fs.Var((*listFlag)(&policy.Deny), "deny", "")
+	fs.Var(&lines, "rule", "")
+	fs.Var(&protected, "protect-path", "")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -444,6 +630,7 @@ func commandMain(args []string) error {
 	if err != nil {
 		return err
 	}
+	compiled = compiled.WithLines(lines).WithPaths(protected)
 	if pidsFD >= 0 {
 		// "0" is the writer: this whole process, before the program
 		// runs, so everything it starts is counted.
@@ -458,9 +645,13 @@ func commandMain(args []string) error {
 		return errors.New("usage: __command [flags] -- PATH ARGV0 [ARG...]")
 	}
 	// Landlock and seccomp apply to this thread only, which then
-	// executes the command: never unlocked.
+	// executes the command: never unlocked. The shim has no capability
+	// in its user namespace, so Landlock needs no_new_privs first.
 	runtime.LockOSThread()
-	if err := unix.Fchdir(3); err != nil {
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS, 1): %w", err)
+	}
+	if err := chdirTo(3); err != nil {
 		return fmt.Errorf("change to the working directory: %w", err)
 	}
 	unix.Close(3)
@@ -469,7 +660,7 @@ func commandMain(args []string) error {
 	// before anything of the command runs.
 	rules, err := rootRules(ExecRoot, writable, compiled)
 	if err != nil {
-		return fmt.Errorf("apply --deny and --protect: %w", err)
+		return fmt.Errorf("apply --deny, --protect, --rules and derived protection: %w", err)
 	}
 	rules = append(rules,
 		landlock.PathAccess(commandWriteRights, scratch),
@@ -482,7 +673,7 @@ func commandMain(args []string) error {
 	if err := restrictThread(rules); err != nil && !errors.Is(err, ErrNoLandlock) {
 		return err
 	}
-	if _, err := filterCommand(); err != nil && !errors.Is(err, ErrNoSeccomp) {
+	if _, err := filterCommand(writable); err != nil && !errors.Is(err, ErrNoSeccomp) {
 		return err
 	}
 	// The limits come last: the race detector's runtime (in test builds)
@@ -499,6 +690,10 @@ func commandMain(args []string) error {
 		if err := syscall.Setrlimit(r.res, &syscall.Rlimit{Cur: r.v, Max: r.v}); err != nil {
 			return fmt.Errorf("setrlimit %d: %w", r.res, err)
 		}
+	}
+	if probe {
+		os.Stdout.WriteString(probeMetadata(argv[0]))
+		os.Exit(0)
 	}
 	err = syscall.Exec(argv[0], argv[1:], os.Environ())
 	return fmt.Errorf("exec %s: %w", argv[0], err)

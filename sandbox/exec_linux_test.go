@@ -22,8 +22,8 @@ func TestExecSeccompPrograms(t *testing.T) {
 	)
 	native := uint32(info.ID)
 	nr := func(name string) uint32 { return uint32(info.SyscallNames[name]) }
-	runner, _ := policiesNS(info, commandDeny(), nsFlags&^unix.CLONE_NEWPID)
-	command, _ := policiesNS(info, commandDeny(), nsFlags)
+	runner, _ := policiesCond(info, commandDeny(false), commandConditional(nsFlags&^commandNS))
+	command, _ := policiesCond(info, commandDeny(false), commandConditional(nsFlags))
 	fork := uint64(unix.CLONE_VM | unix.CLONE_VFORK | unix.CLONE_PIDFD | uint64(unix.SIGCHLD))
 	cases := []struct {
 		what            string
@@ -32,9 +32,10 @@ func TestExecSeccompPrograms(t *testing.T) {
 		runner, command uint32
 	}{
 		{"clone into a PID namespace", nr("clone"), []uint64{fork | unix.CLONE_NEWPID}, allow, eperm},
-		{"clone into a user and PID namespace", nr("clone"), []uint64{fork | unix.CLONE_NEWPID | unix.CLONE_NEWUSER}, eperm, eperm},
+		{"clone into a command's namespaces", nr("clone"), []uint64{fork | commandNS}, allow, eperm},
+		{"clone into a user namespace", nr("clone"), []uint64{fork | unix.CLONE_NEWUSER}, allow, eperm},
 		{"clone into a network namespace", nr("clone"), []uint64{fork | unix.CLONE_NEWNET}, eperm, eperm},
-		{"clone into a mount namespace", nr("clone"), []uint64{fork | unix.CLONE_NEWNS}, eperm, eperm},
+		{"clone into an IPC namespace", nr("clone"), []uint64{fork | commandNS | unix.CLONE_NEWIPC}, eperm, eperm},
 		{"plain fork", nr("clone"), []uint64{fork}, allow, allow},
 		{"unshare", nr("unshare"), []uint64{unix.CLONE_NEWUSER}, eperm, eperm},
 		{"socket", nr("socket"), []uint64{unix.AF_INET, unix.SOCK_DGRAM}, eperm, eperm},
@@ -59,7 +60,7 @@ func TestExecSeccompPrograms(t *testing.T) {
 			t.Errorf("command: %s answers %#x, want %#x", c.what, got, c.command)
 		}
 	}
-	if n := CommandSeccompDenied(); n < 100 {
-		t.Errorf("CommandSeccompDenied() = %d", n)
+	if n := CommandSeccompDenied(false); n < 100 {
+		t.Errorf("CommandSeccompDenied(false) = %d", n)
 	}
 }

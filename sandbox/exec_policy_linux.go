@@ -19,11 +19,17 @@ import (
 //   - a denied file gets no right at all (its name stays listed, as for
 //     the file tools); a denied directory only read-dir, so the names
 //     beneath it are listed and no content read;
-//   - with --exec-writable, a protected path gets the read rights only;
+//   - with --exec-writable, a protected path gets the read rights only,
+//     and so does each directory on the way to a path protected literally
+//     (Command.Protected), which may not exist yet: it cannot be made;
 //   - every other path gets the command's rights; a directory whose whole
 //     subtree may have them gets one rule, any other (a directory holding
 //     a denied or protected path) only the rights its whole subtree may
-//     have, and each of its entries its own rule.
+//     have, and each of its entries its own rule;
+//   - the --rules lines of the command's tool (Command.Lines) deny as
+//     --deny does; a path an allow line lets through beneath a directory
+//     a later deny line matches gets its own rule, as any entry of a split
+//     directory.
 //
 // Consequences, all on the side of the policy: in a directory that holds
 // a protected path (the root, with the default ".git"), a writable
@@ -59,7 +65,7 @@ type policyNode struct {
 // policy denies something, or protects something a writable command could
 // otherwise change.
 func needsPolicyWalk(p *Rules, writable bool) bool {
-	return p != nil && (p.Denies() || (writable && len(p.protect) > 0))
+	return p != nil && (p.Denies() || (writable && p.Protects()))
 }
 
 // rootRules are a command's Landlock rules beneath root under policy p.
@@ -99,11 +105,20 @@ func rootRules(root string, writable bool, p *Rules) ([]landlock.Rule, error) {
 		if _, pr := p.Protected(n.rel); pr && writable {
 			return commandReadRights
 		}
+		if n.dir && writable && p.AbovePath(n.rel) {
+			// A literal protected path beneath: no name of this
+			// directory may be made, removed or renamed, so the path
+			// can be neither created nor replaced.
+			return commandReadRights
+		}
 		return base
 	}
 	var rules []landlock.Rule
-	var build func(n *policyNode) landlock.AccessFSSet
-	build = func(n *policyNode) landlock.AccessFSSet {
+	// build returns what all of n's subtree may have, and whether all of
+	// it wants exactly what n wants (a --rules allow line beneath a deny
+	// line wants more than its directory).
+	var build func(n *policyNode) (landlock.AccessFSSet, bool)
+	build = func(n *policyNode) (landlock.AccessFSSet, bool) {
 		w := want(n)
 		if !n.dir {
 			if r := w & fileRights; r != 0 && w != base {
@@ -111,18 +126,20 @@ func rootRules(root string, writable bool, p *Rules) ([]landlock.Rule, error) {
 			} else if r != 0 {
 				n.plain = true
 			}
-			return w
+			return w, true
 		}
 		mark := len(rules)
-		least := w
+		least, same := w, true
 		for _, k := range n.kids {
-			least &= build(k)
+			kl, ks := build(k)
+			least &= kl
+			same = same && ks && kl == w
 		}
-		if least == w {
-			// The whole subtree may have w: one rule covers it.
+		if same {
+			// The whole subtree wants w: one rule covers it.
 			rules = rules[:mark]
 			rules = append(rules, landlock.PathAccess(w, n.abs))
-			return w
+			return w, true
 		}
 		// Split: this directory gets what all of its subtree may have,
 		// each entry its own rule.
@@ -134,7 +151,7 @@ func rootRules(root string, writable bool, p *Rules) ([]landlock.Rule, error) {
 		if least != 0 {
 			rules = append(rules, landlock.PathAccess(least, n.abs))
 		}
-		return least
+		return least, false
 	}
 	build(top)
 	return rules, nil

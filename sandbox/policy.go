@@ -2,10 +2,13 @@ package sandbox
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/bmatcuk/doublestar/v4"
+	"golang.org/x/text/cases"
+	"golang.org/x/text/unicode/norm"
 )
 
 // Policy is the operator's protected and denied paths. The front-end
@@ -45,15 +48,20 @@ func (p Policy) args() []string {
 }
 
 // DefaultProtect is the protected set unless --no-default-protect: the
-// files through which git, direnv and editors run commands on the host.
-// Each matches at any depth, so a nested repository is covered. The last,
-// ".git", covers the rest of the git directory and a ".git" file: a
-// linked worktree's or submodule's ".git" file names the git directory,
-// and ".git/commondir", ".git/modules/*/config" and ".git/worktrees/*"
-// lead git to configuration that the first globs do not name.
+// files through which git, hg, direnv, editors, coding agents and their
+// dev containers run commands on the host (docs/design/policy.md gives
+// each one's reason). Each matches at any depth, so a nested repository
+// is covered. The last, ".git", covers the rest of the git directory and
+// a ".git" file: a linked worktree's or submodule's ".git" file names the
+// git directory, and ".git/commondir", ".git/modules/*/config" and
+// ".git/worktrees/*" lead git to configuration that the first globs do
+// not name.
 var DefaultProtect = []string{
 	".git/hooks/**", ".git/config", ".git/info/**", ".gitmodules",
-	".gitattributes", ".envrc", ".vscode/**", ".idea/**", ".git",
+	".gitattributes", ".envrc", ".vscode/**", ".idea/**",
+	".hg/hgrc", ".husky/**", ".mcp.json", ".claude/**", ".cursor/**",
+	".codex/**", ".gemini/**", ".windsurf/**", ".continue/**",
+	".devcontainer/**", "*.code-workspace", ".git",
 }
 
 // globRule is one operator glob, compiled.
@@ -73,30 +81,119 @@ type globRule struct {
 // beneath the directory, as ".git/hooks/**" covers the directory itself.
 type Rules struct {
 	protect, deny []globRule
+	// foldProtect and foldDeny are the same globs, case-folded (Fold),
+	// for paths in directories that compare names without case.
+	foldProtect, foldDeny []globRule
+	// lines are the --rules lines of one tool (WithLines).
+	lines []RuleLine
+	// paths are protected literally (WithPaths): each path and what lies
+	// beneath it; "" is the whole root.
+	paths []string
+}
+
+// RuleLine is one line of the operator's --rules file as it judges
+// content for the tool it names: after --deny, the first line whose glob
+// matches a path decides, and a deny line denies the path's content
+// exactly as --deny does (every tool, search and command); an allow or
+// ask line leaves it to --deny.
+type RuleLine struct {
+	Deny bool
+	Glob Glob
+	// Label names the line in refusals ("--rules line 3 (deny * .env)").
+	Label string
+}
+
+// WithLines returns r judging content also by lines, in their order.
+func (r *Rules) WithLines(lines []RuleLine) *Rules {
+	c := *r
+	c.lines = lines
+	return &c
+}
+
+// WithPaths returns r protecting also the root-relative paths, each
+// literally (a path's bytes are never read as a glob): the path and what
+// lies beneath it, "" the whole root.
+func (r *Rules) WithPaths(paths []string) *Rules {
+	c := *r
+	c.paths = paths
+	return &c
+}
+
+// Arg renders l as the --rule argument a command's shim takes
+// (ParseRuleLine); the label is not carried.
+func (l RuleLine) Arg() string {
+	if l.Deny {
+		return "--rule=deny " + l.Glob.r.glob
+	}
+	return "--rule=pass " + l.Glob.r.glob
+}
+
+// ParseRuleLine parses the value of a --rule argument (Arg).
+func ParseRuleLine(v string) (RuleLine, error) {
+	action, glob, _ := strings.Cut(v, " ")
+	if action != "deny" && action != "pass" {
+		return RuleLine{}, fmt.Errorf("--rule %q: want deny or pass, then a glob", v)
+	}
+	g, err := CompileGlob(glob)
+	if err != nil {
+		return RuleLine{}, fmt.Errorf("--rule %q: %w", v, err)
+	}
+	return RuleLine{Deny: action == "deny", Glob: g, Label: "--rules " + v}, nil
 }
 
 // Compile checks and compiles the operator's globs. A glob matches
 // the root-relative path as bytes: no case folding, no Unicode
-// normalisation. "*" and "?" do not cross "/", "**" spans any number of
+// normalisation (ProtectedFolded and DeniedFolded are for directories that
+// fold case). "*" and "?" do not cross "/", "**" spans any number of
 // components (zero included), "[...]" and "{a,b}" are doublestar's
 // (https://github.com/bmatcuk/doublestar). A glob that starts with "/" is
 // anchored at the root; any other matches at any depth.
 func (p Policy) Compile() (*Rules, error) {
 	var c Rules
 	for _, set := range []struct {
-		flag  string
-		globs []string
-		into  *[]globRule
-	}{{"--protect", p.Protect, &c.protect}, {"--deny", p.Deny, &c.deny}} {
+		flag       string
+		globs      []string
+		into, fold *[]globRule
+	}{{"--protect", p.Protect, &c.protect, &c.foldProtect}, {"--deny", p.Deny, &c.deny, &c.foldDeny}} {
 		for _, g := range set.globs {
 			r, err := compileGlob(g)
 			if err != nil {
 				return nil, fmt.Errorf("%s %q: %w", set.flag, g, err)
 			}
 			*set.into = append(*set.into, r)
+			f, err := compileGlob(Fold(g))
+			if err != nil {
+				return nil, fmt.Errorf("%s %q, case-folded: %w", set.flag, g, err)
+			}
+			f.glob = g
+			*set.fold = append(*set.fold, f)
 		}
 	}
 	return &c, nil
+}
+
+// Fold is the form in which a directory that folds case compares names:
+// Unicode full case folding between canonical decompositions, as ext4's
+// and f2fs's casefold ("utf8 nfdicf") do. ".GIT/CONFIG" folds to
+// ".git/config", the Kelvin sign to "k". vfat, exfat, ntfs3 and cifs fold
+// by upcase tables that this covers for the names a policy holds. A
+// string that is not valid UTF-8 is returned as it is: casefold compares
+// such names byte for byte.
+func Fold(s string) string {
+	ascii := true
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			ascii = false
+			break
+		}
+	}
+	switch {
+	case ascii:
+		return strings.ToLower(s)
+	case !utf8.ValidString(s):
+		return s
+	}
+	return norm.NFD.String(cases.Fold().String(norm.NFD.String(s)))
 }
 
 func compileGlob(g string) (globRule, error) {
@@ -185,18 +282,84 @@ func seqAt(rel string, start int, lit []string) bool {
 	return true
 }
 
-// Protected returns the glob that makes the root-relative path rel
-// read-only, if any.
-func (r *Rules) Protected(rel string) (string, bool) { return match(r.protect, rel) }
+// Protected returns the glob (or the literal path, WithPaths) that makes
+// the root-relative path rel read-only, if any.
+func (r *Rules) Protected(rel string) (string, bool) {
+	if g, ok := match(r.protect, rel); ok {
+		return g, true
+	}
+	for _, p := range r.paths {
+		if p == "" || rel == p || strings.HasPrefix(rel, p+"/") {
+			return p, true
+		}
+	}
+	return "", false
+}
 
-// Denied returns the glob that denies the content of rel, if any.
-func (r *Rules) Denied(rel string) (string, bool) { return match(r.deny, rel) }
+// AbovePath reports whether a path protected literally (WithPaths) lies
+// strictly beneath the root-relative directory rel, whether or not it
+// exists.
+func (r *Rules) AbovePath(rel string) bool {
+	for _, p := range r.paths {
+		if p != "" && (rel == "" || strings.HasPrefix(p, rel+"/")) {
+			return true
+		}
+	}
+	return false
+}
+
+// Denied returns what denies the content of rel, if anything: "--deny"
+// and the glob, or the label of the --rules line.
+func (r *Rules) Denied(rel string) (string, bool) {
+	if g, ok := match(r.deny, rel); ok {
+		return "--deny " + g, true
+	}
+	if rel == "" {
+		return "", false
+	}
+	for _, l := range r.lines {
+		if l.Glob.r.matches(rel) {
+			if !l.Deny {
+				return "", false
+			}
+			return l.Label, true
+		}
+	}
+	return "", false
+}
+
+// ProtectedFolded is Protected with rel and the globs case-folded
+// (Fold): the glob that makes rel read-only where the directories on its
+// way compare names without case.
+func (r *Rules) ProtectedFolded(rel string) (string, bool) {
+	if len(r.foldProtect) == 0 {
+		return "", false
+	}
+	return match(r.foldProtect, Fold(rel))
+}
+
+// DeniedFolded is Denied with rel and the --deny globs case-folded
+// ("--deny" and the glob); --rules lines are matched as bytes only.
+func (r *Rules) DeniedFolded(rel string) (string, bool) {
+	if len(r.foldDeny) == 0 {
+		return "", false
+	}
+	if g, ok := match(r.foldDeny, Fold(rel)); ok {
+		return "--deny " + g, true
+	}
+	return "", false
+}
 
 // Empty reports whether r protects and denies nothing.
-func (r *Rules) Empty() bool { return len(r.protect) == 0 && len(r.deny) == 0 }
+func (r *Rules) Empty() bool { return !r.Protects() && !r.Denies() }
+
+// Protects reports whether r protects anything.
+func (r *Rules) Protects() bool { return len(r.protect) > 0 || len(r.paths) > 0 }
 
 // Denies reports whether r denies anything.
-func (r *Rules) Denies() bool { return len(r.deny) > 0 }
+func (r *Rules) Denies() bool {
+	return len(r.deny) > 0 || slices.ContainsFunc(r.lines, func(l RuleLine) bool { return l.Deny })
+}
 
 // match reports the first rule, in the order given, that matches rel or
 // one of its ancestors. The root ("") matches nothing.
@@ -241,9 +404,19 @@ func (r *globRule) matchPattern(rel string) bool {
 // when dir is a literal prefix of it (else rg cannot express it). They
 // only spare rg the reading: the worker filters rg's results by Denied
 // as well, so what rg's glob dialect expresses differently is caught.
+// The --rules deny lines before the first line of another action are
+// passed too; a later one is left to Denied, since the earlier line may
+// let through part of what it matches.
 func (r *Rules) RGExcludes(dir string) []string {
+	globs := slices.Clip(r.deny)
+	for _, l := range r.lines {
+		if !l.Deny {
+			break
+		}
+		globs = append(globs, l.Glob.r)
+	}
 	var out []string
-	for _, d := range r.deny {
+	for _, d := range globs {
 		rest, anyDepth := strings.CutPrefix(d.pattern, "**/")
 		switch {
 		case anyDepth:

@@ -47,6 +47,24 @@ func TestPolicyMatch(t *testing.T) {
 		{".envrc.bak", ""},
 		{".vscode", ".vscode/**"},
 		{"p/.idea/x.xml", ".idea/**"},
+		{".mcp.json", ".mcp.json"},
+		{"a/b/.mcp.json", ".mcp.json"},
+		{".mcp.json.bak", ""},
+		{".claude/settings.json", ".claude/**"},
+		{"p/.cursor/mcp.json", ".cursor/**"},
+		{".codex", ".codex/**"},
+		{".gemini/settings.json", ".gemini/**"},
+		{".windsurf/rules/x.md", ".windsurf/**"},
+		{".continue/config.yaml", ".continue/**"},
+		{"w/.devcontainer/devcontainer.json", ".devcontainer/**"},
+		{"proj.code-workspace", "*.code-workspace"},
+		{"d/x.code-workspace", "*.code-workspace"},
+		{"x.code-workspace.txt", ""},
+		{".husky/pre-commit", ".husky/**"},
+		{"web/.husky/_/h", ".husky/**"},
+		{".hg/hgrc", ".hg/hgrc"},
+		{"sub/.hg/hgrc", ".hg/hgrc"},
+		{".hg/store/data", ""},
 		{".IDEA/x.xml", ""}, // bytes: no case folding
 		{".ENVRC", ""},
 		{"build/x", "/build/**"},
@@ -71,8 +89,8 @@ func TestPolicyMatch(t *testing.T) {
 		}
 	}
 	for _, c := range []struct{ rel, want string }{
-		{"secrets", "secrets"}, {"secrets/a", "secrets"}, {"x/secrets/a", "secrets"}, {"secretsx", ""},
-		{"top.key", "/top.key"}, {"d/top.key", ""},
+		{"secrets", "--deny secrets"}, {"secrets/a", "--deny secrets"}, {"x/secrets/a", "--deny secrets"}, {"secretsx", ""},
+		{"top.key", "--deny /top.key"}, {"d/top.key", ""},
 	} {
 		got, ok := r.Denied(c.rel)
 		if got != c.want || ok != (c.want != "") {
@@ -148,6 +166,115 @@ func TestPolicyGlobMatchesAsProtect(t *testing.T) {
 	for _, g := range []string{"", "/", "a/", "//a", "a/../b", "[", "a\x00b"} {
 		if _, err := CompileGlob(g); err == nil {
 			t.Errorf("CompileGlob(%q) = nil error, want a refusal", g)
+		}
+	}
+}
+
+func TestPolicyFold(t *testing.T) {
+	for in, want := range map[string]string{
+		".GIT/CONFIG":              ".git/config",
+		".Husky/pre-commit":        ".husky/pre-commit",
+		".hus\u212ay":              ".husky",  // KELVIN SIGN
+		"\u017f.envrc":             "s.envrc", // LONG S
+		"STRASSE":                  "strasse",
+		"Stra\u00dfe":              "strasse", // full folding: sharp s
+		"caf\u00c9":                "cafe\u0301",
+		"cafe\u0301":               "cafe\u0301",
+		"\xff\xfeABC":              "\xff\xfeABC", // not UTF-8: bytes
+		"plain/lower.txt":          "plain/lower.txt",
+		"X.CODE-WORKSPACE/a/B.txt": "x.code-workspace/a/b.txt",
+	} {
+		if got := Fold(in); got != want {
+			t.Errorf("Fold(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestPolicyMatchFolded: the folded matchers find what the exact ones
+// miss, for literal globs, doublestar globs, anchored globs and globs
+// with upper-case letters; the rule reported is the operator's glob.
+func TestPolicyMatchFolded(t *testing.T) {
+	r, err := Policy{Protect: append(slices.Clone(DefaultProtect), "/Build/**"), Deny: []string{"*.key", "/Secrets"}}.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ rel, want string }{
+		{".GIT/CONFIG", ".git/config"},
+		{"sub/.Git/Hooks/pre-commit", ".git/hooks/**"},
+		{".ENVRC", ".envrc"},
+		{"a/.hus\u212ay/pre-commit", ".husky/**"},
+		{"P.Code-Workspace", "*.code-workspace"},
+		{".MCP.JSON", ".mcp.json"},
+		{"build/x", "/Build/**"},
+		{"BUILD", "/Build/**"},
+		{"src/build/x", ""},
+		{".envrcx", ""},
+		{"", ""},
+	} {
+		got, ok := r.ProtectedFolded(c.rel)
+		if got != c.want || ok != (c.want != "") {
+			t.Errorf("ProtectedFolded(%q) = %q, %v; want %q", c.rel, got, ok, c.want)
+		}
+	}
+	for _, c := range []struct{ rel, want string }{
+		{"ID.KEY", "--deny *.key"}, {"d/x.Key", "--deny *.key"}, {"secrets/a", "--deny /Secrets"}, {"SECRETS", "--deny /Secrets"}, {"d/secrets", ""}, {"x.keys", ""},
+	} {
+		got, ok := r.DeniedFolded(c.rel)
+		if got != c.want || ok != (c.want != "") {
+			t.Errorf("DeniedFolded(%q) = %q, %v; want %q", c.rel, got, ok, c.want)
+		}
+	}
+	// The exact matchers still compare bytes.
+	if _, ok := r.Protected(".GIT/CONFIG"); ok {
+		t.Error("Protected(.GIT/CONFIG) matched: exact matching must not fold")
+	}
+}
+
+// TestPolicyRuleLines: after --deny, the first --rules line that matches a
+// path decides; a deny line denies it (Denied names the line), any other
+// leaves it. RGExcludes passes the deny lines before the first other
+// line, never one an earlier line may let through.
+func TestPolicyRuleLines(t *testing.T) {
+	r, err := Policy{Deny: []string{"*.key"}}.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []RuleLine
+	for _, v := range []string{"deny .env", "pass w/private/ok.txt", "deny /w/private"} {
+		l, err := ParseRuleLine(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, l)
+	}
+	if _, err := ParseRuleLine("ask x"); err == nil {
+		t.Error("ParseRuleLine accepted an action other than deny or pass")
+	}
+	if none, _ := (Policy{}).Compile(); none.WithLines(lines[1:2]).Denies() || !none.WithLines(lines[:1]).Denies() || none.WithLines(lines[:1]).Empty() {
+		t.Error("Denies and Empty: a pass line denies nothing, a deny line something")
+	}
+	w := r.WithLines(lines)
+	for rel, want := range map[string]string{
+		"a/.env": "--rules deny .env", ".env/x": "--rules deny .env", "w/private/key.txt": "--rules deny /w/private",
+		"w/private": "--rules deny /w/private", "w/private/ok.txt": "", "x.key": "--deny *.key", "w/private/ok.txt/k.key": "--deny *.key",
+		"x/w/private/a": "", "w": "", "": "",
+	} {
+		if got, ok := w.Denied(rel); got != want || ok != (want != "") {
+			t.Errorf("Denied(%q) = %q, %v; want %q", rel, got, ok, want)
+		}
+	}
+	if _, ok := r.Denied("a/.env"); ok {
+		t.Error("WithLines changed the policy it was called on")
+	}
+	if got, want := w.RGExcludes(""), []string{"--glob=!**/*.key", "--glob=!**/.env"}; !slices.Equal(got, want) {
+		t.Errorf("RGExcludes = %q, want %q", got, want)
+	}
+	if got, want := r.WithLines([]RuleLine{lines[2], lines[0]}).RGExcludes("w"), []string{"--glob=!**/*.key", "--glob=!/private", "--glob=!**/.env"}; !slices.Equal(got, want) {
+		t.Errorf("RGExcludes(w) = %q, want %q", got, want)
+	}
+	for _, l := range lines {
+		if back, err := ParseRuleLine(strings.TrimPrefix(l.Arg(), "--rule=")); err != nil || back.Deny != l.Deny || back.Arg() != l.Arg() {
+			t.Errorf("%q does not parse back: %v", l.Arg(), err)
 		}
 	}
 }

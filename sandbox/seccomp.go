@@ -101,10 +101,11 @@ var denyAccept = []string{"accept", "accept4"}
 var denyExec = []string{"execve"}
 
 // enosys lists system calls refused with ENOSYS rather than EPERM: clone3
-// passes its flags in memory, where a filter cannot check them for new
-// namespaces, and glibc and Go fall back to clone, whose flags it can,
-// only on ENOSYS.
-var enosys = []string{"clone3"}
+// and openat2 pass their flags in memory, where a filter cannot check
+// them (for new namespaces, for an access mode of 3), and glibc, Go and
+// the programs that try openat2 fall back to clone and openat, whose
+// flags it can, only on ENOSYS.
+var enosys = []string{"clone3", "openat2"}
 
 // hot lists, most frequent first, the system calls the worker and the
 // front-end make most (measured under the test suite). The filter checks

@@ -68,7 +68,8 @@ const nsFlags = unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP | unix.CLONE_NEWUTS |
 func conditional() []seccomp.NameWithConditions { return conditionalNS(nsFlags) }
 
 // conditionalNS is conditional with clone refused for the namespace flags
-// cloneNS: the command runner may create PID namespaces, nothing else may.
+// cloneNS: the command runner may create the namespaces each command
+// gets, nothing else may.
 func conditionalNS(cloneNS uint64) []seccomp.NameWithConditions {
 	// The kernel reads ioctl's request and prctl's option as 32-bit, so a
 	// value with high bits set would reach the same command while
@@ -95,7 +96,55 @@ func conditionalNS(cloneNS uint64) []seccomp.NameWithConditions {
 		// prctl(PR_SET_DUMPABLE) would undo non-dumpable.
 		{Name: "prctl", Conditions: eq(0, unix.PR_SET_DUMPABLE)},
 		{Name: "prctl", Conditions: high(0)},
+		// An open whose access mode is 3 (O_ACCMODE, neither read nor
+		// write) needs no Landlock right, yet gives a descriptor that
+		// fchmod, fchown, fsetxattr and futimens accept: refused outright.
+		// creat has no flags (it always writes), and openat2, whose
+		// flags are in memory, is refused with ENOSYS (see enosys).
+		{Name: "open", Conditions: accessMode3(1)},
+		{Name: "openat", Conditions: accessMode3(2)},
 	}
+}
+
+// accessMode3 matches open flags in argument arg whose access mode is 3:
+// both O_ACCMODE bits set (the library's BitsSet is "any of").
+func accessMode3(arg uint32) seccomp.ArgumentConditions {
+	return seccomp.ArgumentConditions{
+		{Argument: arg, Operation: seccomp.BitsSet, Value: unix.O_WRONLY},
+		{Argument: arg, Operation: seccomp.BitsSet, Value: unix.O_RDWR},
+	}
+}
+
+// commandIoctls are the ioctl requests that change a regular file's
+// metadata through a descriptor (attribute flags, the project id and
+// extended flags, the inode generation), refused for commands on top of
+// conditional's. The worker needs FS_IOC_SETFLAGS itself, to keep a
+// file's flags across an atomic write. The 32-bit numbers reach the same
+// handlers through compat paths on some file systems.
+var commandIoctls = []uint64{
+	iow('f', 2, 8), iow('f', 2, 4), // FS_IOC_SETFLAGS, FS_IOC32_SETFLAGS
+	iow('X', 32, 28),               // FS_IOC_FSSETXATTR (struct fsxattr)
+	iow('v', 2, 8), iow('v', 2, 4), // FS_IOC_SETVERSION, FS_IOC32_SETVERSION
+}
+
+// iow is the kernel's _IOW(typ, nr, size) in the generic encoding of
+// x86 and arm, the CPUs fsmcp has system call tables for.
+func iow(typ, nr, size uint64) uint64 { return 1<<30 | size<<16 | typ<<8 | nr }
+
+// commandConditional is conditionalNS with commandIoctls refused, and
+// fchmod of a set-user-ID or set-group-ID bit: under --exec-writable a
+// command may change the mode of the root's files, which belong to the
+// operator (root, often), and a set-user-ID file there would run as its
+// owner for anyone on the host. (Mounts are nosuid only in the command's
+// view.) chmod by path is refused always.
+func commandConditional(cloneNS uint64) []seccomp.NameWithConditions {
+	c := append(conditionalNS(cloneNS), seccomp.NameWithConditions{Name: "fchmod",
+		Conditions: seccomp.ArgumentConditions{{Argument: 1, Operation: seccomp.BitsSet, Value: unix.S_ISUID | unix.S_ISGID}}})
+	for _, r := range commandIoctls {
+		c = append(c, seccomp.NameWithConditions{Name: "ioctl",
+			Conditions: seccomp.ArgumentConditions{{Argument: 1, Operation: seccomp.Equal, Value: r}}})
+	}
+	return c
 }
 
 // errnoENOSYS is the action of the enosys list. The library answers
@@ -126,11 +175,11 @@ type filter struct {
 //
 // It also returns the refused names, sorted.
 func policies(info *arch.Info, deny []string) ([]filter, []string) {
-	return policiesNS(info, deny, nsFlags)
+	return policiesCond(info, deny, conditional())
 }
 
-// policiesNS is policies with clone refused for the namespace flags cloneNS.
-func policiesNS(info *arch.Info, deny []string, cloneNS uint64) ([]filter, []string) {
+// policiesCond is policies with cond as the conditional refusals.
+func policiesCond(info *arch.Info, deny []string, cond []seccomp.NameWithConditions) ([]filter, []string) {
 	const (
 		refuse = iota + 1
 		refuseSome
@@ -150,17 +199,19 @@ func policiesNS(info *arch.Info, deny []string, cloneNS uint64) ([]filter, []str
 	denyG := pick(deny, refuse)
 	enosysG := pick(enosys, refuseSome)
 	var conds []filter
-	for _, c := range conditionalNS(cloneNS) {
+	index := map[string]int{}
+	for _, c := range cond {
 		if _, known := info.SyscallNames[c.Name]; !known || verdict[c.Name] == refuse {
 			continue
 		}
-		if verdict[c.Name] == refuseSome {
+		if i, ok := index[c.Name]; ok {
 			// Another set of conditions for the same call: same filter.
-			g := &conds[len(conds)-1].policy.Syscalls[0]
+			g := &conds[i].policy.Syscalls[0]
 			g.NamesWithCondtions = append(g.NamesWithCondtions, c)
 			continue
 		}
 		verdict[c.Name] = refuseSome
+		index[c.Name] = len(conds)
 		conds = append(conds, filter{log: true, policy: seccomp.Policy{
 			DefaultAction: seccomp.ActionAllow,
 			Syscalls: []seccomp.SyscallGroup{{
@@ -202,12 +253,12 @@ func policiesNS(info *arch.Info, deny []string, cloneNS uint64) ([]filter, []str
 	return all, refused
 }
 
-func install(deny []string) (Seccomp, error) { return installNS(deny, nsFlags, true) }
+func install(deny []string) (Seccomp, error) { return installCond(deny, conditional(), true) }
 
-// installNS is install with clone refused for the namespace flags cloneNS,
-// on every thread (tsync) or only the calling one, which must then be
-// locked to its goroutine.
-func installNS(deny []string, cloneNS uint64, tsync bool) (Seccomp, error) {
+// installCond is install with cond as the conditional refusals, on every
+// thread (tsync) or only the calling one, which must then be locked to
+// its goroutine.
+func installCond(deny []string, cond []seccomp.NameWithConditions, tsync bool) (Seccomp, error) {
 	none := Seccomp{Mode: "none"}
 	info, err := arch.GetInfo("")
 	if err != nil || info.SyscallNames == nil {
@@ -216,7 +267,7 @@ func installNS(deny []string, cloneNS uint64, tsync bool) (Seccomp, error) {
 	if !seccomp.Supported() {
 		return none, ErrNoSeccomp
 	}
-	filters, refused := policiesNS(info, deny, cloneNS)
+	filters, refused := policiesCond(info, deny, cond)
 	// no_new_privs and each filter are per thread until TSYNC copies them
 	// to the others: keep the calls on one thread.
 	runtime.LockOSThread()

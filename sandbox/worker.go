@@ -55,6 +55,13 @@ type WorkerConfig struct {
 	QuarantineBytes int64
 	// Rules, when set, is the --rules file (an absolute path).
 	Rules string
+	// StateDir, when set, is the root's state directory (outside the
+	// root), which holds fs_patch's journals; DiscardJournal names a
+	// journal there to set aside instead of refusing to start.
+	StateDir       string
+	DiscardJournal string
+	// Verbose has the worker say on stderr how it confined itself.
+	Verbose bool
 }
 
 func (c WorkerConfig) argv() []string {
@@ -75,6 +82,9 @@ func (c WorkerConfig) argv() []string {
 		"--quarantine=" + c.Quarantine,
 		"--quarantine-bytes=" + strconv.FormatInt(c.QuarantineBytes, 10),
 		"--rules=" + c.Rules,
+		"--state-dir=" + c.StateDir,
+		"--discard-journal=" + c.DiscardJournal,
+		"--verbose=" + strconv.FormatBool(c.Verbose),
 	}
 	args = append(args, c.Policy.args()...)
 	return args
@@ -109,6 +119,9 @@ func ParseWorkerConfig(args []string) (WorkerConfig, error) {
 	fs.StringVar(&c.Quarantine, "quarantine", "", "")
 	fs.Int64Var(&c.QuarantineBytes, "quarantine-bytes", 0, "")
 	fs.StringVar(&c.Rules, "rules", "", "")
+	fs.StringVar(&c.StateDir, "state-dir", "", "")
+	fs.StringVar(&c.DiscardJournal, "discard-journal", "", "")
+	fs.BoolVar(&c.Verbose, "verbose", false, "")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/sandbox"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
@@ -32,6 +33,12 @@ const (
 // callRules is a call's rule context.
 type callRules struct {
 	tool string
+	// rules are the rules in force when the call started: the whole
+	// call judges by them.
+	rules []rule
+	// policy is the operator's policy with rules' lines for tool: what
+	// the call judges content by (policyOf).
+	policy *sandbox.Rules
 	// judged maps each of the call's paths and the real path Check found
 	// for it to its decision; nil when the call named no path.
 	judged map[judgedKey]fsmcpv1.RuleAction
@@ -43,15 +50,16 @@ type judgedKey struct{ name, rel string }
 
 type callRulesKey struct{}
 
-// callRulesFrom reads the call's rule context from its metadata. A call
-// that names no tool cannot be judged and is refused.
-func callRulesFrom(ctx context.Context, method string) (*callRules, error) {
+// callRulesFrom reads the call's rule context from its metadata, with
+// the rules in force now. A call that names no tool cannot be judged and
+// is refused.
+func (s *Service) callRulesFrom(ctx context.Context, method string) (*callRules, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	tools := md.Get(ToolMetadata)
 	if len(tools) != 1 || tools[0] == "" {
 		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "", "%s: with --rules every call names its tool", method)
 	}
-	cr := &callRules{tool: tools[0]}
+	cr := s.newCallRules(tools[0])
 	if vals := md.Get(JudgedMetadata); len(vals) > 0 {
 		var jp fsmcpv1.JudgedPaths
 		if len(vals) != 1 || proto.Unmarshal([]byte(vals[0]), &jp) != nil {
@@ -65,6 +73,13 @@ func callRulesFrom(ctx context.Context, method string) (*callRules, error) {
 	return cr, nil
 }
 
+// newCallRules is the rule context of a call of tool, with the rules in
+// force now.
+func (s *Service) newCallRules(tool string) *callRules {
+	rules := s.rules.current()
+	return &callRules{tool: tool, rules: rules, policy: s.policy.WithLines(linesFor(rules, tool))}
+}
+
 // unjudged are the methods that resolve no client path under the rules.
 var unjudged = map[string]bool{
 	fsmcpv1.WorkerService_Hello_FullMethodName: true,
@@ -76,7 +91,7 @@ func (s *Service) rulesUnary(ctx context.Context, req any, info *grpc.UnaryServe
 	if s.rules == nil || unjudged[info.FullMethod] {
 		return h(ctx, req)
 	}
-	cr, err := callRulesFrom(ctx, info.FullMethod)
+	cr, err := s.callRulesFrom(ctx, info.FullMethod)
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +103,7 @@ func (s *Service) rulesStream(srv any, ss grpc.ServerStream, info *grpc.StreamSe
 	if s.rules == nil {
 		return h(srv, ss)
 	}
-	cr, err := callRulesFrom(ss.Context(), info.FullMethod)
+	cr, err := s.callRulesFrom(ss.Context(), info.FullMethod)
 	if err != nil {
 		return err
 	}
@@ -121,6 +136,18 @@ func callRulesOf(ctx context.Context) *callRules {
 	return cr
 }
 
+// policyOf is the policy the call judges content by: --deny, and under
+// --rules the lines of the call's tool as they were when it started. So
+// a deny line hides content from its tool wherever --deny does: the
+// resolver's judge, copies and moves (judgeCarry), search results and
+// rg's exclusions (openSearch), hashes and hard links (links.go).
+func (s *Service) policyOf(ctx context.Context) *sandbox.Rules {
+	if cr := callRulesOf(ctx); cr != nil {
+		return cr.policy
+	}
+	return s.policy
+}
+
 func (s *Service) judgeCallRules(cr *callRules, op, p, rel string) error {
 	if s.rules == nil {
 		return nil
@@ -128,7 +155,7 @@ func (s *Service) judgeCallRules(cr *callRules, op, p, rel string) error {
 	if cr == nil {
 		return newError(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, p, "%s: resolved outside a call under --rules", op)
 	}
-	r, matched := first(s.rules.current(), cr.tool, rel)
+	r, matched := first(cr.rules, cr.tool, rel)
 	action := fsmcpv1.RuleAction_RULE_ACTION_UNSPECIFIED
 	if matched {
 		action = r.action

@@ -78,7 +78,7 @@ func (s *Service) Copy(ctx context.Context, req *fsmcpv1.CopyRequest) (*fsmcpv1.
 	tmp := tempName()
 	switch fileType(st.Mode) {
 	case fsmcpv1.FileType_FILE_TYPE_FILE:
-		if err := s.judgeCarry("copy", from, fromRel, toRel); err != nil {
+		if err := s.judgeCarry(ctx, "copy", from, fromRel, toRel); err != nil {
 			return nil, err
 		}
 		err = c.file(fd.fd, fbase, from, fromRel, td.fd, tmp)
@@ -136,7 +136,7 @@ func (c *copier) unsupported(p string, st *unix.Stat_t) error {
 // file copies the regular file name of sfd (client path p, real path rel)
 // to a new file dname in dfd. A denied file is refused.
 func (c *copier) file(sfd int, name, p, rel string, dfd int, dname string) error {
-	if err := c.s.judge("copy", p, rel, accessContent); err != nil {
+	if err := c.s.judge(c.ctx, "copy", p, rel, accessContent); err != nil {
 		return err
 	}
 	fd, err := unix.Openat(sfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)

@@ -259,6 +259,9 @@ func (w *walker) unlink(fd int, name string, depth int) error {
 // (a read-only root) it only does the latter. It reports how many it
 // removed and the first error it met.
 func (s *Service) Sweep(olderThan time.Time, remove bool) (int, error) {
+	// Derived protection first, so that the walk shows the other names of
+	// the files it protects as well.
+	s.refreshDerived("")
 	f, err := s.root.Open(".")
 	if err != nil {
 		return 0, err

@@ -171,7 +171,7 @@ func nodeSum(typ byte, mode uint32, payload []byte) [32]byte {
 // anything and hashed through the cache. A denied file is refused: its
 // hash is its content's.
 func (dg *digester) file(fd int, name, p, rel string, st *unix.Stat_t) ([32]byte, error) {
-	if err := dg.s.judge("digest", p, rel, accessContent); err != nil {
+	if err := dg.s.judge(dg.ctx, "digest", p, rel, accessContent); err != nil {
 		return [32]byte{}, err
 	}
 	dg.files.Add(1)

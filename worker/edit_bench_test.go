@@ -214,7 +214,7 @@ func newBenchService(b *testing.B) (*Service, string) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { root.Close() })
-	s, err := New(root, Options{})
+	s, err := New(root, Options{State: stateFor(b, dir)})
 	if err != nil {
 		b.Fatal(err)
 	}

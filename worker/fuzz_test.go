@@ -76,7 +76,7 @@ func fuzzTree(f testing.TB) (base string, s *Service, canary map[string][]byte) 
 	must(os.WriteFile(filepath.Join(base, "rules"), []byte("ask * **\n"), 0o644))
 	rules, err := OpenRules(filepath.Join(base, "rules"))
 	must(err)
-	s, err = New(r, Options{MaxRead: 1 << 16, RG: rg, DevNull: devNull, Quarantine: q, Rules: rules})
+	s, err = New(r, Options{MaxRead: 1 << 16, RG: rg, DevNull: devNull, Quarantine: q, Rules: rules, State: stateFor(f, root)})
 	must(err)
 	return base, s, canary
 }

@@ -60,7 +60,7 @@ func (g *guard) check(ctx context.Context, s *Service, fd int, name, p, rel stri
 		if isDir || st.Mode&unix.S_IFMT != unix.S_IFREG {
 			return newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, p, "if_sha256 names a file's content, but the path is a %s", typeName(st))
 		}
-		if err := s.judge("check", p, rel, accessContent); err != nil {
+		if err := s.judge(ctx, "check", p, rel, accessContent); err != nil {
 			return err
 		}
 		ffd, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)

@@ -26,6 +26,9 @@ func newServiceWith(t *testing.T, dir string, opts Options) *Service {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { root.Close() })
+	if opts.State == nil {
+		opts.State = stateFor(t, dir)
+	}
 	s, err := New(root, opts)
 	if err != nil {
 		t.Fatal(err)

@@ -1,14 +1,15 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
+	"path"
 	"strings"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
@@ -19,35 +20,37 @@ import (
 //
 //  1. every new file is staged under a temp name beside its target and
 //     fsynced (stage);
-//  2. a journal naming each target, its temp name and the inodes of the
-//     old and the staged file is written to the root under the temp prefix
-//     (so no tool shows it), fsynced, and the root fsynced;
+//  2. a journal naming each target, its temp name, and the inode, size
+//     and sha256 of the old and the staged file is written to the state
+//     directory outside the root (recover.go), fsynced, renamed to its
+//     final name, and the state directory fsynced;
 //  3. the files are placed in the fixed order (place: RENAME_EXCHANGE with
 //     the displaced-inode check; RENAME_NOREPLACE for a created file; a
 //     deleted file renamed aside), and if one fails, those already placed
 //     are undone in reverse;
 //  4. with a quarantine, the old versions (now under the temp names) are
-//     renamed into it, to the names the journal gave them;
+//     renamed into it, to the names the journal gave them; then the
+//     directories the deletions left empty are removed (the directories
+//     for created files were made before step 3; both are in the journal);
 //  5. every directory is fsynced, and removing the journal (then fsyncing
-//     the root) is the commit;
+//     the state directory) is the commit;
 //  6. the old versions still under the temp names are removed; with a
 //     quarantine, the kept ones become one entry, undone by one token.
 //
 // A journal found at start-up (Recover, before the first RPC) means the
-// commit did not happen: each entry is undone by what its inodes show, so
-// the files are all as they were. The inode numbers tell an entry's state
+// commit did not happen: once it verifies (recover.go), each entry is
+// undone by what its inodes show, so the files are all as they were. The
+// inode numbers tell an entry's state
 // without trusting timing: the staged file's inode at the target means it
 // was placed; the old inode under its quarantine name means it was placed
 // and kept, and it comes back from there. So a crash never leaves an old
 // version both gone from the root and not in the quarantine.
 
-// journalPrefix starts the name of a patch journal in the root.
-const journalPrefix = tempPrefix + "journal-"
-
-// maxJournalBytes bounds a journal read back at start-up.
-const maxJournalBytes = 16 << 20
-
 type journal struct {
+	// RootDev and RootIno are the root's device and inode: a journal
+	// applies to that root only.
+	RootDev uint64         `json:"root_dev"`
+	RootIno uint64         `json:"root_ino"`
 	Entries []journalEntry `json:"entries"`
 	// QDev and QIno are the quarantine's device and inode when entries
 	// keep their old versions there; recovery needs the same directory.
@@ -65,32 +68,59 @@ type journalEntry struct {
 	Tmp  []byte `json:"tmp"`
 	// Kind is "replace", "create" or "delete".
 	Kind string `json:"kind"`
-	// NewIno is the staged file's inode (not for delete); OldIno the
-	// current file's (not for create).
-	NewIno uint64 `json:"new_ino,omitempty"`
-	OldIno uint64 `json:"old_ino,omitempty"`
+	// NewIno, NewSize and NewSHA are the staged file's inode, size and
+	// sha256 (not for delete); OldIno, OldSize and OldSHA the current
+	// file's (not for create).
+	NewIno  uint64 `json:"new_ino,omitempty"`
+	NewSize int64  `json:"new_size,omitempty"`
+	NewSHA  string `json:"new_sha256,omitempty"`
+	OldIno  uint64 `json:"old_ino,omitempty"`
+	OldSize int64  `json:"old_size,omitempty"`
+	OldSHA  string `json:"old_sha256,omitempty"`
 	// Q is the old version's name in the quarantine, with one (not for
 	// create).
 	Q []byte `json:"q,omitempty"`
+	// TmpDir is the real root-relative path of the directory Tmp is in
+	// ("." for the root), when that is not Dir: a file created in
+	// directories the patch makes is staged in the nearest one that
+	// exists; a file deleted from a directory the patch removes moves
+	// aside to the nearest one it keeps.
+	TmpDir []byte `json:"tmp_dir,omitempty"`
+	// Mode is an "rmdir" entry's permission bits. A "mkdir" entry is a
+	// directory Name in Dir that the patch makes for a created file, an
+	// "rmdir" one it removes because its deletions leave it empty.
+	Mode uint32 `json:"mode,omitempty"`
 }
 
 func (f *patchFile) entry() journalEntry {
-	e := journalEntry{Dir: []byte(f.d.rel), Name: []byte(f.base), Tmp: []byte(f.tmp)}
+	e := journalEntry{Dir: []byte(f.dirRel), Name: []byte(f.base), Tmp: []byte(f.tmp)}
+	if f.td.rel != f.dirRel {
+		e.TmpDir = []byte(cmp.Or(f.td.rel, "."))
+	}
+	if !f.delete {
+		sum := sha256.Sum256(f.data)
+		e.NewIno, e.NewSize, e.NewSHA = f.st.ino, int64(len(f.data)), hex.EncodeToString(sum[:])
+	}
+	if f.cur.exists {
+		e.OldIno, e.OldSize, e.OldSHA = f.cur.st.Ino, f.cur.st.Size, f.cur.sha
+	}
 	switch {
 	case f.delete:
-		e.Kind, e.OldIno = "delete", f.cur.st.Ino
+		e.Kind = "delete"
 	case f.cur.exists:
-		e.Kind, e.NewIno, e.OldIno = "replace", f.st.ino, f.cur.st.Ino
+		e.Kind = "replace"
 	default:
-		e.Kind, e.NewIno = "create", f.st.ino
+		e.Kind = "create"
 	}
 	return e
 }
 
-// commitAll commits the files of a patch, all or none (see above). With a
-// quarantine it returns the token that undoes the whole patch ("" when
-// what it kept exceeded the bound).
-func (s *Service) commitAll(ctx context.Context, files []*patchFile) (token string, err error) {
+// commitAll commits the files of a patch, all or none (see above), with
+// the directories it makes for created files (before placing them) and
+// the emptied ones it removes (after). With a quarantine it returns the
+// token that undoes the whole patch ("" when what it kept exceeded the
+// bound).
+func (s *Service) commitAll(ctx context.Context, files []*patchFile, emptied []*parent) (token string, err error) {
 	defer func() {
 		if err != nil {
 			for _, f := range files {
@@ -115,10 +145,20 @@ func (s *Service) commitAll(ctx context.Context, files []*patchFile) (token stri
 	if err := ctx.Err(); err != nil {
 		return "", fsError("patch", "", err)
 	}
+	if s.state == nil {
+		return "", errNoState
+	}
+	stateFD := int(s.state.Fd())
 	q, qfd := s.quarantine, -1
-	j := &journal{}
+	j := &journal{RootDev: s.rootDev, RootIno: s.rootIno}
 	if q != nil {
 		qfd, j.QDev, j.QIno = q.fd, q.dev, q.ino
+	}
+	// Undone in reverse: removed directories come back before the files
+	// deleted from them, and made ones go after the files created in them.
+	made := dirsToMake(files)
+	for _, rel := range made {
+		j.Entries = append(j.Entries, journalEntry{Dir: []byte(relDir(rel)), Name: []byte(path.Base(rel)), Kind: "mkdir"})
 	}
 	for _, f := range files {
 		e := f.entry()
@@ -128,14 +168,19 @@ func (s *Service) commitAll(ctx context.Context, files []*patchFile) (token stri
 		}
 		j.Entries = append(j.Entries, e)
 	}
-	root, err := s.root.OpenFile(".", os.O_RDONLY|unix.O_DIRECTORY, 0)
-	if err != nil {
-		return "", fsError("patch", "", err)
+	for _, d := range emptied {
+		j.Entries = append(j.Entries, journalEntry{Dir: []byte(relDir(d.rel)), Name: []byte(path.Base(d.rel)), Kind: "rmdir", Mode: d.st.Mode & 0o7777})
 	}
-	defer root.Close()
-	jname, err := writeJournal(int(root.Fd()), j)
+	jname, err := writeJournal(stateFD, j)
 	if err != nil {
 		return "", fsError("write the patch journal", "", err)
+	}
+	undoAll := func(err error) error {
+		s.undoJournal(j, qfd, func(where string, uerr error) {
+			bug(fmt.Errorf("undo %q after a failed patch: %w", where, uerr))
+		})
+		unix.Unlinkat(stateFD, jname, 0)
+		return err
 	}
 	if s.beforeCommit != nil {
 		for _, f := range files {
@@ -144,14 +189,47 @@ func (s *Service) commitAll(ctx context.Context, files []*patchFile) (token stri
 	}
 	// From here to the journal's removal the commit does not look at ctx:
 	// stopping half way would only mean undoing.
-	for i, f := range files {
-		if f.delete {
+	var synced []int
+	for _, rel := range made {
+		up, err := s.openRel(relDir(rel))
+		if err == nil {
+			defer up.Close()
+			synced = append(synced, int(up.Fd()))
+			err = unix.Mkdirat(int(up.Fd()), path.Base(rel), newDirMode)
+			if errors.Is(err, unix.EEXIST) {
+				// Made meanwhile by someone else: used, as git apply would.
+				err = nil
+			}
+		}
+		if err != nil {
+			return "", undoAll(fsError("mkdir", rel, err))
+		}
+	}
+	for _, f := range files {
+		if len(f.mkdirs) > 0 {
+			d, err := s.openDir("patch", f.path, f.dirRel)
+			if err != nil {
+				return "", undoAll(err)
+			}
+			defer d.close()
+			f.d = d
+		}
+	}
+	for _, f := range files {
+		switch {
+		case f.delete:
 			err = s.placeDeletion(f)
-		} else {
+		case len(f.mkdirs) > 0:
+			if err = renameNoReplace(f.td.fd, f.tmp, f.d.fd, f.base); errors.Is(err, unix.EEXIST) {
+				err = newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, f.path, "a file was created at the path meanwhile; nothing was written")
+			} else if err != nil {
+				err = fsError("rename", f.path, err)
+			}
+		default:
 			f.brokeHardLink, err = s.place(ctx, f.st, f.base, f.path, f.cur)
 		}
 		if err != nil {
-			return "", undoAll(files[:i], j, qfd, int(root.Fd()), jname, err)
+			return "", undoAll(err)
 		}
 	}
 	// The old versions go into the quarantine before the commit, so that
@@ -160,25 +238,44 @@ func (s *Service) commitAll(ctx context.Context, files []*patchFile) (token stri
 		if f.qname == "" {
 			continue
 		}
-		if err := renameNoReplace(f.d.fd, f.tmp, qfd, f.qname); err != nil {
-			return "", undoAll(files, j, qfd, int(root.Fd()), jname, fsError("quarantine", f.path, err))
+		if err := renameNoReplace(f.td.fd, f.tmp, qfd, f.qname); err != nil {
+			return "", undoAll(fsError("quarantine", f.path, err))
+		}
+	}
+	// A directory that is no longer empty (something was made in it
+	// meanwhile) stays, as git apply would leave it.
+	for _, d := range emptied {
+		up, err := s.openRel(relDir(d.rel))
+		if err == nil {
+			defer up.Close()
+			synced = append(synced, int(up.Fd()))
+			err = unix.Unlinkat(int(up.Fd()), path.Base(d.rel), unix.AT_REMOVEDIR)
+			if errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.EEXIST) {
+				err = nil
+			}
+		}
+		if err != nil {
+			return "", undoAll(fsError("rmdir", d.rel, err))
 		}
 	}
 	for _, f := range files {
-		if err := unix.Fsync(f.d.fd); err != nil {
-			return "", undoAll(files, j, qfd, int(root.Fd()), jname, fsError("fsync directory", f.path, err))
+		synced = append(synced, f.d.fd, f.td.fd)
+	}
+	for _, fd := range synced {
+		if err := unix.Fsync(fd); err != nil {
+			return "", undoAll(fsError("fsync directory", "", err))
 		}
 	}
 	if q != nil {
 		if err := unix.Fsync(qfd); err != nil {
-			return "", undoAll(files, j, qfd, int(root.Fd()), jname, fsError("fsync the quarantine", "", err))
+			return "", undoAll(fsError("fsync the quarantine", "", err))
 		}
 	}
 	// The commit.
-	if err := unix.Unlinkat(int(root.Fd()), jname, 0); err != nil {
-		return "", undoAll(files, j, qfd, int(root.Fd()), jname, fsError("remove the patch journal", "", err))
+	if err := unix.Unlinkat(stateFD, jname, 0); err != nil {
+		return "", undoAll(fsError("remove the patch journal", "", err))
 	}
-	unix.Fsync(int(root.Fd()))
+	unix.Fsync(stateFD)
 	if q != nil {
 		token = q.register(patchEntry(files))
 	}
@@ -189,10 +286,28 @@ func (s *Service) commitAll(ctx context.Context, files []*patchFile) (token stri
 			f.st.discard()
 			f.st = nil
 		} else {
-			unix.Unlinkat(f.d.fd, f.tmp, 0)
+			unix.Unlinkat(f.td.fd, f.tmp, 0)
 		}
 	}
 	return token, nil
+}
+
+// dirsToMake lists the directories the patch makes for its created files,
+// each once, every one after its parent.
+func dirsToMake(files []*patchFile) []string {
+	seen := map[string]bool{}
+	var made []string
+	for _, f := range files {
+		rel := f.d.rel
+		for _, m := range f.mkdirs {
+			rel = joinRel(rel, m)
+			if !seen[rel] {
+				seen[rel] = true
+				made = append(made, rel)
+			}
+		}
+	}
+	return made
 }
 
 // patchEntry is the quarantine entry of a committed patch: each file's old
@@ -227,40 +342,39 @@ func patchEntry(files []*patchFile) *qEntry {
 	return e
 }
 
-// undoAll undoes the placed files, in reverse, after a failure, removes
-// the journal, and returns err.
-func undoAll(files []*patchFile, j *journal, qfd, rootFD int, jname string, err error) error {
-	for k := len(files) - 1; k >= 0; k-- {
-		if uerr := undoEntry(files[k].d.fd, qfd, j.Entries[k]); uerr != nil {
-			bug(fmt.Errorf("undo %q after a failed patch: %w", files[k].path, uerr))
-		}
-	}
-	unix.Unlinkat(rootFD, jname, 0)
-	return err
-}
-
-// writeJournal writes j to a new journal in the root and makes it durable.
-func writeJournal(rootFD int, j *journal) (string, error) {
+// writeJournal writes j as a new journal in the state directory stateFD
+// and makes it durable: it is written under a partial name and renamed to
+// its final one once fsynced, so a journal under a final name is always
+// whole.
+func writeJournal(stateFD int, j *journal) (string, error) {
 	b, err := json.Marshal(j)
 	if err != nil {
 		return "", err
 	}
-	name := journalPrefix + strings.TrimPrefix(tempName(), tempPrefix)
-	fd, err := unix.Openat(rootFD, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	sum := sha256.Sum256(b)
+	b = append([]byte(journalMagic+hex.EncodeToString(sum[:])+"\n"), b...)
+	id := strings.TrimPrefix(tempName(), tempPrefix)
+	partial, name := journalPartial+id, journalName+id
+	fd, err := unix.Openat(stateFD, partial, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return "", err
 	}
-	f := os.NewFile(uintptr(fd), name)
+	f := os.NewFile(uintptr(fd), partial)
 	_, err = f.Write(b)
 	if err == nil {
 		err = f.Sync()
 	}
 	f.Close()
 	if err == nil {
-		err = unix.Fsync(rootFD)
+		err = renameNoReplace(stateFD, partial, stateFD, name)
+	}
+	if err == nil {
+		if err = unix.Fsync(stateFD); err != nil {
+			unix.Unlinkat(stateFD, name, 0)
+		}
 	}
 	if err != nil {
-		unix.Unlinkat(rootFD, name, 0)
+		unix.Unlinkat(stateFD, partial, 0)
 		return "", err
 	}
 	return name, nil
@@ -268,19 +382,38 @@ func writeJournal(rootFD int, j *journal) (string, error) {
 
 // undoEntry puts one entry's file back as it was before the patch, judged
 // by the inodes its names hold now: an old version kept in the quarantine
-// (qfd, -1 for none) first comes back to its temp name; then a placed file
-// is exchanged back (or, created, renamed back to its temp name; deleted,
-// renamed back to its name); one not placed is left. What matches no state
-// was changed by someone else since, and is left alone (an error says so).
-func undoEntry(dirfd, qfd int, e journalEntry) error {
+// (qfd, -1 for none) first comes back to its temp name (in tmpfd, which is
+// dirfd unless the entry names a TmpDir); then a placed file is exchanged
+// back (or, created, renamed back to its temp name; deleted, renamed back
+// to its name); one not placed is left. What matches no state was changed
+// by someone else since, and is left alone (an error says so). A made
+// directory is removed if it is empty; a removed one is made again, with
+// its mode, unless it is there.
+func undoEntry(dirfd, tmpfd, qfd int, e journalEntry) error {
 	name, tmp := string(e.Name), string(e.Tmp)
-	side, serr := fstatat(dirfd, tmp)
+	switch e.Kind {
+	case "mkdir":
+		if err := unix.Unlinkat(dirfd, name, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
+			return err
+		}
+		return nil
+	case "rmdir":
+		err := unix.Mkdirat(dirfd, name, e.Mode)
+		if errors.Is(err, unix.EEXIST) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return unix.Fchmodat(dirfd, name, e.Mode, 0)
+	}
+	side, serr := fstatat(tmpfd, tmp)
 	if len(e.Q) > 0 && qfd >= 0 && errors.Is(serr, unix.ENOENT) {
 		if kept, err := fstatat(qfd, string(e.Q)); err == nil && kept.Ino == e.OldIno {
-			if err := renameNoReplace(qfd, string(e.Q), dirfd, tmp); err != nil {
+			if err := renameNoReplace(qfd, string(e.Q), tmpfd, tmp); err != nil {
 				return err
 			}
-			side, serr = fstatat(dirfd, tmp)
+			side, serr = fstatat(tmpfd, tmp)
 		}
 	}
 	at, aerr := fstatat(dirfd, name)
@@ -289,21 +422,21 @@ func undoEntry(dirfd, qfd int, e journalEntry) error {
 	case "replace":
 		switch {
 		case placedNew && serr == nil && side.Ino == e.OldIno:
-			return unix.Renameat2(dirfd, tmp, dirfd, name, unix.RENAME_EXCHANGE)
+			return unix.Renameat2(tmpfd, tmp, dirfd, name, unix.RENAME_EXCHANGE)
 		case aerr == nil && at.Ino == e.OldIno:
 			return nil
 		}
 	case "create":
 		switch {
 		case placedNew && errors.Is(serr, unix.ENOENT):
-			return unix.Renameat2(dirfd, name, dirfd, tmp, unix.RENAME_NOREPLACE)
+			return unix.Renameat2(dirfd, name, tmpfd, tmp, unix.RENAME_NOREPLACE)
 		case !placedNew:
 			return nil
 		}
 	case "delete":
 		switch {
 		case errors.Is(aerr, unix.ENOENT) && serr == nil && side.Ino == e.OldIno:
-			return unix.Renameat2(dirfd, tmp, dirfd, name, unix.RENAME_NOREPLACE)
+			return unix.Renameat2(tmpfd, tmp, dirfd, name, unix.RENAME_NOREPLACE)
 		case aerr == nil && at.Ino == e.OldIno:
 			return nil
 		}
@@ -311,124 +444,55 @@ func undoEntry(dirfd, qfd int, e journalEntry) error {
 	return fmt.Errorf("%s: changed since the interrupted patch; left as it is", e.Kind)
 }
 
-// Recover finds the journals of patches a crash interrupted and undoes
-// each, so that every file is as it was before that patch; the staged
-// files it leaves under temp names are removed. It runs at start-up,
-// before the first RPC is served, and reports how many journals it found.
-// An entry it cannot undo (its directory is gone, or another process
-// changed the file since) is reported and left as it is.
-//
-// A journal whose old versions went into a quarantine needs that very
-// directory: without it, recovery could not restore them and the patch
-// would come out half undone, so the worker refuses to start
-// (errJournalQuarantine) and leaves the journal for a start with the
-// same --quarantine. With a quarantine, what recovery took back is then
-// forgotten and the bound applied.
-func (s *Service) Recover() (int, error) {
-	names, err := s.journals()
-	if err != nil {
-		return 0, err
-	}
-	var first error
-	for _, jn := range names {
-		err := s.recoverOne(jn)
-		if errors.Is(err, errJournalQuarantine) {
-			return len(names), err
-		}
-		if err != nil && first == nil {
-			first = err
+// undoJournal undoes j's entries in reverse, each in the directories its
+// paths name now, and removes a staged file still under its temp name; it
+// reports what it could not undo. A created file whose directory was never
+// made was not placed.
+func (s *Service) undoJournal(j *journal, qfd int, report func(where string, err error)) {
+	for k := len(j.Entries) - 1; k >= 0; k-- {
+		e := j.Entries[k]
+		if err := s.undoJournalEntry(e, qfd); err != nil {
+			report(joinRel(string(e.Dir), string(e.Name)), err)
 		}
 	}
-	if s.quarantine != nil {
-		s.quarantine.settle()
-	}
-	return len(names), first
 }
 
-// journals lists the patch journals in the root.
-func (s *Service) journals() ([]string, error) {
-	root, err := s.root.Open(".")
-	if err != nil {
-		return nil, err
+func (s *Service) undoJournalEntry(e journalEntry, qfd int) error {
+	d, err := s.openRel(string(e.Dir))
+	if errors.Is(err, unix.ENOENT) && (e.Kind == "create" || e.Kind == "mkdir") {
+		// Never made: nothing was placed in it.
+		d, err = nil, nil
 	}
-	defer root.Close()
-	all, err := root.Readdirnames(-1)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var names []string
-	for _, n := range all {
-		if strings.HasPrefix(n, journalPrefix) {
-			names = append(names, n)
+	if d != nil {
+		defer d.Close()
+	}
+	td := d
+	if len(e.TmpDir) > 0 {
+		if td, err = s.openRel(string(e.TmpDir)); err != nil {
+			return err
 		}
+		defer td.Close()
 	}
-	return names, nil
+	if d != nil {
+		err = undoEntry(int(d.Fd()), int(td.Fd()), qfd, e)
+		unix.Fsync(int(d.Fd()))
+	}
+	// The staged file, if it is still ours, goes now; the sweep would
+	// take it too.
+	if td != nil && e.NewIno != 0 {
+		if st, serr := fstatat(int(td.Fd()), string(e.Tmp)); serr == nil && st.Ino == e.NewIno {
+			unix.Unlinkat(int(td.Fd()), string(e.Tmp), 0)
+		}
+		unix.Fsync(int(td.Fd()))
+	}
+	return err
 }
 
-func (s *Service) recoverOne(jn string) error {
-	root, err := s.root.OpenFile(".", os.O_RDONLY|unix.O_DIRECTORY, 0)
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	f, err := s.root.OpenFile(jn, os.O_RDONLY|unix.O_NOFOLLOW, 0)
-	if err != nil {
-		return err
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxJournalBytes))
-	f.Close()
-	if err != nil {
-		return err
-	}
-	var j journal
-	// A journal that does not parse was cut short while it was written,
-	// before any file was placed: there is nothing to undo.
-	if json.Unmarshal(b, &j) == nil {
-		qfd := -1
-		if j.QIno != 0 {
-			if q := s.quarantine; q == nil || q.dev != j.QDev || q.ino != j.QIno {
-				return errJournalQuarantine
-			}
-			qfd = s.quarantine.fd
-		}
-		for k := len(j.Entries) - 1; k >= 0; k-- {
-			e := j.Entries[k]
-			dir := string(e.Dir)
-			if dir == "" {
-				dir = "."
-			}
-			d, err := s.root.OpenFile(dir, os.O_RDONLY|unix.O_DIRECTORY, 0)
-			if err != nil {
-				fmt.Fprintf(os.Stderr, "fsmcp worker: interrupted patch: %q: %v; left as it is\n", joinRel(string(e.Dir), string(e.Name)), err)
-				continue
-			}
-			if err := undoEntry(int(d.Fd()), qfd, e); err != nil {
-				fmt.Fprintf(os.Stderr, "fsmcp worker: interrupted patch: %q: %v\n", joinRel(string(e.Dir), string(e.Name)), err)
-			}
-			// The staged file, if it is still ours, goes now; the sweep
-			// would take it too.
-			if st, err := fstatat(int(d.Fd()), string(e.Tmp)); err == nil && e.NewIno != 0 && st.Ino == e.NewIno {
-				unix.Unlinkat(int(d.Fd()), string(e.Tmp), 0)
-			}
-			unix.Fsync(int(d.Fd()))
-			d.Close()
-		}
-	}
-	if err := unix.Unlinkat(int(root.Fd()), jn, 0); err != nil {
-		return err
-	}
-	if s.quarantine != nil {
-		unix.Fsync(s.quarantine.fd)
-	}
-	return unix.Fsync(int(root.Fd()))
+// openRel opens the directory at the real root-relative path rel ("" or
+// "." for the root).
+func (s *Service) openRel(rel string) (*os.File, error) {
+	return s.root.OpenFile(cmp.Or(rel, "."), os.O_RDONLY|unix.O_DIRECTORY, 0)
 }
-
-// errJournalQuarantine refuses a start without the quarantine an
-// interrupted patch kept its old versions in.
-var errJournalQuarantine = newError(fsmcpv1.ErrorCode_ERROR_CODE_UNAVAILABLE, "",
-	"an interrupted fs_patch kept the old versions of its files in the --quarantine directory it ran with: start fsmcp with that --quarantine to undo it")
-
-// errJournalReadOnly refuses a read-only start while a patch awaits its
-// undoing.
-var errJournalReadOnly = newError(fsmcpv1.ErrorCode_ERROR_CODE_UNAVAILABLE, "",
-	"an interrupted fs_patch awaits recovery, which needs write access: start fsmcp once without --read-only")

@@ -1,10 +1,12 @@
 package worker
 
 import (
+	"context"
 	"strconv"
 	"sync"
 	"sync/atomic"
 
+	"github.com/fsmcp/fsmcp/sandbox"
 	"golang.org/x/sys/unix"
 )
 
@@ -25,25 +27,33 @@ type links struct {
 	denied atomic.Int64
 }
 
-// linkRule is why an inode is remembered: its path, and the rules that
-// protect and deny it ("" for none).
+// linkRule is a remembered inode: the path it was met under, which the
+// policy protects (by a glob or derived protection) or denies (or, under
+// --rules, a deny line of some tool matches), and whether it was
+// remembered for denial.
 type linkRule struct {
-	rel, protect, deny string
+	rel    string
+	denied bool
 }
 
 // maxLinks bounds what links remembers; once full, it remembers no more.
 const maxLinks = 1 << 16
 
 // note remembers st if it is a regular file with other names whose path
-// rel the policy protects or denies.
+// rel the policy protects (by a glob, or derived protection as last
+// derived) or denies, or a --rules deny line of any tool matches: each
+// call judges the remembered path by its own policy.
 func (s *Service) note(rel string, st *unix.Stat_t) {
-	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink < 2 || s.policy.Empty() {
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink < 2 {
 		return
 	}
-	r := linkRule{rel: rel}
-	r.protect, _ = s.policy.Protected(rel)
-	r.deny, _ = s.policy.Denied(rel)
-	if r.protect == "" && r.deny == "" {
+	_, protected := s.policy.Protected(rel)
+	if !protected {
+		_, protected = s.derivedProtected(rel, false)
+	}
+	_, denied := s.policy.Denied(rel)
+	denied = denied || s.rules != nil && s.rules.anyDeny(rel)
+	if !protected && !denied {
 		return
 	}
 	k := [2]uint64{st.Dev, st.Ino}
@@ -55,8 +65,8 @@ func (s *Service) note(rel string, st *unix.Stat_t) {
 	if _, known := s.links.m[k]; known || len(s.links.m) >= maxLinks {
 		return
 	}
-	s.links.m[k] = r
-	if r.deny != "" {
+	s.links.m[k] = linkRule{rel: rel, denied: denied}
+	if denied {
 		s.links.denied.Add(1)
 	}
 }
@@ -74,26 +84,29 @@ func (s *Service) linked(st *unix.Stat_t) (linkRule, bool) {
 }
 
 // judgeLink refuses the name rel (whose lstat is st) for kind when it is
-// another name of a remembered protected or denied file.
-func (s *Service) judgeLink(op, p, rel string, st *unix.Stat_t, kind access) error {
+// another name of a remembered file that is protected, or denied by the
+// call's policy.
+func (s *Service) judgeLink(ctx context.Context, op, p, rel string, st *unix.Stat_t, kind access) error {
 	r, ok := s.linked(st)
 	if !ok || r.rel == rel {
 		return nil
 	}
-	mutate := kind == accessMutate || kind == accessRewrite
-	content := kind == accessContent || kind == accessRewrite
-	switch {
-	case r.protect != "" && mutate:
-		return policyError(op, p, rel, "is a hard link of "+strconv.Quote(r.rel)+", which is protected", "--protect", r.protect)
-	case r.deny != "" && content:
-		return policyError(op, p, rel, "is a hard link of "+strconv.Quote(r.rel)+", which is denied", "--deny", r.deny)
+	if kind == accessMutate || kind == accessRewrite {
+		if why, ok := s.protectedBy(r.rel); ok {
+			return policyError(op, p, rel, "is a hard link of "+strconv.Quote(r.rel)+", which is protected", why)
+		}
+	}
+	if kind == accessContent || kind == accessRewrite {
+		if why, ok := s.policyOf(ctx).Denied(r.rel); ok {
+			return policyError(op, p, rel, "is a hard link of "+strconv.Quote(r.rel)+", which is denied", why)
+		}
 	}
 	return nil
 }
 
 // linkDenied reports whether name in the directory dirfd is another name
-// of a remembered denied file (for filtering search results).
-func (s *Service) linkDenied(dirfd int, name string) bool {
+// of a remembered file that pol denies (for filtering search results).
+func (s *Service) linkDenied(pol *sandbox.Rules, dirfd int, name string) bool {
 	if s.links.denied.Load() == 0 {
 		return false
 	}
@@ -102,5 +115,9 @@ func (s *Service) linkDenied(dirfd int, name string) bool {
 		return true // cannot tell: leave it out
 	}
 	r, ok := s.linked(st)
-	return ok && r.deny != ""
+	if !ok || !r.denied {
+		return false
+	}
+	_, denied := pol.Denied(r.rel)
+	return denied
 }

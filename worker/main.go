@@ -53,7 +53,7 @@ func run(args []string, hooks Hooks) error {
 	// opened, so neither it nor rg can use one Landlock would not allow.
 	if n, err := sandbox.CloseInherited(3, cfg.SockFD); err != nil {
 		return err
-	} else if n > 0 {
+	} else if n > 0 && cfg.Verbose {
 		fmt.Fprintf(os.Stderr, "fsmcp worker: closed %d inherited descriptors\n", n)
 	}
 	conn, err := SocketConn(cfg.SockFD)
@@ -111,6 +111,16 @@ func run(args []string, hooks Hooks) error {
 		}
 		grants = append(grants, sandbox.Grant{Path: fmt.Sprintf("/proc/self/fd/%d", quarantine.Fd()), What: "quarantine", LikeRoot: true})
 	}
+	// The state directory, which holds fs_patch's journals, likewise:
+	// with the root's rights, so that recovery can move a journal an
+	// earlier version left in the root out of it.
+	var state *os.File
+	if cfg.StateDir != "" {
+		if state, err = os.OpenFile(cfg.StateDir, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0); err != nil {
+			return fmt.Errorf("open the state directory: %w", err)
+		}
+		grants = append(grants, sandbox.Grant{Path: fmt.Sprintf("/proc/self/fd/%d", state.Fd()), What: "state", LikeRoot: true})
+	}
 	// The rules file is read, and read again when it changes, by a
 	// process of its own, started before the worker confines itself and
 	// confined to that file's directory: the worker is granted nothing
@@ -127,7 +137,7 @@ func run(args []string, hooks Hooks) error {
 		fmt.Fprintln(os.Stderr, "fsmcp worker: WARNING: no Landlock: only os.Root stands between the client and the host")
 	case err != nil:
 		return err
-	default:
+	case cfg.Verbose:
 		fmt.Fprintf(os.Stderr, "fsmcp worker: landlock ABI %d (kernel %d), rules: %s\n",
 			st.ABI, st.KernelABI, strings.Join(st.Rules, "; "))
 	}
@@ -142,13 +152,14 @@ func run(args []string, hooks Hooks) error {
 		fmt.Fprintf(os.Stderr, "fsmcp worker: WARNING: %v: new sockets and metadata changes by path are not refused\n", err)
 	case err != nil:
 		return err
-	default:
+	case cfg.Verbose:
 		fmt.Fprintf(os.Stderr, "fsmcp worker: seccomp filter: %d system calls refused, non-dumpable, no_new_privs\n", sc.Denied)
 	}
 	if hooks.Confined != nil {
 		hooks.Confined(root)
 	}
 	conf := &fsmcpv1.Confinement{
+		JournalOutsideRoot:    state != nil,
 		LandlockAbi:           int32(st.ABI),
 		KernelLandlockAbi:     int32(st.KernelABI),
 		ReadOnlyEnforced:      st.ABI > 0 && st.ReadOnly,
@@ -168,6 +179,7 @@ func run(args []string, hooks Hooks) error {
 			MaxRG: cfg.MaxRG, MaxHeavy: cfg.MaxHeavy, QueueTimeout: cfg.QueueTimeout},
 		Quarantine: quarantine,
 		Rules:      rules,
+		State:      state,
 	})
 	if err != nil {
 		return err
@@ -179,8 +191,9 @@ func run(args []string, hooks Hooks) error {
 	}
 	conf.Selftest, err = selftest(selftestConfig{
 		outside: outside, exe: exe, devNull: devNull,
-		fsEnforced:  st.ABI > 0,
-		netEnforced: sc.Mode == "filter" || st.NetworkDenied,
+		fsEnforced:      st.ABI > 0,
+		netEnforced:     sc.Mode == "filter" || st.NetworkDenied,
+		seccompEnforced: sc.Mode == "filter",
 	})
 	if err != nil {
 		return err
@@ -191,24 +204,26 @@ func run(args []string, hooks Hooks) error {
 	debug.SetMemoryLimit(svc.limits.MemoryBytes)
 	// A patch a crash interrupted is undone before the first RPC, so no
 	// call ever sees it half applied; the sweep then removes what is left.
+	// Journals set aside go to the front-end, for the audit.
+	var r *Recovery
 	if cfg.ReadOnly {
-		if js, err := svc.journals(); err == nil && len(js) > 0 {
-			return errJournalReadOnly
-		}
+		r, err = svc.CheckReadOnly()
 	} else {
-		n, err := svc.Recover()
-		if errors.Is(err, errJournalQuarantine) {
-			return err
-		}
-		if n > 0 {
-			fmt.Fprintf(os.Stderr, "fsmcp worker: undid %d patch(es) a crash interrupted\n", n)
-		}
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "fsmcp worker: undoing an interrupted patch: %v\n", err)
-		}
+		r, err = svc.Recover(cfg.DiscardJournal)
+	}
+	if err != nil {
+		return err
+	}
+	if r.Undone > 0 {
+		fmt.Fprintf(os.Stderr, "fsmcp worker: undid %d patch(es) a crash interrupted\n", r.Undone)
+	}
+	for _, a := range r.SetAside {
+		conf.JournalsSetAside = append(conf.JournalsSetAside, &fsmcpv1.SetAsideJournal{Name: a.Name, Reason: a.Reason})
+	}
+	if !cfg.ReadOnly {
 		go sweepTemp(svc, start, true)
 	}
-	if cfg.ReadOnly && !svc.policy.Empty() {
+	if cfg.ReadOnly && (!svc.policy.Empty() || rules != nil) {
 		// Nothing to sweep, but the walk shows the policy the other
 		// names of protected and denied files (links.go).
 		go sweepTemp(svc, start, false)

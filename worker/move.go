@@ -61,7 +61,7 @@ func (s *Service) Mkdir(ctx context.Context, req *fsmcpv1.MkdirRequest) (*fsmcpv
 	// Every directory this call would create is judged before any is
 	// made, and with --rules the path as Check resolves it, under the
 	// same lock as the creation.
-	if err := s.judgeMkdir(p, comps); err != nil {
+	if err := s.judgeMkdir(ctx, p, comps); err != nil {
 		return nil, err
 	}
 	if s.rules != nil {
@@ -96,7 +96,7 @@ func (s *Service) Mkdir(ctx context.Context, req *fsmcpv1.MkdirRequest) (*fsmcpv
 			}
 			continue
 		}
-		f, st, err := s.mkdirOne(p, q, w.top(), c, i == last)
+		f, st, err := s.mkdirOne(ctx, p, q, w.top(), c, i == last)
 		if err != nil {
 			return nil, err
 		}
@@ -128,7 +128,7 @@ func (s *Service) Mkdir(ctx context.Context, req *fsmcpv1.MkdirRequest) (*fsmcpv
 // existed). A symlink in the way is returned as a nil file, for the Root
 // to follow; anything else in the way is refused. q is the path as
 // spelled up to name; last says name is the path's final directory.
-func (s *Service) mkdirOne(p, q string, dir *os.File, name string, last bool) (*os.File, *unix.Stat_t, error) {
+func (s *Service) mkdirOne(ctx context.Context, p, q string, dir *os.File, name string, last bool) (*os.File, *unix.Stat_t, error) {
 	dfd := int(dir.Fd())
 	var made *unix.Stat_t
 	st, err := fstatat(dfd, name)
@@ -144,7 +144,7 @@ func (s *Service) mkdirOne(p, q string, dir *os.File, name string, last bool) (*
 		if err != nil {
 			return nil, nil, err
 		}
-		if err := s.judge("mkdir", p, joinRel(rel, name), accessMutate); err != nil {
+		if err := s.judge(ctx, "mkdir", p, joinRel(rel, name), accessMutate); err != nil {
 			return nil, nil, err
 		}
 		err = unix.Mkdirat(dfd, name, newDirMode)
@@ -197,7 +197,7 @@ func (s *Service) inTheWay(p, q string, last bool, err error) error {
 // lexically (a directory just made is no symlink, so ".." below it is
 // its parent). Errors other than the policy's are left to the creation,
 // which meets them in the same order.
-func (s *Service) judgeMkdir(p string, comps []string) error {
+func (s *Service) judgeMkdir(ctx context.Context, p string, comps []string) error {
 	rel, exists := "", true
 	var stack []string
 	for i, c := range comps {
@@ -228,7 +228,7 @@ func (s *Service) judgeMkdir(p string, comps []string) error {
 			continue
 		}
 		stack = append(stack, c)
-		if err := s.judge("mkdir", p, strings.Join(stack, "/"), accessMutate); err != nil {
+		if err := s.judge(ctx, "mkdir", p, strings.Join(stack, "/"), accessMutate); err != nil {
 			return err
 		}
 	}
@@ -331,7 +331,7 @@ func (s *Service) Move(ctx context.Context, req *fsmcpv1.MoveRequest) (*fsmcpv1.
 		return nil, fsError("move", from, err)
 	}
 	fromRel, toRel := joinRel(fd.rel, fbase), joinRel(td.rel, tbase)
-	if err := s.judgeCarry("move", from, fromRel, toRel); err != nil {
+	if err := s.judgeCarry(ctx, "move", from, fromRel, toRel); err != nil {
 		return nil, err
 	}
 	switch fileType(st.Mode) {

@@ -2,10 +2,13 @@ package worker
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"maps"
+	"path"
 	"slices"
 	"strings"
 
@@ -25,12 +28,25 @@ type patchFile struct {
 	mode           uint32 // of a created file
 	frags          []*gitdiff.TextFragment
 	sha            string // the precondition: the current sha256, "" for must not exist
+	// unchecked: a dry run given no precondition for the file, which
+	// then only has to exist (or, created, not exist).
+	unchecked bool
 
 	d    *parent
 	base string
 	key  lockKey
 	cur  *current
-	data []byte // the new content
+	// dirRel is the real root-relative path of the file's directory;
+	// mkdirs, for a created file, the directories beneath d the patch
+	// makes first (d is then the nearest one that exists, and dirRel the
+	// last one made). td is the directory the temp name is in: d, except
+	// for a file created in directories the patch makes (staged in the
+	// nearest one that exists) and a deleted file whose directory the
+	// patch removes (moved aside to the nearest one it keeps).
+	dirRel string
+	mkdirs []string
+	td     *parent
+	data   []byte // the new content
 	// st is the staged new content (not for a deletion); tmp is its temp
 	// name, or for a deletion the temp name the old file moves to.
 	st            *staged
@@ -51,22 +67,28 @@ func (s *Service) Patch(ctx context.Context, req *fsmcpv1.PatchRequest) (*fsmcpv
 	if err != nil {
 		return nil, err
 	}
-	if err := matchPreconditions(files, req.GetPreconditions()); err != nil {
+	if err := matchPreconditions(files, req.GetPreconditions(), req.GetDryRun()); err != nil {
 		return nil, err
 	}
-	// Shared: a patch renames only files, never a directory.
+	// Shared: a patch renames only files, never a directory (it makes
+	// and removes only empty ones).
 	unlockRenames := s.lockRenames(false)
 	defer unlockRenames()
 	for _, f := range files {
 		d, base, err := s.openName(ctx, "patch", f.path, accessRewrite)
+		if err != nil && f.create {
+			d, base, err = s.openMissing(ctx, f, err)
+		}
 		if err != nil {
-			if f.create {
-				err = missingDirectory(err, f.path)
-			}
 			return nil, err
 		}
 		defer d.close()
-		f.d, f.base, f.key = d, base, lockKey{d.st.Dev, d.st.Ino, base}
+		f.d, f.base, f.td = d, base, d
+		f.dirRel = d.rel
+		for _, m := range f.mkdirs {
+			f.dirRel = joinRel(f.dirRel, m)
+		}
+		f.key = lockKey{d.st.Dev, d.st.Ino, strings.Join(append(slices.Clone(f.mkdirs), base), "/")}
 		// What the patch replaces or deletes must be able to go into the
 		// quarantine by a rename.
 		if !f.create && !s.quarantine.sameFS(d.st.Dev) {
@@ -94,12 +116,18 @@ func (s *Service) Patch(ctx context.Context, req *fsmcpv1.PatchRequest) (*fsmcpv
 		defer unlock()
 	}
 	for _, f := range order {
-		cur, err := s.current(ctx, "patch", f.d, f.base, f.path, true)
-		if err != nil {
-			return nil, err
+		cur := &current{}
+		if len(f.mkdirs) == 0 {
+			if cur, err = s.current(ctx, "patch", f.d, f.base, f.path, true); err != nil {
+				return nil, err
+			}
 		}
 		defer cur.close()
 		f.cur = cur
+		if f.unchecked && !f.create && cur.exists {
+			// A dry run without the precondition: the file as it is.
+			f.sha = cur.sha
+		}
 		if err := cur.check(f.path, f.sha); err != nil {
 			return nil, err
 		}
@@ -107,9 +135,14 @@ func (s *Service) Patch(ctx context.Context, req *fsmcpv1.PatchRequest) (*fsmcpv
 			return nil, err
 		}
 	}
+	emptied, closeDirs, err := s.emptiedDirs(ctx, files)
+	if err != nil {
+		return nil, err
+	}
+	defer closeDirs()
 	resp := &fsmcpv1.PatchResponse{}
 	if !req.GetDryRun() {
-		if resp.Undo, err = s.commitAll(ctx, order); err != nil {
+		if resp.Undo, err = s.commitAll(ctx, order, emptied); err != nil {
 			return nil, err
 		}
 	}
@@ -121,11 +154,155 @@ func (s *Service) Patch(ctx context.Context, req *fsmcpv1.PatchRequest) (*fsmcpv
 			pf.Sha256, pf.Size = hex.EncodeToString(sum[:]), int64(len(f.data))
 		}
 		if req.GetDryRun() {
+			pf.CurrentSha256 = f.cur.sha
 			pf.Diff = unifiedDiff(f.path, f.cur.data, f.data, f.cur.exists, !f.delete, 0)
 		}
 		resp.Files = append(resp.Files, pf)
 	}
 	return resp, nil
+}
+
+// openMissing resolves a file the patch creates in a directory that does
+// not exist (openName's error nf says so): it returns the nearest
+// directory of its path that exists, and sets f.mkdirs to the ones
+// beneath it the commit makes, as git apply does. The file's real path is
+// judged as openName would, before anything is made.
+func (s *Service) openMissing(ctx context.Context, f *patchFile, nf error) (*parent, string, error) {
+	var e *Error
+	dir, base := path.Split(f.path)
+	comps := strings.Split(strings.TrimSuffix(dir, "/"), "/")
+	if !errors.As(nf, &e) || e.Code != fsmcpv1.ErrorCode_ERROR_CODE_NOT_FOUND || dir == "" || slices.Contains(comps, "..") {
+		return nil, "", missingDirectory(nf, f.path)
+	}
+	for i := len(comps) - 1; i >= 0; i-- {
+		d, err := s.openDir("patch", f.path, cmp.Or(strings.Join(comps[:i], "/"), "."))
+		if errors.As(err, &e) && e.Code == fsmcpv1.ErrorCode_ERROR_CODE_NOT_FOUND {
+			continue
+		}
+		if err != nil {
+			return nil, "", err
+		}
+		// The policy covers everything beneath a directory it names, so
+		// judging the file judges every directory made for it.
+		rel := d.rel
+		for _, c := range append(slices.Clone(comps[i:]), base) {
+			if c != "" && c != "." {
+				rel = joinRel(rel, c)
+			}
+		}
+		if err == nil {
+			err = s.judge(ctx, "patch", f.path, rel, accessRewrite)
+		}
+		if err == nil {
+			err = s.judgeRules(ctx, "patch", f.path, rel)
+		}
+		if err != nil {
+			d.close()
+			return nil, "", err
+		}
+		for _, c := range comps[i:] {
+			if c != "" && c != "." {
+				f.mkdirs = append(f.mkdirs, c)
+			}
+		}
+		return d, base, nil
+	}
+	return nil, "", missingDirectory(nf, f.path)
+}
+
+// emptiedDirs finds the directories the patch's deletions leave empty,
+// deepest first, as git apply removes them: a directory (not the root)
+// whose every entry the patch deletes or leaves empty, and beneath which
+// the patch creates nothing. (The policy judged the files: it covers
+// everything beneath a directory it names.) A deleted file in one gets
+// the nearest directory the patch keeps as its td.
+// The returned close closes them and the tds it opened.
+func (s *Service) emptiedDirs(ctx context.Context, files []*patchFile) (_ []*parent, closeAll func(), _ error) {
+	gone := map[string]map[string]bool{}
+	keep := map[string]bool{}
+	deepest := 0
+	for _, f := range files {
+		if f.create {
+			for r := f.dirRel; r != ""; r = relDir(r) {
+				keep[r] = true
+			}
+		}
+		if !f.delete {
+			continue
+		}
+		if gone[f.dirRel] == nil {
+			gone[f.dirRel] = map[string]bool{}
+		}
+		gone[f.dirRel][f.base] = true
+		deepest = max(deepest, strings.Count(f.dirRel, "/")+1)
+	}
+	var emptied, opened []*parent
+	closeAll = func() {
+		for _, d := range append(emptied, opened...) {
+			d.close()
+		}
+	}
+	fail := func(err error) ([]*parent, func(), error) {
+		closeAll()
+		return nil, nil, err
+	}
+	removed := map[string]bool{}
+	for depth := deepest; depth > 0; depth-- {
+		for _, rel := range slices.Sorted(maps.Keys(gone)) {
+			if rel == "" || keep[rel] || strings.Count(rel, "/")+1 != depth {
+				continue
+			}
+			d, err := s.openDir("patch", rel, rel)
+			if err != nil {
+				return fail(err)
+			}
+			names, err := d.f.Readdirnames(-1)
+			if err != nil {
+				d.close()
+				return fail(fsError("patch", rel, err))
+			}
+			all := len(names) > 0
+			for _, n := range names {
+				all = all && gone[rel][n]
+			}
+			if !all {
+				d.close()
+				continue
+			}
+			emptied = append(emptied, d)
+			removed[rel] = true
+			up := relDir(rel)
+			if gone[up] == nil {
+				gone[up] = map[string]bool{}
+			}
+			gone[up][path.Base(rel)] = true
+		}
+	}
+	for _, f := range files {
+		if !f.delete || !removed[f.dirRel] {
+			continue
+		}
+		up := f.dirRel
+		for removed[up] {
+			up = relDir(up)
+		}
+		td, err := s.openDir("patch", f.path, cmp.Or(up, "."))
+		if err != nil {
+			return fail(err)
+		}
+		opened = append(opened, td)
+		f.td = td
+	}
+	return emptied, closeAll, nil
+}
+
+// relDir is the directory of a root-relative path, "" for the root.
+func relDir(rel string) string {
+	i := strings.LastIndexByte(rel, '/')
+	if i < 0 {
+		return ""
+	}
+	return rel[:i]
 }
 
 func cmp3(a, b lockKey) int {
@@ -210,10 +387,10 @@ func parsePatch(b []byte) ([]*patchFile, error) {
 }
 
 // matchPreconditions gives each file its precondition. Every file needs
-// one, of the right kind (null for a file the patch creates, a hash for
-// one it changes or deletes), and none may name a file the patch does not
-// touch.
-func matchPreconditions(files []*patchFile, pre []*fsmcpv1.PatchPrecondition) error {
+// one (except in a dry run, which checks those it is given), of the right
+// kind (null for a file the patch creates, a hash for one it changes or
+// deletes), and none may name a file the patch does not touch.
+func matchPreconditions(files []*patchFile, pre []*fsmcpv1.PatchPrecondition, dryRun bool) error {
 	byPath := map[string]*fsmcpv1.PatchPrecondition{}
 	for _, c := range pre {
 		p, err := clientPath(c.GetPath())
@@ -232,6 +409,9 @@ func matchPreconditions(files []*patchFile, pre []*fsmcpv1.PatchPrecondition) er
 	for _, f := range files {
 		c, ok := byPath[f.path]
 		switch {
+		case !ok && dryRun:
+			f.unchecked = true
+			continue
 		case !ok:
 			return newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, f.path,
 				"patch: if_sha256 has no entry for %q, which the patch touches (its sha256, or null if the patch creates it; "+
@@ -250,20 +430,46 @@ func matchPreconditions(files []*patchFile, pre []*fsmcpv1.PatchPrecondition) er
 	return nil
 }
 
-// applyHunks applies the fragments to data, byte for byte: each hunk's old
-// lines (context and removed, with their line endings exactly) must occur
-// at exactly one line start of the original content (and, when the last
-// one has no newline, at its end); the line numbers of the hunk header are
-// not used to find it, and no fuzz is allowed. A hunk with no old lines (an
-// insertion written with -U0, or a new file) goes after the line its
-// header names. Hunks may not overlap. A deletion must leave nothing.
+// applyHunks applies the fragments to data, byte for byte, in the order
+// the patch gives them, as patch(1) does: each hunk's old lines (context
+// and removed, with their line endings exactly) must occur at a line start
+// at or after the end of the previous hunk (and, when the last of them has
+// no newline, at the file's end), and only once before the place of the
+// next hunk (for the last hunk, before the file's end); the line numbers
+// of the hunk header are not used to find it, and no fuzz is allowed. A
+// hunk with no old lines (an insertion written with -U0, or a new file)
+// goes after the line its header names, which may not lie before the
+// previous hunk's end. A deletion must leave nothing. Every search starts
+// where the previous one's region ends, so the cost is the file plus the
+// patch.
 func applyHunks(p string, data []byte, frags []*gitdiff.TextFragment, deletion bool) ([]byte, error) {
-	type span struct {
-		start, end int
-		repl       []byte
-		hunk       int
+	out := make([]byte, 0, len(data))
+	// prev is the previous hunk's place and old text, whose uniqueness is
+	// checked up to this hunk's place; end and line are where it ends,
+	// and how many lines lie before that.
+	type placed struct {
+		start, hunk int
+		old         []byte
+		atEnd       bool
 	}
-	var spans []span
+	var prev *placed
+	end, line := 0, 0
+	// unique refuses prev if it occurs again before limit.
+	unique := func(limit int) error {
+		if prev == nil || len(prev.old) == 0 {
+			return nil
+		}
+		more := findLines(data[:min(len(data), limit+len(prev.old)-1)], prev.old, prev.atEnd, prev.start+1, maxAmbiguousCount-1)
+		if len(more) == 0 {
+			return nil
+		}
+		all := append([]int{prev.start}, more...)
+		frag := frags[prev.hunk-1]
+		e := newError(fsmcpv1.ErrorCode_ERROR_CODE_AMBIGUOUS_MATCH, p,
+			"patch: hunk %d (@@ -%d,%d) matches %d places (lines %s); add context to make it unique", prev.hunk, frag.OldPosition, frag.OldLines, len(all), lineList(data, all))
+		e.Count = int64(len(all))
+		return e
+	}
 	for i, frag := range frags {
 		var old, nw []byte
 		for _, l := range frag.Lines {
@@ -274,50 +480,56 @@ func applyHunks(p string, data []byte, frags []*gitdiff.TextFragment, deletion b
 				nw = append(nw, l.Line...)
 			}
 		}
-		var at []int
+		atEnd := len(old) > 0 && old[len(old)-1] != '\n'
+		var at int
 		if len(old) == 0 {
-			off, ok := afterLine(data, frag.OldPosition)
-			if !ok {
+			off, ok := afterLine(data, end, line, frag.OldPosition)
+			switch {
+			case !ok && frag.OldPosition >= int64(line):
 				return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_NO_MATCH, p, "patch: hunk %d inserts after line %d, past the end of the file", i+1, frag.OldPosition)
+			case !ok:
+				return nil, outOfOrder(p, i, i+1)
 			}
-			at = []int{off}
+			at = off
 		} else {
-			at = findLines(data, old, old[len(old)-1] != '\n')
+			found := findLines(data, old, atEnd, end, 1)
+			switch {
+			case len(found) == 0 && i > 0 && len(findLines(data, old, atEnd, 0, 1)) > 0:
+				return nil, outOfOrder(p, i, i+1)
+			case len(found) == 0:
+				return nil, noMatch(p, data, old, "patch: hunk %d (@@ -%d,%d) does not match the file exactly", i+1, frag.OldPosition, frag.OldLines)
+			}
+			at = found[0]
 		}
-		switch {
-		case len(at) == 0:
-			return nil, noMatch(p, data, old, "patch: hunk %d (@@ -%d,%d) does not match the file exactly", i+1, frag.OldPosition, frag.OldLines)
-		case len(at) > 1:
-			e := newError(fsmcpv1.ErrorCode_ERROR_CODE_AMBIGUOUS_MATCH, p,
-				"patch: hunk %d (@@ -%d,%d) matches %d places (lines %s); add context to make it unique", i+1, frag.OldPosition, frag.OldLines, len(at), lineList(data, at))
-			e.Count = int64(len(at))
-			return nil, e
+		if err := unique(at); err != nil {
+			return nil, err
 		}
-		spans = append(spans, span{at[0], at[0] + len(old), nw, i + 1})
+		out = append(append(out, data[end:at]...), nw...)
+		line += bytes.Count(data[end:at+len(old)], []byte{'\n'})
+		end = at + len(old)
+		prev = &placed{start: at, hunk: i + 1, old: old, atEnd: atEnd}
 	}
-	slices.SortStableFunc(spans, func(a, b span) int { return a.start - b.start })
-	out := make([]byte, 0, len(data))
-	prev := 0
-	for i, sp := range spans {
-		if sp.start < prev {
-			return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, p, "patch: hunks %d and %d overlap", spans[i-1].hunk, sp.hunk)
-		}
-		out = append(append(out, data[prev:sp.start]...), sp.repl...)
-		prev = sp.end
+	if err := unique(len(data)); err != nil {
+		return nil, err
 	}
-	out = append(out, data[prev:]...)
+	out = append(out, data[end:]...)
 	if deletion && len(out) > 0 {
 		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_NO_MATCH, p, "patch: the patch deletes the file, but the file holds %d bytes the patch does not show", len(out))
 	}
 	return out, nil
 }
 
-// findLines returns the offsets of the line starts in data where old
-// occurs (ending at the end of data, with atEnd), at most
-// maxAmbiguousCount of them.
-func findLines(data, old []byte, atEnd bool) []int {
+func outOfOrder(p string, prev, hunk int) error {
+	return newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, p,
+		"patch: hunk %d matches only before the end of hunk %d; hunks must be in the order of the file and may not overlap", hunk, prev)
+}
+
+// findLines returns the offsets, from offset from on, of the line starts
+// in data where old occurs (ending at the end of data, with atEnd), at
+// most limit of them.
+func findLines(data, old []byte, atEnd bool, from, limit int) []int {
 	var at []int
-	for i := 0; i <= len(data)-len(old) && len(at) < maxAmbiguousCount; {
+	for i := from; i <= len(data)-len(old) && len(at) < limit; {
 		j := bytes.Index(data[i:], old)
 		if j < 0 {
 			break
@@ -331,13 +543,17 @@ func findLines(data, old []byte, atEnd bool) []int {
 	return at
 }
 
-// afterLine is the offset just after the first n lines of data.
-func afterLine(data []byte, n int64) (int, bool) {
-	off := 0
-	for ; n > 0; n-- {
+// afterLine is the offset just after the first n lines of data, counting
+// on from offset off, after line lines; false when n lies before that or
+// past the end (a last line without a newline counts).
+func afterLine(data []byte, off, line int, n int64) (int, bool) {
+	if n < int64(line) {
+		return 0, false
+	}
+	for ; int64(line) < n; line++ {
 		i := bytes.IndexByte(data[off:], '\n')
 		if i < 0 {
-			return len(data), n == 1 && off < len(data)
+			return len(data), int64(line)+1 == n && off < len(data)
 		}
 		off += i + 1
 	}
@@ -360,20 +576,20 @@ func lineList(data []byte, at []int) string {
 	return b.String()
 }
 
-// placeDeletion moves the file f deletes aside to its temp name, where the
+// placeDeletion moves the file f deletes aside to its temp name in f.td, where the
 // journal can find it until the commit, and checks that what moved is the
 // file that was read and has not been written since.
 func (s *Service) placeDeletion(f *patchFile) error {
-	if err := unix.Renameat2(f.d.fd, f.base, f.d.fd, f.tmp, unix.RENAME_NOREPLACE); err != nil {
+	if err := unix.Renameat2(f.d.fd, f.base, f.td.fd, f.tmp, unix.RENAME_NOREPLACE); err != nil {
 		if errors.Is(err, unix.ENOENT) {
 			return newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, f.path, "patch: the file was removed meanwhile; nothing was changed")
 		}
 		return fsError("patch", f.path, err)
 	}
-	moved, err := fstatat(f.d.fd, f.tmp)
+	moved, err := fstatat(f.td.fd, f.tmp)
 	now, ferr := fstat(f.cur.f)
 	if err != nil || ferr != nil || !sameInode(moved, f.cur.st) || now.Mtim != f.cur.st.Mtim || now.Size != f.cur.st.Size {
-		if xerr := unix.Renameat2(f.d.fd, f.tmp, f.d.fd, f.base, unix.RENAME_NOREPLACE); xerr != nil {
+		if xerr := unix.Renameat2(f.td.fd, f.tmp, f.d.fd, f.base, unix.RENAME_NOREPLACE); xerr != nil {
 			bug(xerr)
 			return newError(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, f.path, "patch: the file changed during the commit and could not be put back")
 		}

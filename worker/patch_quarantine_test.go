@@ -241,13 +241,13 @@ func TestPatchQuarantineRecover(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := matchPreconditions(files, pre); err != nil {
+		if err := matchPreconditions(files, pre, false); err != nil {
 			t.Fatal(err)
 		}
 		// Stage, journal, place and keep by hand, as commitAll does, and
 		// stop: this is what a crash leaves.
 		q := s.quarantine
-		j := &journal{QDev: q.dev, QIno: q.ino}
+		j := &journal{RootDev: s.rootDev, RootIno: s.rootIno, QDev: q.dev, QIno: q.ino}
 		stageByHand(t, s, files)
 		for _, f := range files {
 			e := f.entry()
@@ -257,11 +257,9 @@ func TestPatchQuarantineRecover(t *testing.T) {
 			}
 			j.Entries = append(j.Entries, e)
 		}
-		rootDir, _ := os.Open(root)
-		if _, err := writeJournal(int(rootDir.Fd()), j); err != nil {
+		if _, err := writeJournal(int(s.state.Fd()), j); err != nil {
 			t.Fatal(err)
 		}
-		rootDir.Close()
 		for _, f := range files[:c.placed] {
 			if f.delete {
 				err = s.placeDeletion(f)
@@ -284,8 +282,8 @@ func TestPatchQuarantineRecover(t *testing.T) {
 		if c.placed == 3 && c.kept == 2 {
 			// Started with another quarantine: refused, journal kept.
 			other := quarantineServiceOver(t, root, t.TempDir(), 1<<20)
-			if _, err := other.Recover(); !errors.Is(err, errJournalQuarantine) {
-				t.Fatalf("Recover with another quarantine = %v, want errJournalQuarantine", err)
+			if _, err := other.Recover(""); !errors.Is(err, errJournalQuarantine) || !strings.Contains(err.Error(), "--discard-journal") {
+				t.Fatalf("Recover with another quarantine = %v, want errJournalQuarantine naming --discard-journal", err)
 			}
 			if js, _ := s.journals(); len(js) != 1 {
 				t.Fatalf("journals after the refusal: %v", js)
@@ -294,8 +292,8 @@ func TestPatchQuarantineRecover(t *testing.T) {
 		// The restart's own quarantine counts what is there, then
 		// recovery takes the kept versions back.
 		s2 := quarantineServiceOver(t, root, qdir, 1<<20)
-		if n, err := s2.Recover(); err != nil || n != 1 {
-			t.Fatalf("%+v: Recover() = %d, %v", c, n, err)
+		if r, err := s2.Recover(""); err != nil || r.Undone != 1 {
+			t.Fatalf("%+v: Recover() = %+v, %v", c, r, err)
 		}
 		if got := patchState(t, root); got != patchOld {
 			t.Errorf("%+v: after recovery %s, want %s", c, got, patchOld)

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -82,17 +83,16 @@ func TestPatchRecoverUndoes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := matchPreconditions(files, threePre()); err != nil {
+		if err := matchPreconditions(files, threePre(), false); err != nil {
 			t.Fatal(err)
 		}
 		ctx := context.Background()
 		stageByHand(t, s, files)
-		j := &journal{}
+		j := &journal{RootDev: s.rootDev, RootIno: s.rootIno}
 		for _, f := range files {
 			j.Entries = append(j.Entries, f.entry())
 		}
-		root, _ := os.Open(dir)
-		if _, err := writeJournal(int(root.Fd()), j); err != nil {
+		if _, err := writeJournal(int(s.state.Fd()), j); err != nil {
 			t.Fatal(err)
 		}
 		for _, f := range files[:placed] {
@@ -100,12 +100,12 @@ func TestPatchRecoverUndoes(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		// A second, torn journal: nothing to undo, and it goes too.
-		os.WriteFile(filepath.Join(dir, journalPrefix+"torn"), []byte(`{"entries":[{"di`), 0o600)
-		root.Close()
-		n, err := s.Recover()
-		if err != nil || n != 2 {
-			t.Fatalf("placed %d: Recover() = %d, %v; want 2, nil", placed, n, err)
+		// A journal cut short while it was written, before its rename:
+		// nothing to undo, and it goes too.
+		os.WriteFile(filepath.Join(s.state.Name(), journalPartial+"torn"), []byte(`{"entries":[{"di`), 0o600)
+		r, err := s.Recover("")
+		if err != nil || r.Undone != 1 || len(r.SetAside) != 0 {
+			t.Fatalf("placed %d: Recover() = %+v, %v; want 1 undone, nil", placed, r, err)
 		}
 		for _, name := range []string{"a", "b", "c"} {
 			if got := wcontent(t, filepath.Join(dir, name)); got != "x\n" {
@@ -115,6 +115,9 @@ func TestPatchRecoverUndoes(t *testing.T) {
 		entries, _ := os.ReadDir(dir)
 		if len(entries) != 3 {
 			t.Errorf("placed %d: left behind after recovery: %v", placed, entries)
+		}
+		if entries, _ := os.ReadDir(s.state.Name()); len(entries) != 0 {
+			t.Errorf("placed %d: left in the state directory after recovery: %v", placed, entries)
 		}
 	}
 }
@@ -131,7 +134,7 @@ func stageByHand(t *testing.T, s *Service, files []*patchFile) {
 			t.Fatal(err)
 		}
 		t.Cleanup(d.close)
-		f.d, f.base = d, base
+		f.d, f.base, f.td, f.dirRel = d, base, d, d.rel
 		if f.cur, err = s.current(ctx, "patch", d, base, f.path, true); err != nil {
 			t.Fatal(err)
 		}
@@ -245,4 +248,36 @@ func TestEditRPCsFollowThePolicy(t *testing.T) {
 			t.Errorf("%s exists", p)
 		}
 	}
+}
+
+// Hunks are located in the patch's order, each at or after the end of the
+// previous one: a context that also occurs before the previous hunk is
+// not ambiguous, one that occurs twice in its stretch is, and a hunk that
+// matches only before the previous one is refused as out of order.
+func TestPatchHunksInOrder(t *testing.T) {
+	frags := func(patch string) []*patchFile {
+		t.Helper()
+		files, err := parsePatch([]byte(patch))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return files
+	}
+	data := []byte("a\nx\nb\nx\n")
+	two := "--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n a\n-x\n+X1\n@@ -4 +4 @@\n-x\n+X2\n"
+	got, err := applyHunks("f", data, frags(two)[0].frags, false)
+	if err != nil || string(got) != "a\nX1\nb\nX2\n" {
+		t.Fatalf("two hunks = %q, %v", got, err)
+	}
+	one := "--- a/f\n+++ b/f\n@@ -2 +2 @@\n-x\n+X\n"
+	_, err = applyHunks("f", data, frags(one)[0].frags, false)
+	if e := wantWriteCode(t, "one hunk", err, fsmcpv1.ErrorCode_ERROR_CODE_AMBIGUOUS_MATCH); e.Count != 2 {
+		t.Errorf("count = %d, want 2", e.Count)
+	}
+	swapped := "--- a/f\n+++ b/f\n@@ -3,1 +3,1 @@\n-x\n+y\n@@ -1,1 +1,1 @@\n-x\n+y\n"
+	got, err = applyHunks("f", []byte("a\nb\nx\n"), frags(swapped)[0].frags, false)
+	wantWriteCode(t, fmt.Sprintf("swapped hunks (%q)", got), err, fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT)
+	ins := "--- a/f\n+++ b/f\n@@ -3 +3 @@\n-x\n+y\n@@ -1,0 +2 @@\n+new\n"
+	_, err = applyHunks("f", []byte("a\nb\nx\n"), frags(ins)[0].frags, false)
+	wantWriteCode(t, "insertion before the previous hunk", err, fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT)
 }

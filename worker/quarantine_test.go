@@ -42,7 +42,7 @@ func quarantineServiceOver(t *testing.T, root, qdir string, maxBytes int64) *Ser
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(r, Options{Quarantine: q})
+	s, err := New(r, Options{Quarantine: q, State: stateFor(t, root)})
 	if err != nil {
 		t.Fatal(err)
 	}

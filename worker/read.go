@@ -82,7 +82,7 @@ func (s *Service) stat(ctx context.Context, req *fsmcpv1.StatRequest) (*fsmcpv1.
 	resp := &fsmcpv1.StatResponse{Entry: entryFromStat(path.Base(p), st)}
 	switch resp.Entry.Type {
 	case fsmcpv1.FileType_FILE_TYPE_FILE:
-		if _, denied := s.policy.Denied(n.rel); denied || req.GetNoHash() {
+		if _, denied := s.deniedBy(ctx, n.rel); denied || req.GetNoHash() {
 			break
 		}
 		sum, err := s.hash(ctx, p, st)
@@ -102,7 +102,7 @@ func (s *Service) stat(ctx context.Context, req *fsmcpv1.StatRequest) (*fsmcpv1.
 		}
 	case fsmcpv1.FileType_FILE_TYPE_DIRECTORY:
 		if sameInode(st, toStat(s.rootInfo)) {
-			resp.Confinement = s.confinement
+			resp.Confinement = s.attestation()
 		}
 	}
 	return resp, nil

@@ -203,19 +203,22 @@ func joinRel(dir, name string) string {
 
 // judge refuses what the access kind may not do to the real
 // root-relative path rel (p is the client's path, for the error).
-func (s *Service) judge(op, p, rel string, kind access) error {
+// Content is judged by the call's policy (policyOf): --deny and the
+// --rules lines of the call's tool.
+func (s *Service) judge(ctx context.Context, op, p, rel string, kind access) error {
 	if kind == accessMutate || kind == accessRewrite {
 		if hasTempComponent([]byte(rel)) {
 			return newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, p,
 				"%s: names starting with %s are reserved for fsmcp's temp files", op, tempPrefix)
 		}
-		if glob, ok := s.policy.Protected(rel); ok {
-			return policyError(op, p, rel, "is protected", "--protect", glob)
+		s.refreshDerived(rel)
+		if why, ok := s.protectedBy(rel); ok {
+			return policyError(op, p, rel, "is protected", why)
 		}
 	}
 	if kind == accessContent || kind == accessRewrite {
-		if glob, ok := s.policy.Denied(rel); ok {
-			return policyError(op, p, rel, "is denied", "--deny", glob)
+		if why, ok := s.deniedBy(ctx, rel); ok {
+			return policyError(op, p, rel, "is denied", why)
 		}
 	}
 	return nil
@@ -242,9 +245,9 @@ func (s *Service) openContentPath(ctx context.Context, op, p string) (*os.File, 
 		return nil, nil, "", err
 	}
 	s.note(rel, st)
-	err = s.judge(op, p, rel, accessContent)
+	err = s.judge(ctx, op, p, rel, accessContent)
 	if err == nil {
-		err = s.judgeLink(op, p, rel, st, accessContent)
+		err = s.judgeLink(ctx, op, p, rel, st, accessContent)
 	}
 	if err == nil {
 		err = s.judgeRules(ctx, op, p, rel)
@@ -328,9 +331,9 @@ func (s *Service) openName(ctx context.Context, op, p string, kind access) (*par
 	if serr == nil {
 		s.note(rel, st)
 	}
-	err = s.judge(op, p, rel, kind)
+	err = s.judge(ctx, op, p, rel, kind)
 	if err == nil && serr == nil {
-		err = s.judgeLink(op, p, rel, st, kind)
+		err = s.judgeLink(ctx, op, p, rel, st, kind)
 	}
 	if err == nil {
 		err = s.judgeRules(ctx, op, p, rel)
@@ -355,21 +358,23 @@ func (s *Service) lockRenames(exclusive bool) func() {
 
 // judgeCarry judges one name that a recursive delete removes from the
 // real path from (to == ""), or that a move carries from from to to.
-// Neither end may be protected, and denied content may not move to a
-// path that is not denied.
-func (s *Service) judgeCarry(op, p, from, to string) error {
-	if glob, ok := s.policy.Protected(from); ok {
-		return policyError(op, p, from, "is protected", "--protect", glob)
+// Neither end may be protected (by the globs, or by derived protection,
+// which the judgement of the call's own path brought up to date; as names
+// compare there), and denied content (by the call's policy) may not move
+// to a path that is not denied.
+func (s *Service) judgeCarry(ctx context.Context, op, p, from, to string) error {
+	if why, ok := s.protectedBy(from); ok {
+		return policyError(op, p, from, "is protected", why)
 	}
 	if to == "" {
 		return nil
 	}
-	if glob, ok := s.policy.Protected(to); ok {
-		return policyError(op, p, to, "would be protected", "--protect", glob)
+	if why, ok := s.protectedBy(to); ok {
+		return policyError(op, p, to, "would be protected", why)
 	}
-	if glob, ok := s.policy.Denied(from); ok {
-		if _, still := s.policy.Denied(to); !still {
-			return policyError(op, p, from, "is denied (and would not be where it moves)", "--deny", glob)
+	if why, ok := s.deniedBy(ctx, from); ok {
+		if _, still := s.deniedBy(ctx, to); !still {
+			return policyError(op, p, from, "is denied (and would not be where it moves)", why)
 		}
 	}
 	return nil
@@ -382,7 +387,7 @@ func (s *Service) judgeCarry(op, p, from, to string) error {
 func (s *Service) judgeTree(ctx context.Context, op, p string, d *parent, base, to string) error {
 	// A delete (to == "") walks even with no policy: the walk is also what
 	// finds a tree too deep to remove, before anything is removed.
-	if to != "" && s.policy.Empty() {
+	if es := s.derived.entries.Load(); to != "" && s.policyOf(ctx).Empty() && (es == nil || len(*es) == 0) {
 		return nil
 	}
 	fd, err := unix.Openat(d.fd, base, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
@@ -414,7 +419,7 @@ func (s *Service) judgeDir(ctx context.Context, op, p string, fd int, from, to s
 			if to != "" {
 				nt = to + "/" + n
 			}
-			if err := s.judgeCarry(op, p, nf, nt); err != nil {
+			if err := s.judgeCarry(ctx, op, p, nf, nt); err != nil {
 				return err
 			}
 			st, err := fstatat(fd, n)
@@ -616,23 +621,24 @@ func (s *Service) openSearch(ctx context.Context, op string, raw []byte, kind ac
 		return nil, err
 	}
 	if kind == accessContent {
-		if err := s.judge(op, p, t.rel, accessContent); err != nil {
+		if err := s.judge(ctx, op, p, t.rel, accessContent); err != nil {
 			t.close()
 			return nil, err
 		}
-		if s.policy.Denies() {
-			t.deny = s.policy
-			t.linkDenied = func(rgPath []byte) bool { return s.linkDenied(int(t.dir.Fd()), string(rgPath)) }
+		if pol := s.policyOf(ctx); pol.Denies() {
+			t.deny = pol
+			t.linkDenied = func(rgPath []byte) bool { return s.linkDenied(pol, int(t.dir.Fd()), string(rgPath)) }
 		}
 	}
 	return t, nil
 }
 
 // policyError is a refusal by the policy: permission_denied, naming the
-// rule, marked as a policy violation.
-func policyError(op, p, rel, what, flag, glob string) *Error {
+// rule (why: "--protect GLOB", or what sandbox.Rules.Denied answered),
+// marked as a policy violation.
+func policyError(op, p, rel, what, why string) *Error {
 	e := newError(fsmcpv1.ErrorCode_ERROR_CODE_PERMISSION_DENIED, p,
-		"%s: %q %s by the policy (%s %s)", op, rel, what, flag, glob)
+		"%s: %q %s by the policy (%s)", op, rel, what, why)
 	e.PolicyViolation = true
 	return e
 }

@@ -31,7 +31,8 @@ import (
 //
 // The file is read again when its identity or times change (an atomic
 // replace makes a new inode, an edit in place moves mtime and ctime):
-// each Check, and each call judged at the call, asks for its version. A
+// each Check, and each call and each command as it starts, asks for its
+// version, and the call judges by that version throughout. A
 // file that fails to parse at start stops the worker; a bad edit later
 // keeps the rules in force and is logged once. The worker itself does not
 // read the file: a reader process does (rulesreader.go), so that the
@@ -41,6 +42,13 @@ import (
 // the resolver judges the rules again on each name the call resolves
 // (callrules.go), so a rename between the two cannot take the call
 // somewhere the rules did not judge.
+//
+// A deny line also hides content from the tools it names exactly as
+// --deny does (linesFor): a call judges content by the policy with its
+// tool's lines (policyOf), wherever the worker judges --deny, and the
+// command runner, which reads the file through a reader of its own, gives
+// each command its tool's lines, which the shim leaves out of the
+// command's Landlock rules as it leaves out --deny.
 type Rules struct {
 	mu    sync.Mutex
 	src   rulesSource
@@ -57,6 +65,8 @@ type rule struct {
 	glob   sandbox.Glob
 	line   int
 	text   string
+	// label names the line in refusals of content (linesFor).
+	label string
 }
 
 // fileStamp tells one version of the rules file from another.
@@ -214,6 +224,7 @@ func parseRules(data []byte) ([]rule, error) {
 			return nil, fmt.Errorf("line %d: %w", n, err)
 		}
 		r.line = n
+		r.label = fmt.Sprintf("--rules line %d: %s", n, text)
 		rules = append(rules, r)
 	}
 	return rules, sc.Err()
@@ -259,6 +270,40 @@ func first(rules []rule, tool, rel string) (rule, bool) {
 		}
 	}
 	return rule{}, false
+}
+
+// linesFor are the rules for tool as the policy's content lines: a deny
+// line hides what it matches from tool exactly as --deny does, in every
+// way tool shows content (sandbox.RuleLine).
+func linesFor(rules []rule, tool string) []sandbox.RuleLine {
+	var lines []sandbox.RuleLine
+	for _, r := range rules {
+		if ok, _ := path.Match(r.tool, tool); ok {
+			lines = append(lines, sandbox.RuleLine{Deny: r.action == fsmcpv1.RuleAction_RULE_ACTION_DENY, Glob: r.glob, Label: r.label})
+		}
+	}
+	return lines
+}
+
+// Lines are the rules in force for tool as the policy's content lines,
+// reading the file again first if it changed. The command runner gives
+// them to each command as it starts.
+func (r *Rules) Lines(tool string) []sandbox.RuleLine { return linesFor(r.current(), tool) }
+
+// anyDeny reports whether a deny line of the rules last read, for any
+// tool, matches rel. It does not ask for a newer version: a listing meets
+// many names (a pnpm store is hard links throughout), and each call
+// starts by asking.
+func (r *Rules) anyDeny(rel string) bool {
+	r.mu.Lock()
+	rules := r.rules
+	r.mu.Unlock()
+	for _, l := range rules {
+		if l.action == fsmcpv1.RuleAction_RULE_ACTION_DENY && l.glob.Match(rel) {
+			return true
+		}
+	}
+	return false
 }
 
 // strictness orders decisions across a call's paths.

@@ -170,8 +170,10 @@ func TestRulesParseErrors(t *testing.T) {
 
 // rulesCall is a call's rule context as the interceptor builds it from
 // the front-end's metadata: the tool and what Check judged.
-func rulesCall(tool string, judged map[judgedKey]fsmcpv1.RuleAction) context.Context {
-	return context.WithValue(context.Background(), callRulesKey{}, &callRules{tool: tool, judged: judged})
+func rulesCall(s *Service, tool string, judged map[judgedKey]fsmcpv1.RuleAction) context.Context {
+	cr := s.newCallRules(tool)
+	cr.judged = judged
+	return context.WithValue(context.Background(), callRulesKey{}, cr)
 }
 
 // The rules are judged again at the call, on the real path the call's own
@@ -191,22 +193,22 @@ func TestRulesAtCall(t *testing.T) {
 		return err
 	}
 	ask := fsmcpv1.RuleAction_RULE_ACTION_ASK
-	if err := write(rulesCall("fs_write", map[judgedKey]fsmcpv1.RuleAction{{"cur/a", "pub/a"}: ask}), "cur/a"); err != nil {
+	if err := write(rulesCall(s, "fs_write", map[judgedKey]fsmcpv1.RuleAction{{"cur/a", "pub/a"}: ask}), "cur/a"); err != nil {
 		t.Fatalf("the write judged and approved: %v", err)
 	}
 	os.Remove(filepath.Join(root, "cur"))
 	os.Symlink("other", filepath.Join(root, "cur"))
-	err := write(rulesCall("fs_write", map[judgedKey]fsmcpv1.RuleAction{{"cur/b", "pub/b"}: ask}), "cur/b")
+	err := write(rulesCall(s, "fs_write", map[judgedKey]fsmcpv1.RuleAction{{"cur/b", "pub/b"}: ask}), "cur/b")
 	wantWriteCode(t, "a write that leads elsewhere than judged", err, fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED)
 	// The same path judged with another decision than the rules give now
 	// (the rules file changed in between).
-	err = write(rulesCall("fs_write", map[judgedKey]fsmcpv1.RuleAction{{"pub/c", "pub/c"}: ruleNone}), "pub/c")
+	err = write(rulesCall(s, "fs_write", map[judgedKey]fsmcpv1.RuleAction{{"pub/c", "pub/c"}: ruleNone}), "pub/c")
 	wantWriteCode(t, "a write judged with a stale decision", err, fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED)
-	err = write(rulesCall("fs_write", map[judgedKey]fsmcpv1.RuleAction{{"secret/d", "secret/d"}: ruleDeny}), "secret/d")
+	err = write(rulesCall(s, "fs_write", map[judgedKey]fsmcpv1.RuleAction{{"secret/d", "secret/d"}: ruleDeny}), "secret/d")
 	if e := wantWriteCode(t, "a denied write", err, fsmcpv1.ErrorCode_ERROR_CODE_PERMISSION_DENIED); !e.PolicyViolation {
 		t.Error("a denied write is not marked a policy violation")
 	}
-	err = write(rulesCall("fs_write", nil), "pub/e")
+	err = write(rulesCall(s, "fs_write", nil), "pub/e")
 	wantWriteCode(t, "an ask rule with no path judged", err, fsmcpv1.ErrorCode_ERROR_CODE_PERMISSION_DENIED)
 	err = write(context.Background(), "other/f")
 	wantWriteCode(t, "a call with no rule context", err, fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL)
@@ -218,9 +220,9 @@ func TestRulesAtCall(t *testing.T) {
 	// A search: cur → secret now, judged by Check when it led to other.
 	os.Remove(filepath.Join(root, "cur"))
 	os.Symlink("secret", filepath.Join(root, "cur"))
-	_, err = s.openSearch(rulesCall("fs_grep", map[judgedKey]fsmcpv1.RuleAction{{"cur", "other"}: ruleNone}), "grep", []byte("cur"), accessContent)
+	_, err = s.openSearch(rulesCall(s, "fs_grep", map[judgedKey]fsmcpv1.RuleAction{{"cur", "other"}: ruleNone}), "grep", []byte("cur"), accessContent)
 	wantWriteCode(t, "a search that leads to a denied directory", err, fsmcpv1.ErrorCode_ERROR_CODE_PERMISSION_DENIED)
-	tgt, err := s.openSearch(rulesCall("fs_grep", map[judgedKey]fsmcpv1.RuleAction{{"pub", "pub"}: ruleNone}), "grep", []byte("pub"), accessContent)
+	tgt, err := s.openSearch(rulesCall(s, "fs_grep", map[judgedKey]fsmcpv1.RuleAction{{"pub", "pub"}: ruleNone}), "grep", []byte("pub"), accessContent)
 	if err != nil {
 		t.Fatalf("a search judged as it resolves: %v", err)
 	}

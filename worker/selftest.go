@@ -20,9 +20,10 @@ import (
 // by accident. Under --allow-no-landlock, what the missing layer would
 // have refused is reported as allowed and does not end start-up.
 //
-// It does not prove the confinement complete: three probes sample three
-// layers (Landlock's filesystem rules, the seccomp filter's socket rule
-// and Landlock's execute right); the enforcing tests cover the rest.
+// It does not prove the confinement complete: four probes sample three
+// layers (Landlock's filesystem rules, the seccomp filter's socket and
+// access-mode-3 rules, Landlock's execute right); the enforcing tests
+// cover the rest.
 
 // selftestConfig is what the probes need, gathered before confinement.
 type selftestConfig struct {
@@ -33,15 +34,17 @@ type selftestConfig struct {
 	// devNull is the child's stdin, stdout and stderr: a confined worker
 	// cannot open /dev/null, and os/exec would try.
 	devNull *os.File
-	// fsEnforced and netEnforced say which refusals are expected.
-	fsEnforced, netEnforced bool
+	// fsEnforced, netEnforced and seccompEnforced say which refusals are
+	// expected.
+	fsEnforced, netEnforced, seccompEnforced bool
 }
 
 // probeNames, in the order they run and are listed.
 const (
-	probeOpen = "open outside the root"
-	probeTCP  = "tcp socket"
-	probeExec = "exec of a program not granted"
+	probeOpen      = "open outside the root"
+	probeOpenMode3 = "access-mode-3 open outside the root"
+	probeTCP       = "tcp socket"
+	probeExec      = "exec of a program not granted"
 )
 
 // selftest runs the probes and returns them, with an error naming the
@@ -59,7 +62,10 @@ func selftest(c selftestConfig) ([]*fsmcpv1.Probe, error) {
 	if c.outside == "" {
 		probes = append(probes, &fsmcpv1.Probe{Name: probeOpen, Result: "skipped: the root is /, nothing is outside it"})
 	} else {
-		add(probeOpen, probeOpenOutside(c.outside), c.fsEnforced)
+		add(probeOpen, probeOpenOutside(c.outside, unix.O_RDONLY), c.fsEnforced)
+		// No Landlock right governs an open with access mode 3, whose
+		// descriptor fchmod and fsetxattr accept: the filter refuses it.
+		add(probeOpenMode3, probeOpenOutside(c.outside, 3), c.seccompEnforced)
 	}
 	add(probeTCP, probeSocket(), c.netEnforced)
 	add(probeExec, probeExecute(c.exe, c.devNull), c.fsEnforced)
@@ -78,9 +84,10 @@ func outsidePath(rootName string) string {
 	return filepath.Dir(rootName)
 }
 
-// probeOpenOutside opens path for reading, as any read tool would.
-func probeOpenOutside(path string) error {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+// probeOpenOutside opens path with access mode (O_RDONLY, as any read
+// tool would, or 3).
+func probeOpenOutside(path string, mode int) error {
+	fd, err := unix.Open(path, mode|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	if err == nil {
 		unix.Close(fd)
 	}

@@ -2,10 +2,12 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"runtime/debug"
 	"sync"
+	"syscall"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/sandbox"
@@ -34,6 +36,8 @@ type Service struct {
 	renames sync.RWMutex
 	// links remembers protected and denied files with other names.
 	links links
+	// derived is what the repositories' configuration protects.
+	derived derivation
 	// beforeCommit, when set, runs between a write's checks and its
 	// rename. Tests use it to change the file behind the worker's back.
 	beforeCommit func(path string)
@@ -49,6 +53,11 @@ type Service struct {
 	// rules, when set, are the operator's --rules, for Check and for
 	// every call (callrules.go).
 	rules *Rules
+	// state, when set, is the state directory that holds the patch
+	// journals (recover.go); rootDev and rootIno are the root's identity
+	// they record.
+	state            *os.File
+	rootDev, rootIno uint64
 }
 
 var _ fsmcpv1.WorkerServiceServer = (*Service)(nil)
@@ -75,6 +84,9 @@ type Options struct {
 	Quarantine *Quarantine
 	// Rules, when set, are the operator's --rules, for Check.
 	Rules *Rules
+	// State is the state directory for fs_patch's journals, outside the
+	// root; without it, fs_patch is unavailable.
+	State *os.File
 }
 
 // New returns a Service over root.
@@ -82,6 +94,10 @@ func New(root *os.Root, opts Options) (*Service, error) {
 	fi, err := root.Lstat(".")
 	if err != nil {
 		return nil, fmt.Errorf("lstat root: %w", err)
+	}
+	rst, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil, errors.New("lstat root: no device and inode")
 	}
 	if opts.MaxRead <= 0 {
 		opts.MaxRead = 1 << 20
@@ -120,6 +136,9 @@ func New(root *os.Root, opts Options) (*Service, error) {
 		limits:      opts.Limits,
 		quarantine:  opts.Quarantine,
 		rules:       opts.Rules,
+		state:       opts.State,
+		rootDev:     uint64(rst.Dev),
+		rootIno:     rst.Ino,
 	}, nil
 }
 

@@ -10,7 +10,8 @@ import (
 // A call that would create a name in a directory that does not exist
 // answers not_found naming that directory and fs_mkdir, under the names
 // the client was given; once fs_mkdir made it, the same call succeeds. A
-// not_found that fs_mkdir would not cure carries no such hint.
+// not_found that fs_mkdir would not cure carries no such hint. fs_patch
+// needs no fs_mkdir: it makes the directories, as git apply does.
 func TestContactMissingDirectoryHint(t *testing.T) {
 	root := t.TempDir()
 	if err := os.WriteFile(filepath.Join(root, "f.txt"), []byte("x\n"), 0o644); err != nil {
@@ -34,7 +35,10 @@ func TestContactMissingDirectoryHint(t *testing.T) {
 		{"fs_write", map[string]any{"path": "a/b/new.txt", "content": "x", "if_sha256": nil}, "a/b"},
 		{"fs_copy", map[string]any{"from": "f.txt", "to": "c/d/f.txt"}, "c/d"},
 		{"fs_move", map[string]any{"from": "f.txt", "to": "m/f.txt"}, "m"},
-		{"fs_patch", map[string]any{"patch": newFile, "if_sha256": map[string]any{"p/q/new.txt": nil}}, "p/q"},
+	}
+	s.wantOK("fsx_fs_patch", map[string]any{"patch": newFile, "if_sha256": map[string]any{"p/q/new.txt": nil}})
+	if b, err := os.ReadFile(filepath.Join(root, "p", "q", "new.txt")); err != nil || string(b) != "new\n" {
+		t.Errorf("fs_patch into missing directories: %q, %v", b, err)
 	}
 	for _, c := range calls {
 		hinted(s.wantErr("fsx_"+c.tool, c.args, "not_found"), c.dir)

@@ -4,13 +4,19 @@ import (
 	"bytes"
 	"debug/elf"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // scripts/release builds the same bytes twice: two runs into two
@@ -71,13 +77,20 @@ func TestContactReleaseReproducible(t *testing.T) {
 
 // The container recipe: scripts/container puts a static fsmcp, rg and
 // every library rg loads into the build context, the Containerfile starts
-// FROM scratch and runs as an unprivileged user; where podman can build
-// and run containers here, the image serves a session on a read-only root
-// filesystem.
+// FROM scratch and runs as an unprivileged user. Then, for podman and for
+// docker where each runs here, the commands of docs/INTEGRATION.md's
+// "Container" section run as written: the build, the token file, and the
+// run line for this runtime and user, in a fresh HOME and served
+// directory. A go-sdk client initializes over HTTP with the token, fs_grep
+// runs rg inside the container, fs_write creates a file that the host
+// sees owned by the user who ran the command, the mounted state directory
+// holds the root's subdirectory, and an interrupt, as Ctrl-C sends, stops
+// fsmcp and leaves no container behind.
 func TestContactContainerRecipe(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds fsmcp and an image")
 	}
+	doc := containerDoc(t)
 	ctx := t.TempDir()
 	cmd := exec.Command("../../scripts/container")
 	cmd.Env = append(os.Environ(), "FSMCP_CONTEXT="+ctx)
@@ -121,52 +134,297 @@ func TestContactContainerRecipe(t *testing.T) {
 	if passwd, _ := os.ReadFile(filepath.Join(rootfs, "etc/passwd")); !strings.Contains(string(passwd), ":65532:65532:") {
 		t.Errorf("the image's /etc/passwd has no user 65532: %q", passwd)
 	}
+	for _, engine := range []string{"podman", "docker"} {
+		t.Run(engine, func(t *testing.T) { runDocumentedContainer(t, doc, engine, ctx) })
+	}
+}
 
-	podman, err := exec.LookPath("podman")
+// containerBlocks are the shell blocks of docs/INTEGRATION.md's
+// "Container" section.
+type containerBlocks struct {
+	build, token, podman, docker string
+}
+
+var shellBlock = regexp.MustCompile("(?s)```sh\n(.*?)```")
+
+// containerDoc reads the section's blocks and checks that its two run
+// lines differ only in the runtime and the user flag, so that what is
+// tested of one holds for the other.
+func containerDoc(t *testing.T) containerBlocks {
+	t.Helper()
+	b, err := os.ReadFile("../../docs/INTEGRATION.md")
 	if err != nil {
-		t.Skip("podman is not installed: the recipe's contents are checked, the image is not built")
+		t.Fatal(err)
 	}
-	tag := fmt.Sprintf("localhost/fsmcp-test-%d", os.Getpid())
-	build := exec.Command(podman, "build", "-q", "-t", tag, "-f", "../../Containerfile", ctx)
+	_, section, ok := strings.Cut(string(b), "\n## Container\n")
+	if !ok {
+		t.Fatal("docs/INTEGRATION.md has no Container section")
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	var d containerBlocks
+	for _, m := range shellBlock.FindAllStringSubmatch(section, -1) {
+		switch block := m[1]; {
+		case strings.HasPrefix(block, "scripts/container build"):
+			d.build = block
+		case strings.Contains(block, "/dev/urandom"):
+			d.token = block
+		case strings.HasPrefix(block, "podman run "):
+			d.podman = block
+		case strings.HasPrefix(block, "docker run "):
+			d.docker = block
+		}
+	}
+	if d.build == "" || d.token == "" || d.podman == "" || d.docker == "" {
+		t.Fatalf("the Container section lacks a block (build, token, podman run, docker run): %+v", d)
+	}
+	asPodman := strings.Replace(strings.Replace(d.docker, "docker run ", "podman run ", 1),
+		dockerUser, podmanUser, 1)
+	if asPodman != d.podman {
+		t.Errorf("the podman and docker lines differ in more than the runtime and %s / %s:\n%s\n%s",
+			podmanUser, dockerUser, d.podman, d.docker)
+	}
+	return d
+}
+
+// The user flags of the section's run lines, and the one it gives for
+// rootless docker.
+const (
+	podmanUser         = "--userns=keep-id:uid=65532,gid=65532"
+	dockerUser         = `--user "$(id -u):$(id -g)"`
+	rootlessDockerUser = "--user 0:0"
+)
+
+// runDocumentedContainer builds the image and runs the section's line for
+// engine as this process's user, in a fresh HOME and served directory.
+func runDocumentedContainer(t *testing.T, d containerBlocks, engine, ctx string) {
+	path, err := exec.LookPath(engine)
+	if err != nil {
+		t.Skipf("%s is not installed", engine)
+	}
+	var stderr bytes.Buffer
+	infoCmd := exec.Command(path, "info", "--format", "{{json .}}")
+	infoCmd.Stderr = &stderr
+	info, err := infoCmd.Output()
+	if err != nil {
+		t.Skipf("%s info: %v: %s", engine, err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	// The line as the section gives it for this runtime and user.
+	line := d.docker
+	switch {
+	case engine == "podman" && os.Geteuid() != 0:
+		line = d.podman
+	case engine == "podman":
+		line = strings.Replace(line, "docker run ", "podman run ", 1)
+	case bytes.Contains(info, []byte("rootless")):
+		line = strings.Replace(line, dockerUser, rootlessDockerUser, 1)
+	}
+	var env []string
+	if engine == "podman" && !hasCapability(t, unix.CAP_SYS_RESOURCE) {
+		// Inside another container without CAP_SYS_RESOURCE (as where
+		// this was written) podman as root cannot raise RLIMIT_NOFILE and
+		// RLIMIT_NPROC to its defaults; the section's last note says to
+		// set podman's defaults to limits it has: the open files this
+		// process may have, and 32768 processes, the limit podman 4.3
+		// itself runs with there. runc, where installed, also stands in
+		// for crun, which refuses a hybrid cgroup hierarchy.
+		var nofile syscall.Rlimit
+		if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &nofile); err != nil {
+			t.Fatal(err)
+		}
+		conf := fmt.Sprintf("[containers]\ndefault_ulimits = [\"nofile=%d:%d\", \"nproc=32768:32768\"]\n", nofile.Max, nofile.Max)
+		if runc, err := exec.LookPath("runc"); err == nil {
+			conf += fmt.Sprintf("[engine]\nruntime = %q\n", runc)
+		}
+		name := filepath.Join(t.TempDir(), "containers.conf")
+		if err := os.WriteFile(name, []byte(conf), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		env = append(env, "CONTAINERS_CONF="+name)
+	}
+
+	build := exec.Command("bash", "-euo", "pipefail", "-c", d.build)
+	build.Dir = "../.."
+	build.Env = append(os.Environ(), append(env, "FSMCP_CONTEXT="+ctx, "FSMCP_ENGINE="+path)...)
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("podman build: %v\n%s", err, out)
+		t.Fatalf("%s: %v\n%s", d.build, err, out)
 	}
-	t.Cleanup(func() { exec.Command(podman, "rmi", "-f", tag).Run() })
-	user, err := exec.Command(podman, "image", "inspect", "--format", "{{.Config.User}}", tag).Output()
-	if err != nil || strings.TrimSpace(string(user)) != "65532:65532" {
-		t.Errorf("the image runs as %q (%v), want 65532:65532", user, err)
+	t.Cleanup(func() { exec.Command(path, "rmi", "fsmcp").Run() })
+	before := containerIDs(t, path)
+	t.Cleanup(func() {
+		for _, id := range containerIDs(t, path) {
+			if !slices.Contains(before, id) {
+				exec.Command(path, "rm", "-f", id).Run()
+			}
+		}
+	})
+
+	// A fresh HOME for the token; the runtimes keep their images and
+	// settings where they had them.
+	home, data := t.TempDir(), t.TempDir()
+	realHome, err := os.UserHomeDir()
+	if err != nil {
+		t.Fatal(err)
 	}
-	data := t.TempDir()
+	keep := map[string]string{"XDG_DATA_HOME": ".local/share", "XDG_CONFIG_HOME": ".config"}
+	if engine == "docker" {
+		keep = map[string]string{"DOCKER_CONFIG": ".docker"}
+	}
+	for v, dir := range keep {
+		if os.Getenv(v) == "" {
+			env = append(env, v+"="+filepath.Join(realHome, dir))
+		}
+	}
+	env = append(os.Environ(), append(env, "HOME="+home)...)
+	token := exec.Command("bash", "-euo", "pipefail", "-c", d.token)
+	token.Env = env
+	if out, err := token.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", d.token, err, out)
+	}
 	if err := os.WriteFile(filepath.Join(data, "a.txt"), []byte("in the container\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	os.Chmod(data, 0o777)
-	// Without CAP_SYS_RESOURCE (as here, inside another container) the
-	// runtime cannot raise the rlimits podman asks for by default, so the
-	// run asks for what the test already has; crun also refuses a hybrid
-	// cgroup hierarchy, which runc accepts.
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+	l, err := net.Listen("tcp", "127.0.0.1:8080")
+	if err != nil {
+		t.Skipf("the documented line publishes 127.0.0.1:8080, which is in use here: %v", err)
+	}
+	l.Close()
+
+	run := exec.Command("bash", "-euo", "pipefail", "-c", line)
+	run.Dir, run.Env = data, env
+	run.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	h := runHTTP(t, run, "bound")
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		syscall.Kill(-run.Process.Pid, syscall.SIGINT)
+		select {
+		case <-h.exited:
+		case <-time.After(60 * time.Second):
+			t.Errorf("%s run did not stop within 60 s of an interrupt", engine)
+			syscall.Kill(-run.Process.Pid, syscall.SIGKILL)
+		}
+	}
+	t.Cleanup(stop)
+	tok, err := os.ReadFile(filepath.Join(home, ".config/fsmcp/token"))
+	if err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"run", "--rm", "-i", "--read-only", "--network=none",
-		"--ulimit", fmt.Sprintf("nofile=%d:%d", lim.Max, lim.Max), "--ulimit", "nproc=1024:1024"}
-	if runc, err := exec.LookPath("runc"); err == nil {
-		args = append(args, "--runtime", runc)
+	h.base, h.token = "http://127.0.0.1:8080", strings.TrimSpace(string(tok))
+	s := h.connect("")
+	r := s.wantOK("fs_grep", map[string]any{"path": ".", "pattern": "contain"})
+	if !strings.Contains(r.text, `"path":"a.txt","line_number":1`) {
+		t.Errorf("fs_grep in the container found no match in a.txt: %s", r.text)
 	}
-	run := exec.Command(podman, append(args, "-v", data+":/data", tag, "--root", "/data")...)
-	run.Stdin = strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}` + "\n" +
-		`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n" +
-		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"fs_read","arguments":{"path":"a.txt"}}}` + "\n" +
-		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"fs_grep","arguments":{"path":"","pattern":"contain"}}}` + "\n")
-	out, err := run.CombinedOutput()
-	if err != nil && strings.Contains(string(out), "OCI ") {
-		t.Skipf("podman builds the image but cannot run containers here: %s", strings.TrimSpace(string(out)))
+	s.wantOK("fs_write", map[string]any{"path": "new.txt", "content": "from the container\n", "if_sha256": nil})
+	fi, err := os.Stat(filepath.Join(data, "new.txt"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	// The read returns the file; the search ran rg inside the container,
-	// under the worker's Landlock domain.
-	if err != nil || !strings.Contains(string(out), `in the container\\n`) ||
-		!strings.Contains(string(out), `\"path\":\"a.txt\",\"line_number\":1`) {
-		t.Errorf("podman run: %v\n%s", err, out)
+	if uid := fi.Sys().(*syscall.Stat_t).Uid; int(uid) != os.Getuid() {
+		t.Errorf("the file fsmcp wrote is owned by uid %d on the host, want %d (who ran the command)", uid, os.Getuid())
 	}
+	checkContainerProcess(t, path, before)
+	if subs, _ := filepath.Glob(filepath.Join(home, ".local/state/fsmcp/root-*")); len(subs) != 1 {
+		t.Errorf("the state directory on the host has %v, want the root's one subdirectory", subs)
+	}
+	s.session.Close()
+	// Rootless podman 4.3 runs as two processes that both forward the
+	// interrupt, and the second, finding the container gone, exits 1: the
+	// exit status says nothing of fsmcp, the containers left do.
+	stop()
+	t.Logf("%s run exited with %v after an interrupt", engine, h.cmd.ProcessState)
+	for _, id := range containerIDs(t, path) {
+		if !slices.Contains(before, id) {
+			t.Errorf("container %s is left after the interrupt", id)
+		}
+	}
+}
+
+// checkContainerProcess checks, from the host's /proc, what the documented
+// line promises of the one container started since before: fsmcp runs as
+// this process's user with no capability on a read-only root filesystem,
+// and port 8080 listens on loopback only.
+func checkContainerProcess(t *testing.T, engine string, before []string) {
+	var ids []string
+	for _, id := range containerIDs(t, engine) {
+		if !slices.Contains(before, id) {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) != 1 {
+		t.Fatalf("%d new containers, want 1: %v", len(ids), ids)
+	}
+	out, err := exec.Command(engine, "inspect", "--format", "{{.State.Pid}}", ids[0]).Output()
+	if err != nil {
+		t.Fatalf("%s inspect: %v", engine, err)
+	}
+	pid := strings.TrimSpace(string(out))
+	status, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := regexp.MustCompile(`(?m)^Uid:\s+(\d+).*$`).FindSubmatch(status); m == nil || string(m[1]) != strconv.Itoa(os.Getuid()) {
+		t.Errorf("fsmcp in the container runs on the host as %q, want uid %d", m, os.Getuid())
+	}
+	if !regexp.MustCompile(`(?m)^CapEff:\s+0+$`).Match(status) {
+		t.Errorf("fsmcp in the container has capabilities:\n%s", status)
+	}
+	mounts, err := os.ReadFile("/proc/" + pid + "/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^\S+ \S+ \S+ \S+ / ro[, ]`).Match(mounts) {
+		t.Errorf("the container's root filesystem is not read-only:\n%s", mounts)
+	}
+	listeners := 0
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(table)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			f := strings.Fields(line)
+			// local_address is ADDR:1F90 for port 8080; state 0A is LISTEN.
+			if len(f) < 4 || f[3] != "0A" || !strings.HasSuffix(f[1], ":1F90") {
+				continue
+			}
+			listeners++
+			if addr := strings.TrimSuffix(f[1], ":1F90"); addr != "0100007F" && addr != "00000000000000000000000001000000" {
+				t.Errorf("port 8080 listens on %s (%s), not loopback only", addr, table)
+			}
+		}
+	}
+	if listeners == 0 {
+		t.Errorf("nothing on the host listens on port 8080 while the container serves it")
+	}
+}
+
+// containerIDs lists every container engine knows of, running or not.
+func containerIDs(t *testing.T, engine string) []string {
+	out, err := exec.Command(engine, "ps", "-a", "-q", "--no-trunc").Output()
+	if err != nil {
+		t.Errorf("%s ps: %v", engine, err)
+	}
+	return strings.Fields(string(out))
+}
+
+// hasCapability reports whether this process has capability c in its
+// effective set.
+func hasCapability(t *testing.T, c int) bool {
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^CapEff:\s*([0-9a-f]+)$`).FindSubmatch(status)
+	if m == nil {
+		t.Fatalf("no CapEff in /proc/self/status:\n%s", status)
+	}
+	eff, err := strconv.ParseUint(string(m[1]), 16, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return eff&(1<<c) != 0
 }

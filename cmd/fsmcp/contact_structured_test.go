@@ -177,6 +177,7 @@ func TestContactStructuredContent(t *testing.T) {
 	c.call(s, "fs_digest", map[string]any{"path": "sub"})
 	c.call(s, "fs_patch", map[string]any{"patch": "--- a/sub/b.txt\n+++ b/sub/b.txt\n@@ -1 +1 @@\n-beta again\n+beta once more\n",
 		"if_sha256": map[string]any{"sub/b.txt": sha([]byte("beta again\n"))}, "dry_run": true})
+	c.call(s, "fs_patch", map[string]any{"patch": "--- /dev/null\n+++ b/new/dir/n.txt\n@@ -0,0 +1 @@\n+n\n", "dry_run": true})
 	c.call(s, "fs_patch", map[string]any{"patch": "--- a/sub2/b.txt\n+++ b/sub2/b.txt\n@@ -1 +1 @@\n-beta again\n+beta once more\n",
 		"if_sha256": map[string]any{"sub2/b.txt": sha([]byte("beta again\n"))}})
 	d := c.call(s, "fs_delete", map[string]any{"path": "sub2", "recursive": true})

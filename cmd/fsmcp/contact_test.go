@@ -1,11 +1,15 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/fsmcp/fsmcp/frontend"
 )
 
 // rg's advice about its own flags becomes advice about the tool's
@@ -121,6 +125,103 @@ func TestContactLinuxOnlyBuild(t *testing.T) {
 		}
 		if err == nil || len(errs) != 1 || !strings.Contains(errs[0], "fsmcp_builds_on_Linux_only") {
 			t.Errorf("GOOS=%s go build ./...: %v\n%s\nwant one error naming fsmcp_builds_on_Linux_only", goos, err, out)
+		}
+	}
+}
+
+// Tools that work on a directory take the root when path is left out, as
+// "" and "." name it: a client that cannot send an empty string (the MCP
+// Inspector's forms) still reaches the root. Tools on one file still
+// require a path, and say how to name one.
+func TestContactPathLeftOutIsRoot(t *testing.T) {
+	root, _ := tree(t)
+	s := start(t, root)
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+		key  string
+	}{
+		{"fs_stat", map[string]any{}, "type"},
+		{"fs_list", map[string]any{}, "entries"},
+		{"fs_glob", map[string]any{"pattern": "**"}, "files"},
+		{"fs_grep", map[string]any{"pattern": "."}, "results"},
+		{"fs_tree", map[string]any{}, "entries"},
+		{"fs_digest", map[string]any{}, "tree_sha256"},
+	} {
+		left := s.wantOK(c.tool, c.args)
+		for _, named := range []string{"", "."} {
+			args := map[string]any{"path": named}
+			for k, v := range c.args {
+				args[k] = v
+			}
+			if got := s.wantOK(c.tool, args); fmt.Sprint(got.doc[c.key]) != fmt.Sprint(left.doc[c.key]) {
+				t.Errorf("%s with path %q: %s = %v; with path left out: %v", c.tool, named, c.key, got.doc[c.key], left.doc[c.key])
+			}
+		}
+		if left.doc[c.key] == nil {
+			t.Errorf("%s with path left out: no %s in %s", c.tool, c.key, left.text)
+		}
+	}
+	r := s.wantErr("fs_read", map[string]any{}, "invalid_argument")
+	if msg := r.doc["error"].(map[string]any)["message"].(string); !strings.Contains(msg, `"." for the root itself`) {
+		t.Errorf("fs_read without path: %q, want it to say how to name a path", msg)
+	}
+}
+
+// A read without length of bytes that are not text answers 4 KiB of
+// base64 and says binary; length still reads as much as asked, and text
+// keeps the whole default page.
+func TestContactBinaryReadShortDefault(t *testing.T) {
+	root := t.TempDir()
+	bin := make([]byte, 100<<10)
+	for i := range bin {
+		bin[i] = byte(i*7 + i>>8)
+	}
+	if err := os.WriteFile(filepath.Join(root, "blob"), bin, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "text"), []byte(strings.Repeat("text line\n", 10<<10)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, root)
+	r := s.wantOK("fs_read", map[string]any{"path": "blob"})
+	if r.str("encoding") != "base64" || r.num("length") != 4096 || r.doc["binary"] != true || r.doc["truncated"] != true || r.num("next_offset") != 4096 {
+		t.Errorf("fs_read of 100 KiB of binary: %s; want 4096 bytes of base64, binary, truncated, next_offset 4096", r.text[len(r.text)-300:])
+	}
+	r = s.wantOK("fs_read", map[string]any{"path": "blob", "offset": 4096, "length": 30000})
+	if r.num("length") != 30000 || r.doc["binary"] != nil {
+		t.Errorf("fs_read of binary with length 30000: length %d, binary %v", r.num("length"), r.doc["binary"])
+	}
+	r = s.wantOK("fs_read", map[string]any{"path": "text"})
+	if r.str("encoding") != "utf8" || r.num("length") < 40000 || r.doc["binary"] != nil {
+		t.Errorf("fs_read of text: encoding %s, length %d, binary %v; want the whole default page", r.str("encoding"), r.num("length"), r.doc["binary"])
+	}
+}
+
+// A start says one thing on stderr: the version, the root, the transport
+// and where the audit log goes, once the server answers. --verbose adds
+// each process's confinement.
+func TestContactQuietStart(t *testing.T) {
+	root, _ := tree(t)
+	s := start(t, root)
+	s.wantOK("fs_stat", map[string]any{"path": "a.txt"})
+	s.session.Close()
+	s.wait(10 * time.Second)
+	var other []string
+	for _, l := range strings.Split(strings.TrimSpace(s.stderr.String()), "\n") {
+		if !strings.HasPrefix(l, "{") { // audit lines are JSON
+			other = append(other, l)
+		}
+	}
+	want := "fsmcp " + frontend.Version + ": serving " + root + " on stdio; audit log on stderr"
+	if len(other) != 1 || other[0] != want {
+		t.Errorf("stderr besides the audit: %q, want exactly %q", other, want)
+	}
+	v := start(t, root, "--verbose")
+	v.wantOK("fs_stat", map[string]any{"path": "a.txt"})
+	for _, l := range []string{"fsmcp worker: landlock ABI", "fsmcp worker: seccomp filter:", "fsmcp: front-end confined:", want} {
+		if !strings.Contains(v.stderr.String(), l) {
+			t.Errorf("--verbose stderr lacks %q:\n%s", l, v.stderr.String())
 		}
 	}
 }

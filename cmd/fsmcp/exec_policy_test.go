@@ -78,6 +78,11 @@ func TestExecPolicyDenyInCommands(t *testing.T) {
 // every one of them.
 func TestExecPolicyProtectWritable(t *testing.T) {
 	root := execPolicyTree(t)
+	// A writable command does not run while the denied file has a
+	// second name (TestExecSecondNameRefused).
+	if err := os.Remove(filepath.Join(root, "sub/hard")); err != nil {
+		t.Fatal(err)
+	}
 	s := start(t, root, append([]string{"--exec-writable", "--deny", "secret.txt"}, policyExec...)...)
 	refused := []string{
 		"echo x >> .git/config",
@@ -87,9 +92,6 @@ func TestExecPolicyProtectWritable(t *testing.T) {
 		"mv .git gone",
 		"ln secret.txt sub/leak",
 		"mv secret.txt sub/leak",
-		// A link in the denied file's own directory gains no right:
-		// made, and as unreadable.
-		"ln sub/hard sub/leak2; cat sub/leak2",
 		"touch new-at-root",
 	}
 	for _, script := range refused {

@@ -539,9 +539,9 @@ func workerRules(t *testing.T, stderr string) string {
 // with and without them, and it starts no command itself.
 func TestExecWorkerDomainUnchanged(t *testing.T) {
 	root := t.TempDir()
-	plain := start(t, root)
+	plain := start(t, root, "--verbose")
 	plain.wantOK("fs_stat", map[string]any{"path": ""})
-	with := start(t, root, append(execShTest, "--exec-writable")...)
+	with := start(t, root, append(execShTest, "--exec-writable", "--verbose")...)
 	with.execCall(sh("true"))
 	if a, b := workerRules(t, plain.stderr.String()), workerRules(t, with.stderr.String()); a != b {
 		t.Errorf("the worker's rules changed:\nwithout: %s\nwith:    %s", a, b)

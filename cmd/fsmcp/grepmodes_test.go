@@ -132,8 +132,8 @@ func TestGrepModesFilesAndCount(t *testing.T) {
 			if mode == "count" {
 				sum = last.num("count")
 			}
-			if sum != total || last.num("files_searched") != int64(len(want)) {
-				t.Errorf("fs_grep(%v): total %d over %d files, rg %d over %d", args, sum, last.num("files_searched"), total, len(want))
+			if sum != total || last.num("files_matched") != int64(len(want)) {
+				t.Errorf("fs_grep(%v): total %d over %d files, rg %d over %d", args, sum, last.num("files_matched"), total, len(want))
 			}
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/worker"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 )
 
@@ -80,6 +81,17 @@ func hookResult(action, arg string) string {
 		var l net.Listener
 		if l, err = lc.Listen(context.Background(), "tcp", arg); err == nil {
 			l.Close()
+		}
+	case "dirflags":
+		// What the worker asks of a directory to tell whether it folds
+		// case (worker/fold.go): fstatfs and FS_IOC_GETFLAGS.
+		var f *os.File
+		if f, err = os.Open(arg); err == nil {
+			var st unix.Statfs_t
+			if err = unix.Fstatfs(int(f.Fd()), &st); err == nil {
+				_, err = unix.IoctlGetUint32(int(f.Fd()), unix.FS_IOC_GETFLAGS)
+			}
+			f.Close()
 		}
 	default:
 		var known bool

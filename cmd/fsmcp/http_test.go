@@ -53,7 +53,7 @@ type httpServer struct {
 	stderr *syncBuffer
 }
 
-var servingLine = regexp.MustCompile(`fsmcp: serving MCP at http://(\S+)/mcp \(([a-z-]+); bearer token(?:: ([^\s)]+))?`)
+var servingLine = regexp.MustCompile(`fsmcp \S+: serving .* on http://(\S+)/mcp \(([a-z-]+); bearer token(?:: ([^\s)]+))?`)
 
 // startHTTP runs fsmcp --transport http on a free loopback port.
 func startHTTP(t testing.TB, root string, flags ...string) *httpServer {
@@ -743,20 +743,20 @@ func TestVersion(t *testing.T) {
 
 // auditEntry is one line of the audit log.
 type auditEntry struct {
-	Time            string            `json:"time"`
-	Event           string            `json:"event"`
-	Session         string            `json:"session"`
-	Peer            string            `json:"peer"`
-	Tool            string            `json:"tool"`
-	Paths           map[string]string `json:"paths"`
-	Outcome         string            `json:"outcome"`
-	DurationUS      *int64            `json:"duration_us"`
-	ReplyBytes      int64             `json:"reply_bytes"`
-	ScopeViolation  *bool             `json:"scope_violation"`
-	PolicyViolation bool              `json:"policy_violation"`
-	Decision        string            `json:"decision"`
-	Undo            string            `json:"undo"`
-	Undone          string            `json:"undone"`
+	Time            string         `json:"time"`
+	Event           string         `json:"event"`
+	Session         string         `json:"session"`
+	Peer            string         `json:"peer"`
+	Tool            string         `json:"tool"`
+	Paths           map[string]any `json:"paths"`
+	Outcome         string         `json:"outcome"`
+	DurationUS      *int64         `json:"duration_us"`
+	ReplyBytes      int64          `json:"reply_bytes"`
+	ScopeViolation  *bool          `json:"scope_violation"`
+	PolicyViolation bool           `json:"policy_violation"`
+	Decision        string         `json:"decision"`
+	Undo            string         `json:"undo"`
+	Undone          string         `json:"undone"`
 }
 
 // auditLines parses every audit line in text, failing on a line that

@@ -1,6 +1,7 @@
 // Command fsmcp serves one directory to an MCP client as a rooted
 // filesystem. The same binary, started with a hidden first argument, is
-// the confined worker that alone touches the directory.
+// the confined worker that alone touches the directory, the command
+// runner, a command's shim, the rules reader and the cgroup reaper.
 package main
 
 import (
@@ -16,23 +17,38 @@ import (
 )
 
 func main() {
-	// The worker is dispatched before any flag parsing.
-	if len(os.Args) > 1 {
-		switch os.Args[1] {
-		case sandbox.WorkerSubcommand:
-			os.Exit(worker.Main(os.Args[2:], worker.Hooks{}))
-		case sandbox.ExecSubcommand:
-			os.Exit(command.Main(os.Args[2:]))
-		case sandbox.CommandSubcommand:
-			os.Exit(sandbox.CommandMain(os.Args[2:]))
-		case sandbox.RulesSubcommand:
-			os.Exit(worker.RulesReaderMain(os.Args[2:]))
-		case sandbox.ReaperSubcommand:
-			os.Exit(sandbox.ReaperMain(os.Args[2:]))
-		}
+	if code, ok := subcommand(os.Args, worker.Hooks{}); ok {
+		os.Exit(code)
 	}
+	os.Exit(serve(os.Args[1:], frontend.Hooks{}))
+}
+
+// subcommand runs the hidden subcommand args[1] names, before any flag
+// parsing, and says whether there was one. main and the tests' TestMain
+// both dispatch through it.
+func subcommand(args []string, hooks worker.Hooks) (code int, ok bool) {
+	if len(args) < 2 {
+		return 0, false
+	}
+	rest := args[2:]
+	switch args[1] {
+	case sandbox.WorkerSubcommand:
+		return worker.Main(rest, hooks), true
+	case sandbox.ExecSubcommand:
+		return command.Main(rest), true
+	case sandbox.CommandSubcommand:
+		return sandbox.CommandMain(rest), true
+	case sandbox.RulesSubcommand:
+		return worker.RulesReaderMain(rest), true
+	case sandbox.ReaperSubcommand:
+		return sandbox.ReaperMain(rest), true
+	}
+	return 0, false
+}
+
+// serve runs the front-end until the client goes or a signal ends it.
+func serve(args []string, hooks frontend.Hooks) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := frontend.Main(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, frontend.Hooks{})
-	stop()
-	os.Exit(code)
+	defer stop()
+	return frontend.Main(ctx, args, os.Stdin, os.Stdout, os.Stderr, hooks)
 }

@@ -8,19 +8,13 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/fsmcp/fsmcp/frontend"
-	"github.com/fsmcp/fsmcp/sandbox"
-	"github.com/fsmcp/fsmcp/worker"
-	"github.com/fsmcp/fsmcp/worker/command"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -28,28 +22,35 @@ import (
 // subcommand, and FSMCP_TEST_FRONTEND=1 runs the front-end, so every test
 // drives real processes built with the test's own hooks and -race.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == sandbox.WorkerSubcommand {
-		os.Exit(worker.Main(os.Args[2:], workerHooks()))
-	}
-	if len(os.Args) > 1 && os.Args[1] == sandbox.ExecSubcommand {
-		os.Exit(command.Main(os.Args[2:]))
-	}
-	if len(os.Args) > 1 && os.Args[1] == sandbox.CommandSubcommand {
-		os.Exit(sandbox.CommandMain(os.Args[2:]))
-	}
-	if len(os.Args) > 1 && os.Args[1] == sandbox.RulesSubcommand {
-		os.Exit(worker.RulesReaderMain(os.Args[2:]))
-	}
-	if len(os.Args) > 1 && os.Args[1] == sandbox.ReaperSubcommand {
-		os.Exit(sandbox.ReaperMain(os.Args[2:]))
-	}
-	if os.Getenv("FSMCP_TEST_FRONTEND") == "1" {
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		code := frontend.Main(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, frontendHooks())
-		stop()
+	if code, ok := subcommand(os.Args, workerHooks()); ok {
 		os.Exit(code)
 	}
-	os.Exit(m.Run())
+	if os.Getenv("FSMCP_TEST_FRONTEND") == "1" {
+		os.Exit(serve(os.Args[1:], frontendHooks()))
+	}
+	// Every fsmcp a test starts without --state-dir keeps its state in a
+	// directory of this run, not in the user's. Tests that run fsmcp as
+	// another user share it as users share /tmp: each makes its own
+	// subdirectory for its root there.
+	state, err := os.MkdirTemp("", "fsmcp-test-state-")
+	if err == nil {
+		err = os.Chmod(state, 0o755)
+	}
+	if err == nil {
+		err = os.Mkdir(filepath.Join(state, "fsmcp"), 0o755)
+	}
+	if err == nil {
+		err = os.Chmod(filepath.Join(state, "fsmcp"), 0o1777)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Setenv("XDG_STATE_HOME", state)
+	os.Unsetenv("STATE_DIRECTORY")
+	code := m.Run()
+	os.RemoveAll(state)
+	os.Exit(code)
 }
 
 // syncBuffer is a bytes.Buffer safe for a process's stderr copier and the
@@ -69,6 +70,23 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// stateDirIn returns a --state-dir flag naming a new directory in parent
+// that uid owns, for a test that runs fsmcp as another user: the run's
+// shared state directory may already hold a root's subdirectory of
+// another user, when a deleted root's inode is given to this test's root.
+// parent must be searchable by uid.
+func stateDirIn(t *testing.T, parent string, uid, gid int) string {
+	t.Helper()
+	d, err := os.MkdirTemp(parent, "state-")
+	if err == nil {
+		err = os.Chown(d, uid, gid)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "--state-dir=" + d
 }
 
 // fsmcpCommand is the command line of a front-end serving root.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"fmt"
+	"path"
 	"slices"
 	"strings"
 )
@@ -142,7 +143,8 @@ func linesOf(prefix string, b []byte) string {
 
 // patchOp patches one or two files: a whole-content rewrite of a text file
 // ending in a newline (whose old lines can only match at its start), a
-// created file or a deleted one, with at most one wrong precondition.
+// created file or a deleted one (whose directory goes if that leaves it
+// empty), with at most one wrong precondition.
 func (g *modelGen) patchOp() *modelOp {
 	m := g.m
 	var candidates []string
@@ -206,6 +208,13 @@ func (g *modelGen) patchOp() *modelOp {
 		op.apply = func() {
 			for _, a := range applies {
 				a()
+			}
+			// As git apply does, the directories the deletions leave
+			// empty go.
+			for p := range touched {
+				for d := path.Dir(p); m[p] == nil && d != "." && m[d] != nil && !m.hasChildren(d); d = path.Dir(d) {
+					delete(m, d)
+				}
 			}
 		}
 	}

@@ -3,9 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"io/fs"
+	stdmaps "maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -43,35 +46,95 @@ func patchCrashTree(t *testing.T, dir string, rng *rand.Rand) (old, nw map[strin
 	return old, nw
 }
 
-// state says whether every trial file holds its old or its new version.
+// patchCrashOnlyOld and patchCrashOnlyNew are the files only one version
+// has: the patch from old to new deletes the first (leaving gone0/,
+// gone1/sub/ and gone1/ empty, so they go, while d0/ keeps its other
+// files) and creates the second (in made/, made/a/b/ and d1/new/, which it
+// makes). The patch back does the opposite.
+var (
+	patchCrashOnlyOld = map[string]string{"gone0/x.txt": "x\n", "gone1/sub/x.txt": "x\ny\n", "d0/extra.txt": "extra\n"}
+	patchCrashOnlyNew = map[string]string{"made/a/b/y.txt": "y\n", "made/z.txt": "z\nz\n", "d1/new/w.txt": "w\n"}
+)
+
+// wholeFilePatch deletes every file of from and creates every file of to,
+// as diff -u writes it with /dev/null on the other side.
+func wholeFilePatch(from, to map[string]string) string {
+	var b strings.Builder
+	for _, side := range []struct {
+		files  map[string]string
+		create bool
+	}{{from, false}, {to, true}} {
+		for _, name := range slices.Sorted(stdmaps.Keys(side.files)) {
+			lines := strings.SplitAfter(side.files[name], "\n")
+			lines = lines[:len(lines)-1]
+			if side.create {
+				fmt.Fprintf(&b, "--- /dev/null\n+++ b/%s\n@@ -0,0 +1,%d @@\n", name, len(lines))
+			} else {
+				fmt.Fprintf(&b, "--- a/%s\n+++ /dev/null\n@@ -1,%d +0,0 @@\n", name, len(lines))
+			}
+			for _, l := range lines {
+				b.WriteString(map[bool]string{true: "+", false: "-"}[side.create] + l)
+			}
+		}
+	}
+	return b.String()
+}
+
+// patchCrashState says whether the tree (its files, their contents and its
+// directories, temp names aside) is wholly the old version or wholly the
+// new one.
 func patchCrashState(t *testing.T, root string, old, nw map[string]string) string {
 	t.Helper()
+	files, dirs := map[string]string{}, map[string]bool{}
+	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		rel, _ := filepath.Rel(root, p)
+		switch {
+		case err != nil:
+			t.Fatal(err)
+		case strings.HasPrefix(d.Name(), tempPrefix):
+		case d.IsDir() && rel != ".":
+			dirs[rel] = true
+		case d.Type().IsRegular():
+			files[rel] = string(readFile(t, p))
+		}
+		return nil
+	})
+	for _, v := range []struct {
+		name  string
+		files map[string]string
+	}{{"old", old}, {"new", nw}} {
+		want := map[string]bool{}
+		for n := range v.files {
+			for d := filepath.Dir(n); d != "."; d = filepath.Dir(d) {
+				want[d] = true
+			}
+		}
+		if stdmaps.Equal(files, v.files) && stdmaps.Equal(dirs, want) {
+			return v.name
+		}
+	}
 	olds, news := 0, 0
-	for name := range old {
-		got := string(readFile(t, filepath.Join(root, name)))
-		switch got {
-		case old[name]:
+	for n, c := range files {
+		switch c {
+		case old[n]:
 			olds++
-		case nw[name]:
+		case nw[n]:
 			news++
 		}
 	}
-	switch {
-	case olds == len(old):
-		return "old"
-	case news == len(old):
-		return "new"
-	}
-	t.Fatalf("a mixed tree: %d files old, %d new, %d neither", olds, news, len(old)-olds-news)
+	t.Fatalf("a mixed tree: %d files old, %d new, %d files in all; directories %v", olds, news, len(files), slices.Sorted(stdmaps.Keys(dirs)))
 	return ""
 }
 
 // TestEditPatchCrash SIGKILLs fsmcp's whole process group (front-end and
 // worker at once) at random moments while it applies a 12-file, 12 MiB
-// patch, restarts it, and checks that every file holds its old version or
-// every file its new one, that a patch reported done is applied, and that
-// no temp name or journal is left on disk once the restarted worker has
-// undone and swept. Even trials kill anywhere in the call; odd ones wait
+// patch (which also creates files in directories it makes and deletes
+// files from directories it removes), restarts it, and checks that the
+// tree is wholly old or wholly new, directories included, that a patch
+// reported done is applied, and that no temp name or journal is left on
+// disk once the restarted worker has undone and swept. The journals are
+// in the state directory, and every one a kill leaves verifies: none is
+// set aside. Even trials kill anywhere in the call; odd ones wait
 // for the journal, which exists only while files are being placed, and
 // kill inside the commit. FSMCP_PATCH_CRASH_TRIALS sets the number of
 // trials (scripts/crash-patch runs the full count). The trial runs twice:
@@ -90,32 +153,44 @@ func TestEditPatchCrash(t *testing.T) {
 func patchCrashTrials(t *testing.T, quarantine bool) {
 	trials := envInt("FSMCP_PATCH_CRASH_TRIALS", 4)
 	root := filepath.Join(t.TempDir(), "root")
-	var flags []string
+	stateDir := filepath.Join(filepath.Dir(root), "state")
+	flags := []string{"--state-dir", stateDir}
 	qdir := filepath.Join(filepath.Dir(root), "quarantine")
 	if quarantine {
 		if err := os.Mkdir(qdir, 0o755); err != nil {
 			t.Fatal(err)
 		}
 		// Room for five patches' old versions: eviction runs too.
-		flags = []string{"--quarantine", qdir, "--quarantine-bytes", fmt.Sprint(5 * patchCrashFiles * patchCrashFileSize)}
+		flags = append(flags, "--quarantine", qdir, "--quarantine-bytes", fmt.Sprint(5*patchCrashFiles*patchCrashFileSize))
 	}
 	rng := rand.New(rand.NewPCG(*crashSeed, 7))
 	old, nw := patchCrashTree(t, root, rng)
+	journals := stateSub(t, stateDir, root)
 	scratch := t.TempDir()
 	writeTree(t, filepath.Join(scratch, "a"), old)
 	writeTree(t, filepath.Join(scratch, "b"), nw)
-	forward := run(t, scratch, []int{1}, "diff", "-ru", "a", "b")
-	backward := run(t, scratch, []int{1}, "diff", "-ru", "b", "a")
+	forward := string(run(t, scratch, []int{1}, "diff", "-ru", "a", "b")) + wholeFilePatch(patchCrashOnlyOld, patchCrashOnlyNew)
+	backward := string(run(t, scratch, []int{1}, "diff", "-ru", "b", "a")) + wholeFilePatch(patchCrashOnlyNew, patchCrashOnlyOld)
+	writeTree(t, root, patchCrashOnlyOld)
+	stdmaps.Copy(old, patchCrashOnlyOld)
+	stdmaps.Copy(nw, patchCrashOnlyNew)
 	pre := func(from map[string]string) map[string]any {
 		m := map[string]any{}
 		for n, c := range from {
 			m[n] = sha([]byte(c))
 		}
+		for _, other := range []map[string]string{old, nw} {
+			for n := range other {
+				if _, ok := from[n]; !ok {
+					m[n] = nil
+				}
+			}
+		}
 		return m
 	}
 	args := map[string]map[string]any{
-		"old": {"patch": string(forward), "if_sha256": pre(old)},
-		"new": {"patch": string(backward), "if_sha256": pre(nw)},
+		"old": {"patch": forward, "if_sha256": pre(old)},
+		"new": {"patch": backward, "if_sha256": pre(nw)},
 	}
 	// Calibrate: one whole patch, then back.
 	s := start(t, root, flags...)
@@ -181,10 +256,10 @@ func patchCrashTrials(t *testing.T, quarantine bool) {
 		}()
 		if trial%2 == 0 {
 			time.Sleep(time.Duration(rng.Int64N(int64(whole * 3 / 2))))
-		} else if waitJournal(root, time.Minute) {
+		} else if waitJournal(journals, time.Minute) {
 			time.Sleep(time.Duration(rng.Int64N(int64(300 * time.Microsecond))))
 		}
-		if journalOnDisk(root) {
+		if journalOnDisk(journals) {
 			inCommit++
 		}
 		if err := syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL); err != nil {
@@ -206,8 +281,15 @@ func patchCrashTrials(t *testing.T, quarantine bool) {
 	tally(state)
 	waitSwept(t, root)
 	noTempFiles(t, root)
-	if names := listNames(s.wantOK("fs_list", map[string]any{"path": ""})); fmt.Sprint(names) != "[d0 d1 d2]" {
-		t.Fatalf("fs_list after the trials = %v", names)
+	if left, _ := os.ReadDir(journals); len(left) != 0 {
+		t.Errorf("left in the state directory after recovery (set-aside/ holds a journal that did not verify): %v", left)
+	}
+	top := map[string]bool{}
+	for n := range map[string]map[string]string{"old": old, "new": nw}[state] {
+		top[strings.SplitN(n, "/", 2)[0]] = true
+	}
+	if names := listNames(s.wantOK("fs_list", map[string]any{"path": ""})); fmt.Sprint(names) != fmt.Sprint(slices.Sorted(stdmaps.Keys(top))) {
+		t.Fatalf("fs_list after the trials = %v, want %v", names, slices.Sorted(stdmaps.Keys(top)))
 	}
 	t.Logf("quarantine %v: %d kills of the process group: after each restart every file old or every file new (%d unchanged, %d wholly patched); %d kills inside the commit (journal on disk); %d patches reported done before the kill",
 		quarantine, trials, unchanged, applied, inCommit, reportedOK)
@@ -233,21 +315,23 @@ func quarantineContents(t *testing.T, qdir string) map[string]bool {
 	return held
 }
 
-// journalOnDisk reports whether a patch journal is in root.
-func journalOnDisk(root string) bool {
-	entries, _ := os.ReadDir(root)
+// journalOnDisk reports whether a patch journal is in the state
+// directory dir.
+func journalOnDisk(dir string) bool {
+	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), tempPrefix+"journal-") {
+		if strings.HasPrefix(e.Name(), "journal-") {
 			return true
 		}
 	}
 	return false
 }
 
-// waitJournal polls root until a patch journal appears.
-func waitJournal(root string, limit time.Duration) bool {
+// waitJournal polls the state directory dir until a patch journal
+// appears.
+func waitJournal(dir string, limit time.Duration) bool {
 	for deadline := time.Now().Add(limit); time.Now().Before(deadline); {
-		if journalOnDisk(root) {
+		if journalOnDisk(dir) {
 			return true
 		}
 		time.Sleep(50 * time.Microsecond)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/base64"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -316,4 +317,53 @@ func TestEditPatchNonUTF8Preconditions(t *testing.T) {
 	s.wantOK("fs_patch", map[string]any{"patch": one, "if_sha256_base64": map[string]any{oddKey: sha([]byte(after[odd]))}})
 	checkTree(t, root, map[string]string{odd: "one\nTWO\nTHREE\n"})
 	noTempFiles(t, root)
+}
+
+// A dry run needs no if_sha256: it answers the if_sha256 (and, for a name
+// that is not UTF-8, if_sha256_base64) the real call needs, each touched
+// file's sha256 now or null for a created one, and passing them to the
+// real call applies the patch. The real call still refuses to go without
+// them; a dry run checks the preconditions it is given, and a file it
+// would create must not exist.
+func TestEditPatchDryRunHashes(t *testing.T) {
+	const odd = "caf\xe9.txt"
+	before := map[string]string{odd: "x\n"}
+	for n, c := range patchBefore {
+		before[n] = c
+	}
+	patch := append(diffPatch(t), "--- a/"+odd+"\n+++ b/"+odd+"\n@@ -1 +1 @@\n-x\n+y\n"...)
+	b64 := base64.StdEncoding.EncodeToString(patch)
+	root := editRoot(t, before)
+	s := start(t, root)
+	snap := snapshot(t, root)
+	r := s.wantOK("fs_patch", map[string]any{"patch": b64, "encoding": "base64", "dry_run": true})
+	sameSnapshot(t, "a dry run", snap, snapshot(t, root))
+	text, _ := r.doc["if_sha256"].(map[string]any)
+	if fmt.Sprint(text) != fmt.Sprint(patchPre()) {
+		t.Errorf("if_sha256 = %v, want %v", text, patchPre())
+	}
+	oddKey := base64.StdEncoding.EncodeToString([]byte(odd))
+	b64Pre, _ := r.doc["if_sha256_base64"].(map[string]any)
+	if len(b64Pre) != 1 || b64Pre[oddKey] != sha([]byte("x\n")) {
+		t.Errorf("if_sha256_base64 = %v", b64Pre)
+	}
+	real := map[string]any{"patch": b64, "encoding": "base64"}
+	s.wantErr("fs_patch", real, "invalid_argument")
+	short := map[string]any{}
+	for k, v := range text {
+		short[k] = v
+	}
+	delete(short, "m.txt")
+	s.wantErr("fs_patch", map[string]any{"patch": b64, "encoding": "base64", "if_sha256": short, "if_sha256_base64": b64Pre}, "invalid_argument")
+	// Given ones are checked by a dry run.
+	s.wantErr("fs_patch", map[string]any{"patch": b64, "encoding": "base64", "dry_run": true, "if_sha256": map[string]any{"m.txt": sha([]byte("stale"))}}, "precondition_failed")
+	sameSnapshot(t, "refused calls", snap, snapshot(t, root))
+	real["if_sha256"], real["if_sha256_base64"] = text, b64Pre
+	s.wantOK("fs_patch", real)
+	checkTree(t, root, patchAfter, "sub/del.md")
+	if got := string(readFile(t, filepath.Join(root, odd))); got != "y\n" {
+		t.Errorf("%q = %q", odd, got)
+	}
+	// Creating a file that exists, in a dry run without a precondition.
+	s.wantErr("fs_patch", map[string]any{"patch": "--- /dev/null\n+++ b/m.txt\n@@ -0,0 +1 @@\n+x\n", "dry_run": true}, "precondition_failed")
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fsmcp/fsmcp/sandbox"
 	"golang.org/x/sys/unix"
 )
 
@@ -93,8 +94,9 @@ func mutations(t *testing.T, root, p string) []map[string]any {
 	var cur any // null: must not exist
 	_, err := os.Lstat(filepath.Join(root, p))
 	exists := err == nil
-	if b, err := os.ReadFile(filepath.Join(root, p)); err == nil {
-		cur = sha(b)
+	content, err := os.ReadFile(filepath.Join(root, p))
+	if err == nil {
+		cur = sha(content)
 	}
 	ms := []map[string]any{
 		{"tool": "fs_write", "path": p, "content": "#!/bin/sh\ntouch PLANTED\n", "if_sha256": cur},
@@ -111,8 +113,15 @@ func mutations(t *testing.T, root, p string) []map[string]any {
 	if exists {
 		ms = append(ms, map[string]any{"tool": "fs_copy", "from": p, "to": "copied-away", "recursive": true})
 	}
+	if len(content) > 0 {
+		first, _, _ := strings.Cut(string(content), "\n")
+		ms = append(ms, map[string]any{"tool": "fs_patch", "if_sha256": map[string]any{p: cur},
+			"patch": "--- a/" + p + "\n+++ b/" + p + "\n@@ -1 +1 @@\n-" + first + "\n+touch PLANTED\n"})
+	}
 	if !exists {
-		ms = append(ms, map[string]any{"tool": "fs_mkdir", "path": p}, map[string]any{"tool": "fs_mkdir", "path": p + "/d"})
+		ms = append(ms, map[string]any{"tool": "fs_mkdir", "path": p}, map[string]any{"tool": "fs_mkdir", "path": p + "/d"},
+			map[string]any{"tool": "fs_patch", "if_sha256": map[string]any{p: nil},
+				"patch": "--- /dev/null\n+++ b/" + p + "\n@@ -0,0 +1 @@\n+touch PLANTED\n"})
 	}
 	return ms
 }
@@ -391,7 +400,8 @@ func TestPolicyAttestation(t *testing.T) {
 	if p, _ := pol["protect"].([]any); len(p) != 1 || p[0] != "build/**" {
 		t.Fatalf("confinement.policy.protect: %s", r.text)
 	}
-	want := map[string]string{"open outside the root": "EACCES", "tcp socket": "EPERM", "exec of a program not granted": "EACCES"}
+	want := map[string]string{"open outside the root": "EACCES", "access-mode-3 open outside the root": "EPERM",
+		"tcp socket": "EPERM", "exec of a program not granted": "EACCES"}
 	probes, _ := conf["selftest"].([]any)
 	if len(probes) != len(want) {
 		t.Fatalf("confinement.selftest: %s", r.text)
@@ -405,7 +415,7 @@ func TestPolicyAttestation(t *testing.T) {
 	def := start(t, t.TempDir())
 	r = def.wantOK("fs_stat", map[string]any{"path": ""})
 	pol, _ = r.doc["confinement"].(map[string]any)["policy"].(map[string]any)
-	if p, _ := pol["protect"].([]any); len(p) != 9 || p[0] != ".git/hooks/**" || p[8] != ".git" {
+	if p, _ := pol["protect"].([]any); len(p) != len(sandbox.DefaultProtect) || p[0] != ".git/hooks/**" || p[len(p)-1] != ".git" {
 		t.Fatalf("default confinement.policy.protect: %s", r.text)
 	}
 }

@@ -91,28 +91,35 @@ func physicalAt(ext []extent, from, to uint64) ([][2]uint64, bool) {
 // saying why, where this cannot be done.
 func mountXFS(t *testing.T) string {
 	t.Helper()
+	return mountImage(t, "mkfs.xfs", "xfsprogs", 512<<20, "-q", "-m", "reflink=1")
+}
+
+// mountImage makes a filesystem image of size bytes with mkfs (from the
+// Debian package pkg) and args, and loop-mounts it as mountXFS does.
+func mountImage(t *testing.T, mkfs, pkg string, size int64, args ...string) string {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("mounting a loop device needs root")
 	}
-	mkfs, err := exec.LookPath("mkfs.xfs")
+	prog, err := exec.LookPath(mkfs)
 	if err != nil {
-		t.Skip("mkfs.xfs is not installed (scripts/test.sh installs xfsprogs)")
+		t.Skipf("%s is not installed (scripts/test.sh installs %s)", mkfs, pkg)
 	}
 	dir := t.TempDir()
-	img, mnt := filepath.Join(dir, "xfs.img"), filepath.Join(dir, "mnt")
+	img, mnt := filepath.Join(dir, "fs.img"), filepath.Join(dir, "mnt")
 	if err := os.Mkdir(mnt, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if f, err := os.Create(img); err != nil {
 		t.Fatal(err)
-	} else if err := errors.Join(f.Truncate(512<<20), f.Close()); err != nil {
+	} else if err := errors.Join(f.Truncate(size), f.Close()); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command(mkfs, "-q", "-m", "reflink=1", img).CombinedOutput(); err != nil {
-		t.Fatalf("mkfs.xfs -m reflink=1: %v\n%s", err, out)
+	if out, err := exec.Command(prog, append(args, img)...).CombinedOutput(); err != nil {
+		t.Fatalf("%s %v: %v\n%s", mkfs, args, err, out)
 	}
 	if out, err := exec.Command("mount", "-o", "loop", img, mnt).CombinedOutput(); err != nil {
-		t.Skipf("cannot loop-mount an XFS image here: %v: %s", err, strings.TrimSpace(string(out)))
+		t.Skipf("cannot loop-mount a %s image here: %v: %s", mkfs, err, strings.TrimSpace(string(out)))
 	}
 	t.Cleanup(func() {
 		for i := 0; ; i++ {

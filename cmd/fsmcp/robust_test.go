@@ -57,6 +57,9 @@ func startAsNobody(t *testing.T, build func(root string)) (*server, string) {
 	}
 	build(root)
 	cmd := exec.Command(exe, "--root", root)
+	if cred != nil {
+		cmd.Args = append(cmd.Args, stateDirIn(t, base, int(cred.Uid), int(cred.Gid)))
+	}
 	cmd.Env = append(os.Environ(), "FSMCP_TEST_FRONTEND=1", "GORACE=atexit_sleep_ms=0")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	stderr := &syncBuffer{}
@@ -402,7 +405,7 @@ func TestRobustInheritedDescriptorsClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	s := spawn(t, root)
+	s := spawn(t, root, "--verbose")
 	s.cmd.ExtraFiles = []*os.File{f, f, f}
 	client := mcp.NewClient(&mcp.Implementation{Name: "fsmcp-test", Version: "1"}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -349,8 +349,8 @@ func TestGrepMatchesRG(t *testing.T) {
 				nmatch++
 			}
 		}
-		if last.num("matches") != int64(nmatch) || last.num("files_searched") != searches {
-			t.Errorf("%v: totals matches=%d files_searched=%d, rg: %d, %d", c.args, last.num("matches"), last.num("files_searched"), nmatch, searches)
+		if last.num("matches") != int64(nmatch) || last.num("files_matched") != searches {
+			t.Errorf("%v: totals matches=%d files_matched=%d, rg: %d, %d", c.args, last.num("matches"), last.num("files_matched"), nmatch, searches)
 		}
 		for _, l := range got {
 			if strings.Contains(l.Path, searchTempPrefix) {
@@ -993,6 +993,9 @@ func TestSearchUnreadableFiles(t *testing.T) {
 	t.Cleanup(func() { os.Chmod(filepath.Join(root, "locked-dir"), 0o755) })
 
 	cmd := exec.Command(exe, "--root", root)
+	if cred != nil {
+		cmd.Args = append(cmd.Args, stateDirIn(t, base, int(cred.Uid), int(cred.Gid)))
+	}
 	cmd.Env = append(os.Environ(), "FSMCP_TEST_FRONTEND=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	stderr := &syncBuffer{}

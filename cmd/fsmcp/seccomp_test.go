@@ -189,7 +189,7 @@ func TestSeccompCompromisedWorker(t *testing.T) {
 	root, outside := tree(t)
 	v := newVictims(t, outside)
 	before := v.snapshot()
-	s := start(t, root)
+	s := start(t, root, "--verbose")
 	cases := []struct{ action, arg, want string }{
 		{"esc-mptcp-listen", "", bySeccomp},
 		{"esc-udp-send", v.udp, bySeccomp},
@@ -306,7 +306,7 @@ func TestSeccompFrontendHTTP(t *testing.T) {
 	root, outside := tree(t)
 	v := newVictims(t, outside)
 	before := v.snapshot()
-	h := startHTTP(t, root)
+	h := startHTTP(t, root, "--verbose")
 	s := h.connect("")
 	for _, c := range []struct{ action, arg string }{
 		{"frontend-esc-mptcp-listen", ""},

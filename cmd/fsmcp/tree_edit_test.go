@@ -100,7 +100,10 @@ func TestEditDigestStabilityAndSensitivity(t *testing.T) {
 	s.wantOK("fs_digest", map[string]any{"path_base64": base64.StdEncoding.EncodeToString([]byte("t/n\xff"))})
 	s.wantErr("fs_digest", map[string]any{"path": "missing"}, "not_found")
 	s.wantErr("fs_digest", map[string]any{"path": "../x"}, "outside_root")
-	s.wantErr("fs_digest", map[string]any{}, "invalid_argument")
+	// Left out, path is the root, as "." names it.
+	if left, dot := s.wantOK("fs_digest", map[string]any{}).str("tree_sha256"), digestOf(s, "."); left != dot {
+		t.Errorf("fs_digest {} = %s, fs_digest . = %s", left, dot)
+	}
 }
 
 func TestEditGuardedDeleteAndMove(t *testing.T) {

@@ -183,7 +183,6 @@ func TestVcsRefusals(t *testing.T) {
 		code string
 	}{
 		{map[string]any{"backend": "hg", "path": "repo"}, "invalid_argument"},
-		{map[string]any{"backend": "git"}, "invalid_argument"},
 		{map[string]any{"backend": "git", "path": ".."}, "outside_root"},
 		{map[string]any{"backend": "git", "path": "abs"}, "outside_root"},
 		{map[string]any{"backend": "git", "path": "repo", "files": []string{"../x"}}, "invalid_argument"},
@@ -192,13 +191,16 @@ func TestVcsRefusals(t *testing.T) {
 		s.wantErr("fs_vcs_status", c.args, c.code)
 		s.wantErr("fs_vcs_diff", c.args, c.code)
 	}
-	// Outside a repository, git's own failure is the result.
-	r := s.wantOK("fs_vcs_status", map[string]any{"backend": "git", "path": ""})
-	if r.num("exit") == 0 || !strings.Contains(r.str("stderr"), "not a git repository") {
-		t.Errorf("status outside a repository: %s", r.text)
+	// Outside a repository, git's own failure is the result; path left
+	// out is the root, as "" names it.
+	for _, args := range []map[string]any{{"backend": "git", "path": ""}, {"backend": "git"}} {
+		r := s.wantOK("fs_vcs_status", args)
+		if r.num("exit") == 0 || !strings.Contains(r.str("stderr"), "not a git repository") {
+			t.Errorf("status %v outside a repository: %s", args, r.text)
+		}
 	}
 	// A file name is literal, never a pathspec's magic.
-	r = s.wantOK("fs_vcs_status", map[string]any{"backend": "git", "path": "repo", "files": []string{":(top)a.txt"}})
+	r := s.wantOK("fs_vcs_status", map[string]any{"backend": "git", "path": "repo", "files": []string{":(top)a.txt"}})
 	if n := len(r.doc["entries"].([]any)); n != 0 {
 		t.Errorf("a magic pathspec matched %d entries: %s", n, r.text)
 	}

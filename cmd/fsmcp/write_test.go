@@ -842,7 +842,7 @@ func TestWriteToolAnnotations(t *testing.T) {
 // checking the search permission of the test binary's directories.
 func startAs(t *testing.T, root string, uid, gid uint32) *server {
 	t.Helper()
-	cmd := fsmcpCommand(root)
+	cmd := fsmcpCommand(root, stateDirIn(t, filepath.Dir(root), int(uid), int(gid)))
 	cmd.Path = "/proc/self/exe"
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid}}
 	stderr := &syncBuffer{}

@@ -834,7 +834,7 @@ func spin(d time.Duration, n int, f func() error) (float64, error) {
 	return float64(done.Load()) / time.Since(t0).Seconds(), firstErr
 }
 
-var servingLine = regexp.MustCompile(`fsmcp: serving MCP at http://(\S+)/mcp`)
+var servingLine = regexp.MustCompile(`fsmcp \S+: serving .* on http://(\S+)/mcp`)
 
 type bearer struct {
 	token string

@@ -124,7 +124,7 @@ func (s *Service) hg(ctx context.Context, c *vcsCall, capture int64, args ...str
 	for _, f := range c.files {
 		argv = append(argv, "relpath:"+f)
 	}
-	return s.run(ctx, runSpec{prog: c.prog, argv: argv, env: hgEnv, cwd: c.path,
+	return s.run(ctx, runSpec{prog: c.prog, argv: argv, env: hgEnv, cwd: c.path, lines: c.lines,
 		files: c.prog.files, readDirs: c.prog.readDirs, timeout: timeout, capture: capture})
 }
 

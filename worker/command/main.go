@@ -1,6 +1,7 @@
 package command
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -38,8 +39,12 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	policy, err := cfg.Policy.Compile()
+	if err != nil {
+		return err
+	}
 	svc := &Service{writable: cfg.Writable, maxTimeout: time.Duration(cfg.MaxTimeoutS) * time.Second,
-		rg: cfg.RG, vcs: map[string]*program{}}
+		rg: cfg.RG, vcs: map[string]*program{}, policy: policy}
 	var execFiles []string
 	for _, p := range cfg.Programs {
 		prog, err := newProgram(p)
@@ -74,6 +79,18 @@ func run(args []string) error {
 		return fmt.Errorf("resolve rg's libraries: %w", err)
 	}
 	execFiles = append(execFiles, rgFiles...)
+	// The --rules file is read, as the worker reads it, by a reader
+	// process started now, before the namespace covers /tmp and before
+	// Landlock: each call reads the version in force as it starts.
+	if cfg.Rules != "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("name the runner's executable: %w", err)
+		}
+		if svc.rules, err = worker.StartRules(exe, cfg.Rules, cfg.AllowNoLandlock); err != nil {
+			return err
+		}
+	}
 	for _, d := range cfg.ReadDirs {
 		if !filepath.IsAbs(d) {
 			return fmt.Errorf("--exec-read %s: not an absolute path", d)
@@ -104,26 +121,70 @@ func run(args []string) error {
 		fmt.Fprintln(os.Stderr, "fsmcp exec: WARNING: no Landlock: commands are confined by namespaces and seccomp only")
 	case err != nil:
 		return err
-	default:
+	case cfg.Verbose:
 		fmt.Fprintf(os.Stderr, "fsmcp exec: landlock ABI %d (kernel %d), rules: %s\n",
 			st.ABI, st.KernelABI, strings.Join(st.Rules, "; "))
 	}
 	// Looked at before seccomp refuses the netlink socket it takes.
 	svc.noNetwork = noNetwork()
-	sc, err := sandbox.FilterRunner()
+	sc, err := sandbox.FilterRunner(cfg.Writable)
 	switch {
 	case errors.Is(err, sandbox.ErrNoSeccomp) && cfg.AllowNoLandlock:
 		fmt.Fprintf(os.Stderr, "fsmcp exec: WARNING: %v\n", err)
 	case err != nil:
 		return err
-	default:
+	case cfg.Verbose:
 		fmt.Fprintf(os.Stderr, "fsmcp exec: seccomp filter: %d system calls refused\n", sc.Denied)
 	}
 	if svc.root, err = os.OpenRoot(sandbox.ExecRoot); err != nil {
 		return fmt.Errorf("open root: %w", err)
 	}
+	if svc.selftest, err = svc.probe(sc.Mode == "filter"); err != nil {
+		return err
+	}
 	svc.confinement = svc.describe(st, sc, layout)
 	return worker.ServeConn(conn, func(srv *grpc.Server) { fsmcpv1.RegisterExecServiceServer(srv, svc) }, nil)
+}
+
+// probe is the runner's self-test: a command, confined as fs_exec's are,
+// opens a granted program (outside the root) with access mode 3 and for
+// reading, and tries fchmod through each descriptor; the kernel must
+// refuse (the open with access mode 3 only when the seccomp filter is
+// on). A refusal that does not come ends start-up.
+func (s *Service) probe(filtered bool) ([]*fsmcpv1.Probe, error) {
+	target := s.programs
+	if len(target) == 0 {
+		for _, p := range s.vcs {
+			target = append(target, p)
+		}
+	}
+	if len(target) == 0 {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := s.run(ctx, runSpec{prog: target[0], argv: []string{target[0].path}, writable: s.writable,
+		files: target[0].files, timeout: 30 * time.Second, capture: 4096, probe: true})
+	if err != nil {
+		return nil, fmt.Errorf("self-test: %v", err)
+	}
+	if !res.Exited || res.Exit != 0 {
+		return nil, fmt.Errorf("self-test: the probe did not run: %s", strings.TrimSpace(string(res.Stderr)))
+	}
+	var probes []*fsmcpv1.Probe
+	var failed []string
+	for _, l := range strings.Split(strings.TrimSpace(string(res.Stdout)), "\n") {
+		name, result, _ := strings.Cut(l, "\t")
+		p := &fsmcpv1.Probe{Name: name, Result: result, Refused: result == "EPERM" || result == "EROFS" || result == "EACCES"}
+		probes = append(probes, p)
+		if !p.Refused && (name != sandbox.ProbeOpenMode3 || filtered) {
+			failed = append(failed, fmt.Sprintf("%s: %s", name, result))
+		}
+	}
+	if len(failed) > 0 {
+		return probes, fmt.Errorf("self-test failed, refusing to run commands unconfined: the kernel allowed %s", strings.Join(failed, "; "))
+	}
+	return probes, nil
 }
 
 // noNetwork reports whether no network interface is up: the runner's own

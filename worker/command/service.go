@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -37,6 +38,13 @@ type Service struct {
 	noNetwork   bool
 	confinement *fsmcpv1.ExecConfinement
 	pids        pidsBound
+	// selftest is what the start-up probes answered.
+	selftest []*fsmcpv1.Probe
+	// rules is the --rules file, read again when it changes; nil
+	// without one.
+	rules *worker.Rules
+	// policy is --protect and --deny, compiled (gitDiff filters by it).
+	policy *sandbox.Rules
 }
 
 // pidsBound is what bounds the tasks of all commands together.
@@ -89,9 +97,11 @@ func (s *Service) describe(st sandbox.Status, sc sandbox.Seccomp, l *sandbox.Exe
 		PidsCgroup:     s.pids.cgroup,
 		PidsMax:        s.pids.max,
 		PidsNone:       s.pids.none,
+		MetadataGuards: sandbox.MetadataGuards(s.writable, sc.Mode == "filter"),
+		Selftest:       s.selftest,
 	}
 	if sc.Mode == "filter" {
-		c.SeccompDeniedSyscalls = int32(sandbox.CommandSeccompDenied())
+		c.SeccompDeniedSyscalls = int32(sandbox.CommandSeccompDenied(s.writable))
 	}
 	var files, vcsFiles, vcsDirs []string
 	for _, p := range s.programs {
@@ -163,7 +173,21 @@ func (s *Service) Exec(ctx context.Context, req *fsmcpv1.ExecRequest) (*fsmcpv1.
 		}
 		capture = captureBytes
 	}
-	res, err := s.run(ctx, runSpec{prog: prog, argv: argv, cwd: req.GetCwd(), stdin: req.GetStdin(),
+	protected, err := protectedPaths(req.GetProtected())
+	if err != nil {
+		return nil, err
+	}
+	lines := s.lines("fs_exec")
+	if s.writable {
+		var second *sandbox.ErrSecondName
+		switch err := s.layout.CheckSecondNames(lines, protected); {
+		case errors.As(err, &second):
+			return nil, &worker.Error{Code: fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, Message: err.Error(), Path: second.Path}
+		case err != nil:
+			return nil, errorf(fsmcpv1.ErrorCode_ERROR_CODE_UNAVAILABLE, "apply the policy: %v", err)
+		}
+	}
+	res, err := s.run(ctx, runSpec{prog: prog, argv: argv, cwd: req.GetCwd(), stdin: req.GetStdin(), lines: lines, protected: protected,
 		writable: s.writable, files: s.execFiles, readDirs: s.readDirs, timeout: timeout, capture: capture})
 	if err != nil {
 		return nil, err
@@ -217,6 +241,36 @@ type runSpec struct {
 	timeout     time.Duration
 	// capture bounds each stream kept.
 	capture int64
+	// probe runs the self-test's probes on prog's path instead of it.
+	probe bool
+	// lines are the --rules lines of the call's tool (lines).
+	lines []sandbox.RuleLine
+	// protected are the call's literal protected paths (protectedPaths).
+	protected []string
+}
+
+// protectedPaths checks an ExecRequest's protected paths: each is "" (the
+// whole root) or a clean relative path.
+func protectedPaths(ps [][]byte) ([]string, error) {
+	out := make([]string, 0, len(ps))
+	for _, b := range ps {
+		p := string(b)
+		if p != "" && (strings.IndexByte(p, 0) >= 0 || strings.HasPrefix(p, "/") || path.Clean(p) != p || p == "." || p == ".." || strings.HasPrefix(p, "../")) {
+			return nil, errorf(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "protected path %q is not a clean root-relative path", clip(p))
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// lines are the --rules lines in force for tool (without --tools-prefix),
+// read when a call starts: its commands' confinement leaves out what
+// they deny, exactly as it leaves out --deny.
+func (s *Service) lines(tool string) []sandbox.RuleLine {
+	if s.rules == nil {
+		return nil
+	}
+	return s.rules.Lines(tool)
 }
 
 // run runs spec confined and collects its bounded output. A command that
@@ -253,7 +307,8 @@ func (s *Service) run(ctx context.Context, spec runSpec) (*fsmcpv1.CommandResult
 		Path: spec.prog.path, Args: argv, Env: env, Dir: dir,
 		Stdin: bytes.NewReader(spec.stdin), Stdout: outW, Stderr: errW,
 		Writable: spec.writable, ExecFiles: spec.files, ReadDirs: spec.readDirs,
-		Scratch: scratch, Limits: limits,
+		Scratch: scratch, Limits: limits, Probe: spec.probe, Lines: spec.lines,
+		Protected: spec.protected,
 	})
 	outW.Close()
 	errW.Close()

@@ -47,7 +47,7 @@ func (s *Service) svn(ctx context.Context, c *vcsCall, capture int64, peg bool, 
 		}
 		argv = append(argv, f)
 	}
-	return s.run(ctx, runSpec{prog: c.prog, argv: argv, env: svnEnv, cwd: c.path,
+	return s.run(ctx, runSpec{prog: c.prog, argv: argv, env: svnEnv, cwd: c.path, lines: c.lines,
 		files: c.prog.files, readDirs: c.prog.readDirs, timeout: timeout, capture: capture,
 		scratchArgs: func(scratch string) []string {
 			return []string{"--config-dir", filepath.Join(scratch, "svn")}

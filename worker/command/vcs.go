@@ -3,11 +3,13 @@ package command
 import (
 	"bytes"
 	"context"
+	"path"
 	"strconv"
 	"strings"
 	"time"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/sandbox"
 	"github.com/fsmcp/fsmcp/worker"
 )
 
@@ -78,14 +80,17 @@ type vcsCall struct {
 	files    []string
 	timeout  int64
 	maxBytes int64
+	// lines are the --rules lines of the call's tool, as the call
+	// started: every command of the call runs under them.
+	lines []sandbox.RuleLine
 }
 
-func (s *Service) vcsCall(backend string, path []byte, files [][]byte, timeoutMS, maxBytes int64) (*vcsCall, error) {
+func (s *Service) vcsCall(tool, backend string, path []byte, files [][]byte, timeoutMS, maxBytes int64) (*vcsCall, error) {
 	prog := s.vcs[backend]
 	if prog == nil {
 		return nil, errorf(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "backend %q is not enabled (--vcs)", clip(backend))
 	}
-	c := &vcsCall{backend: backend, prog: prog, path: path, timeout: timeoutMS, maxBytes: maxBytes}
+	c := &vcsCall{backend: backend, prog: prog, path: path, timeout: timeoutMS, maxBytes: maxBytes, lines: s.lines(tool)}
 	for _, f := range files {
 		name, err := literalFile(f)
 		if err != nil {
@@ -135,7 +140,7 @@ func (s *Service) git(ctx context.Context, c *vcsCall, capture int64, args ...st
 	argv = append(argv, args...)
 	argv = append(argv, "--")
 	argv = append(argv, c.files...)
-	return s.run(ctx, runSpec{prog: c.prog, argv: argv, env: append(gitEnv, configEnv(config)...), cwd: c.path,
+	return s.run(ctx, runSpec{prog: c.prog, argv: argv, env: append(gitEnv, configEnv(config)...), cwd: c.path, lines: c.lines,
 		files: c.prog.files, readDirs: c.prog.readDirs, timeout: timeout, capture: capture})
 }
 
@@ -145,7 +150,7 @@ func (s *Service) git(ctx context.Context, c *vcsCall, capture int64, args ...st
 func (s *Service) filterDrivers(ctx context.Context, c *vcsCall, timeout time.Duration) ([]string, error) {
 	argv := append([]string{"git"}, gitFlags...)
 	argv = append(argv, "config", "-z", "--name-only", "--get-regexp", `^filter\.`)
-	res, err := s.run(ctx, runSpec{prog: c.prog, argv: argv, env: append(gitEnv, configEnv(gitConfig)...), cwd: c.path,
+	res, err := s.run(ctx, runSpec{prog: c.prog, argv: argv, env: append(gitEnv, configEnv(gitConfig)...), cwd: c.path, lines: c.lines,
 		files: c.prog.files, timeout: timeout, capture: captureBytes})
 	if err != nil {
 		return nil, err
@@ -170,7 +175,7 @@ func (s *Service) filterDrivers(ctx context.Context, c *vcsCall, timeout time.Du
 
 // VcsStatus implements fsmcpv1.ExecServiceServer.
 func (s *Service) VcsStatus(ctx context.Context, req *fsmcpv1.VcsStatusRequest) (*fsmcpv1.VcsStatusResponse, error) {
-	c, err := s.vcsCall(req.GetBackend(), req.GetPath(), req.GetFiles(), req.GetTimeoutMs(), req.GetMaxBytes())
+	c, err := s.vcsCall("fs_vcs_status", req.GetBackend(), req.GetPath(), req.GetFiles(), req.GetTimeoutMs(), req.GetMaxBytes())
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +197,7 @@ func (s *Service) VcsStatus(ctx context.Context, req *fsmcpv1.VcsStatusRequest) 
 
 // VcsDiff implements fsmcpv1.ExecServiceServer.
 func (s *Service) VcsDiff(ctx context.Context, req *fsmcpv1.VcsDiffRequest) (*fsmcpv1.VcsDiffResponse, error) {
-	c, err := s.vcsCall(req.GetBackend(), req.GetPath(), req.GetFiles(), req.GetTimeoutMs(), req.GetMaxBytes())
+	c, err := s.vcsCall("fs_vcs_diff", req.GetBackend(), req.GetPath(), req.GetFiles(), req.GetTimeoutMs(), req.GetMaxBytes())
 	if err != nil {
 		return nil, err
 	}
@@ -218,12 +223,123 @@ func (s *Service) VcsDiff(ctx context.Context, req *fsmcpv1.VcsDiffRequest) (*fs
 }
 
 // gitDiff runs git diff, of the work tree or, staged, of the index.
+//
+// Under a policy that denies content (--deny, or a --rules deny line of
+// fs_vcs_diff), the diff leaves out each file whose real path it denies.
+// The command's Landlock rules keep git from the denied work-tree file,
+// but not from the repository's objects, where the index and HEAD keep
+// earlier versions of the same content: a staged diff, or the diff of a
+// denied file deleted from the work tree, would show them. Each file's
+// section is judged by its path beneath the repository's top level, which
+// git names (rev-parse, in the same confinement); renames are off, so a
+// section names one path.
 func (s *Service) gitDiff(ctx context.Context, c *vcsCall, staged bool) (*fsmcpv1.CommandResult, error) {
 	args := []string{"diff", "--no-ext-diff", "--no-textconv", "--no-color", "--ignore-submodules=all"}
 	if staged {
 		args = append(args, "--cached")
 	}
-	return s.git(ctx, c, c.maxBytes, args...)
+	pol := s.policy.WithLines(c.lines)
+	if !pol.Denies() {
+		return s.git(ctx, c, c.maxBytes, args...)
+	}
+	top, res, err := s.gitTop(ctx, c)
+	if err != nil || res != nil {
+		return res, err
+	}
+	// The repository's configuration may not change how a section names
+	// its file (diff.noprefix, diff.mnemonicPrefix, diff.relative).
+	res, err = s.git(ctx, c, c.maxBytes, append(args, "--no-renames", "--no-relative", "--src-prefix=a/", "--dst-prefix=b/")...)
+	if err != nil {
+		return nil, err
+	}
+	var left []string
+	res.Stdout, left = filterDiff(res.GetStdout(), func(p string) (string, bool) { return pol.Denied(path.Join(top, p)) })
+	for _, l := range left {
+		res.Stderr = append(res.Stderr, "fsmcp: the diff of "+strconv.Quote(l)+" is left out: its content is denied\n"...)
+	}
+	return res, nil
+}
+
+// gitTop is the root-relative path of the repository's top level ("" for
+// the root). When git cannot name it (not a repository), res is git's
+// answer, returned as the diff's.
+func (s *Service) gitTop(ctx context.Context, c *vcsCall) (string, *fsmcpv1.CommandResult, error) {
+	timeout, _, err := s.bounds(c.timeout, 1)
+	if err != nil {
+		return "", nil, err
+	}
+	argv := append([]string{"git"}, gitFlags...)
+	argv = append(argv, "rev-parse", "--show-toplevel")
+	res, err := s.run(ctx, runSpec{prog: c.prog, argv: argv, env: append(gitEnv, configEnv(gitConfig)...), cwd: c.path,
+		lines: c.lines, files: c.prog.files, timeout: timeout, capture: captureBytes})
+	switch {
+	case err != nil:
+		return "", nil, err
+	case !res.GetExited() || res.GetExit() != 0:
+		return "", res, nil
+	}
+	top := strings.TrimSuffix(string(res.GetStdout()), "\n")
+	if top == sandbox.ExecRoot {
+		return "", nil, nil
+	}
+	rel, ok := strings.CutPrefix(top, sandbox.ExecRoot+"/")
+	if !ok {
+		return "", nil, errorf(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "git names the repository's top level outside the root")
+	}
+	return rel, nil, nil
+}
+
+// filterDiff drops from a git diff (without renames) each file's section
+// whose path denied reports, and returns those paths. A path git cannot
+// name plainly is C-quoted ("a/\303\251"); one whose header does not
+// parse is left out too.
+func filterDiff(out []byte, denied func(p string) (string, bool)) ([]byte, []string) {
+	var kept []byte
+	var left []string
+	drop := false
+	for len(out) > 0 {
+		line := out
+		if i := bytes.IndexByte(out, '\n'); i >= 0 {
+			line = out[:i+1]
+		}
+		out = out[len(line):]
+		if h, ok := bytes.CutPrefix(line, []byte("diff --git ")); ok {
+			p, parsed := diffPath(string(bytes.TrimSuffix(h, []byte("\n"))))
+			_, deny := denied(p)
+			drop = !parsed || deny
+			if drop {
+				left = append(left, p)
+			}
+		}
+		if !drop {
+			kept = append(kept, line...)
+		}
+	}
+	return kept, left
+}
+
+// diffPath parses "a/P b/P" (or both C-quoted) into P.
+func diffPath(h string) (string, bool) {
+	if strings.HasPrefix(h, `"`) {
+		end := 1
+		for end < len(h) && h[end] != '"' {
+			if h[end] == '\\' {
+				end++
+			}
+			end++
+		}
+		a, err := strconv.Unquote(h[:min(end+1, len(h))])
+		if err != nil || !strings.HasPrefix(a, "a/") {
+			return h, false
+		}
+		b, err := strconv.Unquote(strings.TrimPrefix(h[min(end+1, len(h)):], " "))
+		return a[2:], err == nil && b == "b/"+a[2:]
+	}
+	n := (len(h) - 5) / 2
+	if len(h) < 5 || len(h)%2 == 0 || !strings.HasPrefix(h, "a/") || h[2:2+n] != h[2+n+3:] || h[2+n:2+n+3] != " b/" {
+		return h, false
+	}
+	return h[2 : 2+n], true
 }
 
 // nulRecords splits NUL-terminated records. When the output was cut, the

@@ -169,8 +169,16 @@ type ExecConfinement struct {
 	// What fs_vcs_* commands may execute (each backend's program, its
 	// interpreter and libraries) and read besides the root (an
 	// interpreter's library directories: hg is a Python program).
-	VcsExecFiles  []string `protobuf:"bytes,19,rep,name=vcs_exec_files,json=vcsExecFiles,proto3" json:"vcs_exec_files,omitempty"`
-	VcsReadDirs   []string `protobuf:"bytes,20,rep,name=vcs_read_dirs,json=vcsReadDirs,proto3" json:"vcs_read_dirs,omitempty"`
+	VcsExecFiles []string `protobuf:"bytes,19,rep,name=vcs_exec_files,json=vcsExecFiles,proto3" json:"vcs_exec_files,omitempty"`
+	VcsReadDirs  []string `protobuf:"bytes,20,rep,name=vcs_read_dirs,json=vcsReadDirs,proto3" json:"vcs_read_dirs,omitempty"`
+	// What keeps a command from changing the mode, owner, extended
+	// attributes or times of anything outside its scratch (and the root,
+	// with --exec-writable), whatever descriptor it holds: one entry per
+	// kernel mechanism.
+	MetadataGuards []string `protobuf:"bytes,21,rep,name=metadata_guards,json=metadataGuards,proto3" json:"metadata_guards,omitempty"`
+	// What the runner tried at start in a command's confinement, which the
+	// kernel must refuse (an access-mode-3 open outside the root, fchmod).
+	Selftest      []*Probe `protobuf:"bytes,22,rep,name=selftest,proto3" json:"selftest,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -345,6 +353,20 @@ func (x *ExecConfinement) GetVcsReadDirs() []string {
 	return nil
 }
 
+func (x *ExecConfinement) GetMetadataGuards() []string {
+	if x != nil {
+		return x.MetadataGuards
+	}
+	return nil
+}
+
+func (x *ExecConfinement) GetSelftest() []*Probe {
+	if x != nil {
+		return x.Selftest
+	}
+	return nil
+}
+
 type ExecRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The program (argv[0]: a granted path or base name) and its arguments.
@@ -359,8 +381,13 @@ type ExecRequest struct {
 	MaxBytes int64 `protobuf:"varint,5,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
 	// When has_grep, only the stdout lines matching grep (rg's syntax) are
 	// returned.
-	Grep          string `protobuf:"bytes,6,opt,name=grep,proto3" json:"grep,omitempty"`
-	HasGrep       bool   `protobuf:"varint,7,opt,name=has_grep,json=hasGrep,proto3" json:"has_grep,omitempty"`
+	Grep    string `protobuf:"bytes,6,opt,name=grep,proto3" json:"grep,omitempty"`
+	HasGrep bool   `protobuf:"varint,7,opt,name=has_grep,json=hasGrep,proto3" json:"has_grep,omitempty"`
+	// Root-relative paths the command may not change, literally (not
+	// globs), beside the operator's --protect: the derived protection of
+	// the repositories in the root as the worker found it when the call
+	// started. The front-end fills it; a client cannot.
+	Protected     [][]byte `protobuf:"bytes,8,rep,name=protected,proto3" json:"protected,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -442,6 +469,13 @@ func (x *ExecRequest) GetHasGrep() bool {
 		return x.HasGrep
 	}
 	return false
+}
+
+func (x *ExecRequest) GetProtected() [][]byte {
+	if x != nil {
+		return x.Protected
+	}
+	return nil
 }
 
 // CommandResult is how one command ended and what it wrote.
@@ -1020,7 +1054,7 @@ const file_fsmcp_v1_exec_proto_rawDesc = "" +
 	"\aversion\x18\x01 \x01(\x0e2\x19.fsmcp.v1.ProtocolVersionR\aversion\"\x8c\x01\n" +
 	"\x18ExecServiceHelloResponse\x123\n" +
 	"\aversion\x18\x01 \x01(\x0e2\x19.fsmcp.v1.ProtocolVersionR\aversion\x12;\n" +
-	"\vconfinement\x18\x02 \x01(\v2\x19.fsmcp.v1.ExecConfinementR\vconfinement\"\x94\x05\n" +
+	"\vconfinement\x18\x02 \x01(\v2\x19.fsmcp.v1.ExecConfinementR\vconfinement\"\xea\x05\n" +
 	"\x0fExecConfinement\x12!\n" +
 	"\flandlock_abi\x18\x01 \x01(\x05R\vlandlockAbi\x12\x1a\n" +
 	"\bprograms\x18\x02 \x03(\tR\bprograms\x12\x1d\n" +
@@ -1046,7 +1080,9 @@ const file_fsmcp_v1_exec_proto_rawDesc = "" +
 	"\bpids_max\x18\x11 \x01(\x03R\apidsMax\x12\x1b\n" +
 	"\tpids_none\x18\x12 \x01(\tR\bpidsNone\x12$\n" +
 	"\x0evcs_exec_files\x18\x13 \x03(\tR\fvcsExecFiles\x12\"\n" +
-	"\rvcs_read_dirs\x18\x14 \x03(\tR\vvcsReadDirs\"\xb4\x01\n" +
+	"\rvcs_read_dirs\x18\x14 \x03(\tR\vvcsReadDirs\x12'\n" +
+	"\x0fmetadata_guards\x18\x15 \x03(\tR\x0emetadataGuards\x12+\n" +
+	"\bselftest\x18\x16 \x03(\v2\x0f.fsmcp.v1.ProbeR\bselftest\"\xd2\x01\n" +
 	"\vExecRequest\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\tR\x04argv\x12\x10\n" +
 	"\x03cwd\x18\x02 \x01(\fR\x03cwd\x12\x14\n" +
@@ -1055,7 +1091,8 @@ const file_fsmcp_v1_exec_proto_rawDesc = "" +
 	"timeout_ms\x18\x04 \x01(\x03R\ttimeoutMs\x12\x1b\n" +
 	"\tmax_bytes\x18\x05 \x01(\x03R\bmaxBytes\x12\x12\n" +
 	"\x04grep\x18\x06 \x01(\tR\x04grep\x12\x19\n" +
-	"\bhas_grep\x18\a \x01(\bR\ahasGrep\"\x97\x02\n" +
+	"\bhas_grep\x18\a \x01(\bR\ahasGrep\x12\x1c\n" +
+	"\tprotected\x18\b \x03(\fR\tprotected\"\x97\x02\n" +
 	"\rCommandResult\x12\x16\n" +
 	"\x06exited\x18\x01 \x01(\bR\x06exited\x12\x12\n" +
 	"\x04exit\x18\x02 \x01(\x05R\x04exit\x12\x16\n" +
@@ -1137,28 +1174,30 @@ var file_fsmcp_v1_exec_proto_goTypes = []any{
 	(*VcsDiffRequest)(nil),           // 9: fsmcp.v1.VcsDiffRequest
 	(*VcsDiffResponse)(nil),          // 10: fsmcp.v1.VcsDiffResponse
 	(ProtocolVersion)(0),             // 11: fsmcp.v1.ProtocolVersion
+	(*Probe)(nil),                    // 12: fsmcp.v1.Probe
 }
 var file_fsmcp_v1_exec_proto_depIdxs = []int32{
 	11, // 0: fsmcp.v1.ExecServiceHelloRequest.version:type_name -> fsmcp.v1.ProtocolVersion
 	11, // 1: fsmcp.v1.ExecServiceHelloResponse.version:type_name -> fsmcp.v1.ProtocolVersion
 	2,  // 2: fsmcp.v1.ExecServiceHelloResponse.confinement:type_name -> fsmcp.v1.ExecConfinement
-	4,  // 3: fsmcp.v1.ExecResponse.result:type_name -> fsmcp.v1.CommandResult
-	4,  // 4: fsmcp.v1.VcsStatusResponse.result:type_name -> fsmcp.v1.CommandResult
-	7,  // 5: fsmcp.v1.VcsStatusResponse.entries:type_name -> fsmcp.v1.VcsEntry
-	4,  // 6: fsmcp.v1.VcsDiffResponse.result:type_name -> fsmcp.v1.CommandResult
-	0,  // 7: fsmcp.v1.ExecService.Hello:input_type -> fsmcp.v1.ExecServiceHelloRequest
-	3,  // 8: fsmcp.v1.ExecService.Exec:input_type -> fsmcp.v1.ExecRequest
-	6,  // 9: fsmcp.v1.ExecService.VcsStatus:input_type -> fsmcp.v1.VcsStatusRequest
-	9,  // 10: fsmcp.v1.ExecService.VcsDiff:input_type -> fsmcp.v1.VcsDiffRequest
-	1,  // 11: fsmcp.v1.ExecService.Hello:output_type -> fsmcp.v1.ExecServiceHelloResponse
-	5,  // 12: fsmcp.v1.ExecService.Exec:output_type -> fsmcp.v1.ExecResponse
-	8,  // 13: fsmcp.v1.ExecService.VcsStatus:output_type -> fsmcp.v1.VcsStatusResponse
-	10, // 14: fsmcp.v1.ExecService.VcsDiff:output_type -> fsmcp.v1.VcsDiffResponse
-	11, // [11:15] is the sub-list for method output_type
-	7,  // [7:11] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	12, // 3: fsmcp.v1.ExecConfinement.selftest:type_name -> fsmcp.v1.Probe
+	4,  // 4: fsmcp.v1.ExecResponse.result:type_name -> fsmcp.v1.CommandResult
+	4,  // 5: fsmcp.v1.VcsStatusResponse.result:type_name -> fsmcp.v1.CommandResult
+	7,  // 6: fsmcp.v1.VcsStatusResponse.entries:type_name -> fsmcp.v1.VcsEntry
+	4,  // 7: fsmcp.v1.VcsDiffResponse.result:type_name -> fsmcp.v1.CommandResult
+	0,  // 8: fsmcp.v1.ExecService.Hello:input_type -> fsmcp.v1.ExecServiceHelloRequest
+	3,  // 9: fsmcp.v1.ExecService.Exec:input_type -> fsmcp.v1.ExecRequest
+	6,  // 10: fsmcp.v1.ExecService.VcsStatus:input_type -> fsmcp.v1.VcsStatusRequest
+	9,  // 11: fsmcp.v1.ExecService.VcsDiff:input_type -> fsmcp.v1.VcsDiffRequest
+	1,  // 12: fsmcp.v1.ExecService.Hello:output_type -> fsmcp.v1.ExecServiceHelloResponse
+	5,  // 13: fsmcp.v1.ExecService.Exec:output_type -> fsmcp.v1.ExecResponse
+	8,  // 14: fsmcp.v1.ExecService.VcsStatus:output_type -> fsmcp.v1.VcsStatusResponse
+	10, // 15: fsmcp.v1.ExecService.VcsDiff:output_type -> fsmcp.v1.VcsDiffResponse
+	12, // [12:16] is the sub-list for method output_type
+	8,  // [8:12] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_fsmcp_v1_exec_proto_init() }

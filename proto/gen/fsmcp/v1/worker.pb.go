@@ -608,9 +608,15 @@ type Confinement struct {
 	// The operator's protected and denied paths, as the worker enforces them.
 	Policy *Policy `protobuf:"bytes,8,opt,name=policy,proto3" json:"policy,omitempty"`
 	// The probes the confined worker ran on itself at start.
-	Selftest      []*Probe `protobuf:"bytes,9,rep,name=selftest,proto3" json:"selftest,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Selftest []*Probe `protobuf:"bytes,9,rep,name=selftest,proto3" json:"selftest,omitempty"`
+	// The patch journals recovery set aside at start instead of replaying
+	// them. Never shown to the client: the front-end audits them.
+	JournalsSetAside []*SetAsideJournal `protobuf:"bytes,20,rep,name=journals_set_aside,json=journalsSetAside,proto3" json:"journals_set_aside,omitempty"`
+	// fs_patch's journals are in a state directory outside the root (its
+	// host path is never reported).
+	JournalOutsideRoot bool `protobuf:"varint,21,opt,name=journal_outside_root,json=journalOutsideRoot,proto3" json:"journal_outside_root,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *Confinement) Reset() {
@@ -706,18 +712,90 @@ func (x *Confinement) GetSelftest() []*Probe {
 	return nil
 }
 
+func (x *Confinement) GetJournalsSetAside() []*SetAsideJournal {
+	if x != nil {
+		return x.JournalsSetAside
+	}
+	return nil
+}
+
+func (x *Confinement) GetJournalOutsideRoot() bool {
+	if x != nil {
+		return x.JournalOutsideRoot
+	}
+	return false
+}
+
+// SetAsideJournal is a journal recovery did not use.
+type SetAsideJournal struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Where it is kept, relative to the root's state directory.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Why it was not used.
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetAsideJournal) Reset() {
+	*x = SetAsideJournal{}
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetAsideJournal) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetAsideJournal) ProtoMessage() {}
+
+func (x *SetAsideJournal) ProtoReflect() protoreflect.Message {
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetAsideJournal.ProtoReflect.Descriptor instead.
+func (*SetAsideJournal) Descriptor() ([]byte, []int) {
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *SetAsideJournal) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SetAsideJournal) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // Policy is the operator's path policy: globs as given, defaults included.
 type Policy struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Protect       []string               `protobuf:"bytes,1,rep,name=protect,proto3" json:"protect,omitempty"`
-	Deny          []string               `protobuf:"bytes,2,rep,name=deny,proto3" json:"deny,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Protect []string               `protobuf:"bytes,1,rep,name=protect,proto3" json:"protect,omitempty"`
+	Deny    []string               `protobuf:"bytes,2,rep,name=deny,proto3" json:"deny,omitempty"`
+	// What the configuration of the repositories in the root protects
+	// beside the globs, as it was when the policy was reported.
+	Derived       []*DerivedProtect `protobuf:"bytes,3,rep,name=derived,proto3" json:"derived,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Policy) Reset() {
 	*x = Policy{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[3]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -729,7 +807,7 @@ func (x *Policy) String() string {
 func (*Policy) ProtoMessage() {}
 
 func (x *Policy) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[3]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -742,7 +820,7 @@ func (x *Policy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Policy.ProtoReflect.Descriptor instead.
 func (*Policy) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{3}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Policy) GetProtect() []string {
@@ -757,6 +835,70 @@ func (x *Policy) GetDeny() []string {
 		return x.Deny
 	}
 	return nil
+}
+
+func (x *Policy) GetDerived() []*DerivedProtect {
+	if x != nil {
+		return x.Derived
+	}
+	return nil
+}
+
+// DerivedProtect is one path protected because a repository's
+// configuration makes git run or read what lies there (a hooks directory,
+// an included configuration file, a git directory).
+type DerivedProtect struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The root-relative path; "" is the whole root.
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// The root-relative file whose content made it protected.
+	DerivedFrom   string `protobuf:"bytes,2,opt,name=derived_from,json=derivedFrom,proto3" json:"derived_from,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DerivedProtect) Reset() {
+	*x = DerivedProtect{}
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DerivedProtect) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DerivedProtect) ProtoMessage() {}
+
+func (x *DerivedProtect) ProtoReflect() protoreflect.Message {
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DerivedProtect.ProtoReflect.Descriptor instead.
+func (*DerivedProtect) Descriptor() ([]byte, []int) {
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *DerivedProtect) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *DerivedProtect) GetDerivedFrom() string {
+	if x != nil {
+		return x.DerivedFrom
+	}
+	return ""
 }
 
 // Probe is one thing the confined worker tried on itself at start, which
@@ -775,7 +917,7 @@ type Probe struct {
 
 func (x *Probe) Reset() {
 	*x = Probe{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[4]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -787,7 +929,7 @@ func (x *Probe) String() string {
 func (*Probe) ProtoMessage() {}
 
 func (x *Probe) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[4]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -800,7 +942,7 @@ func (x *Probe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Probe.ProtoReflect.Descriptor instead.
 func (*Probe) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{4}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Probe) GetName() string {
@@ -833,7 +975,7 @@ type HelloRequest struct {
 
 func (x *HelloRequest) Reset() {
 	*x = HelloRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[5]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -845,7 +987,7 @@ func (x *HelloRequest) String() string {
 func (*HelloRequest) ProtoMessage() {}
 
 func (x *HelloRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[5]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -858,7 +1000,7 @@ func (x *HelloRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HelloRequest.ProtoReflect.Descriptor instead.
 func (*HelloRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{5}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *HelloRequest) GetVersion() ProtocolVersion {
@@ -878,7 +1020,7 @@ type HelloResponse struct {
 
 func (x *HelloResponse) Reset() {
 	*x = HelloResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[6]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -890,7 +1032,7 @@ func (x *HelloResponse) String() string {
 func (*HelloResponse) ProtoMessage() {}
 
 func (x *HelloResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[6]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -903,7 +1045,7 @@ func (x *HelloResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HelloResponse.ProtoReflect.Descriptor instead.
 func (*HelloResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{6}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *HelloResponse) GetVersion() ProtocolVersion {
@@ -936,7 +1078,7 @@ type Entry struct {
 
 func (x *Entry) Reset() {
 	*x = Entry{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[7]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -948,7 +1090,7 @@ func (x *Entry) String() string {
 func (*Entry) ProtoMessage() {}
 
 func (x *Entry) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[7]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -961,7 +1103,7 @@ func (x *Entry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Entry.ProtoReflect.Descriptor instead.
 func (*Entry) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{7}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Entry) GetName() []byte {
@@ -1017,7 +1159,7 @@ type StatRequest struct {
 
 func (x *StatRequest) Reset() {
 	*x = StatRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[8]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1029,7 +1171,7 @@ func (x *StatRequest) String() string {
 func (*StatRequest) ProtoMessage() {}
 
 func (x *StatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[8]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1042,7 +1184,7 @@ func (x *StatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatRequest.ProtoReflect.Descriptor instead.
 func (*StatRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{8}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *StatRequest) GetPath() []byte {
@@ -1068,7 +1210,7 @@ type StatStreamRequest struct {
 
 func (x *StatStreamRequest) Reset() {
 	*x = StatStreamRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[9]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1080,7 +1222,7 @@ func (x *StatStreamRequest) String() string {
 func (*StatStreamRequest) ProtoMessage() {}
 
 func (x *StatStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[9]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1093,7 +1235,7 @@ func (x *StatStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatStreamRequest.ProtoReflect.Descriptor instead.
 func (*StatStreamRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{9}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *StatStreamRequest) GetStat() *StatRequest {
@@ -1116,7 +1258,7 @@ type StatStreamResponse struct {
 
 func (x *StatStreamResponse) Reset() {
 	*x = StatStreamResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[10]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1128,7 +1270,7 @@ func (x *StatStreamResponse) String() string {
 func (*StatStreamResponse) ProtoMessage() {}
 
 func (x *StatStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[10]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1141,7 +1283,7 @@ func (x *StatStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatStreamResponse.ProtoReflect.Descriptor instead.
 func (*StatStreamResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{10}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *StatStreamResponse) GetProgress() *Progress {
@@ -1183,7 +1325,7 @@ type StatResponse struct {
 
 func (x *StatResponse) Reset() {
 	*x = StatResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[11]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1195,7 +1337,7 @@ func (x *StatResponse) String() string {
 func (*StatResponse) ProtoMessage() {}
 
 func (x *StatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[11]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1208,7 +1350,7 @@ func (x *StatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatResponse.ProtoReflect.Descriptor instead.
 func (*StatResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{11}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *StatResponse) GetEntry() *Entry {
@@ -1275,7 +1417,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[12]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1287,7 +1429,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[12]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1300,7 +1442,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{12}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListRequest) GetPath() []byte {
@@ -1368,7 +1510,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[13]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1380,7 +1522,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[13]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1393,7 +1535,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{13}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListResponse) GetEntries() []*Entry {
@@ -1440,7 +1582,7 @@ type EntryColumns struct {
 
 func (x *EntryColumns) Reset() {
 	*x = EntryColumns{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[14]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1452,7 +1594,7 @@ func (x *EntryColumns) String() string {
 func (*EntryColumns) ProtoMessage() {}
 
 func (x *EntryColumns) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[14]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1465,7 +1607,7 @@ func (x *EntryColumns) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EntryColumns.ProtoReflect.Descriptor instead.
 func (*EntryColumns) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{14}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *EntryColumns) GetNames() []byte {
@@ -1524,7 +1666,7 @@ type ListTotals struct {
 
 func (x *ListTotals) Reset() {
 	*x = ListTotals{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[15]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1536,7 +1678,7 @@ func (x *ListTotals) String() string {
 func (*ListTotals) ProtoMessage() {}
 
 func (x *ListTotals) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[15]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1549,7 +1691,7 @@ func (x *ListTotals) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTotals.ProtoReflect.Descriptor instead.
 func (*ListTotals) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{15}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListTotals) GetFiles() int64 {
@@ -1592,7 +1734,7 @@ type ReadRequest struct {
 
 func (x *ReadRequest) Reset() {
 	*x = ReadRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[16]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1604,7 +1746,7 @@ func (x *ReadRequest) String() string {
 func (*ReadRequest) ProtoMessage() {}
 
 func (x *ReadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[16]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1617,7 +1759,7 @@ func (x *ReadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadRequest.ProtoReflect.Descriptor instead.
 func (*ReadRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{16}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ReadRequest) GetPath() []byte {
@@ -1694,7 +1836,7 @@ type ReadResponse struct {
 
 func (x *ReadResponse) Reset() {
 	*x = ReadResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[17]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1706,7 +1848,7 @@ func (x *ReadResponse) String() string {
 func (*ReadResponse) ProtoMessage() {}
 
 func (x *ReadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[17]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1719,7 +1861,7 @@ func (x *ReadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResponse.ProtoReflect.Descriptor instead.
 func (*ReadResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{17}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ReadResponse) GetData() []byte {
@@ -1791,7 +1933,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[18]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1803,7 +1945,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[18]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1816,7 +1958,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{18}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Progress) GetFilesSearched() int64 {
@@ -1871,7 +2013,7 @@ type GlobRequest struct {
 
 func (x *GlobRequest) Reset() {
 	*x = GlobRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[19]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1883,7 +2025,7 @@ func (x *GlobRequest) String() string {
 func (*GlobRequest) ProtoMessage() {}
 
 func (x *GlobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[19]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1896,7 +2038,7 @@ func (x *GlobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GlobRequest.ProtoReflect.Descriptor instead.
 func (*GlobRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{19}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GlobRequest) GetPattern() string {
@@ -2000,7 +2142,7 @@ type GlobResponse struct {
 
 func (x *GlobResponse) Reset() {
 	*x = GlobResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[20]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2012,7 +2154,7 @@ func (x *GlobResponse) String() string {
 func (*GlobResponse) ProtoMessage() {}
 
 func (x *GlobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[20]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2025,7 +2167,7 @@ func (x *GlobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GlobResponse.ProtoReflect.Descriptor instead.
 func (*GlobResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{20}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GlobResponse) GetProgress() *Progress {
@@ -2121,7 +2263,7 @@ type GrepRequest struct {
 
 func (x *GrepRequest) Reset() {
 	*x = GrepRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[21]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2133,7 +2275,7 @@ func (x *GrepRequest) String() string {
 func (*GrepRequest) ProtoMessage() {}
 
 func (x *GrepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[21]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2146,7 +2288,7 @@ func (x *GrepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepRequest.ProtoReflect.Descriptor instead.
 func (*GrepRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{21}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GrepRequest) GetPattern() string {
@@ -2287,7 +2429,7 @@ type FileCount struct {
 
 func (x *FileCount) Reset() {
 	*x = FileCount{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[22]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2299,7 +2441,7 @@ func (x *FileCount) String() string {
 func (*FileCount) ProtoMessage() {}
 
 func (x *FileCount) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[22]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2312,7 +2454,7 @@ func (x *FileCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileCount.ProtoReflect.Descriptor instead.
 func (*FileCount) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{22}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *FileCount) GetPath() []byte {
@@ -2339,7 +2481,7 @@ type Submatch struct {
 
 func (x *Submatch) Reset() {
 	*x = Submatch{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[23]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2351,7 +2493,7 @@ func (x *Submatch) String() string {
 func (*Submatch) ProtoMessage() {}
 
 func (x *Submatch) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[23]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2364,7 +2506,7 @@ func (x *Submatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Submatch.ProtoReflect.Descriptor instead.
 func (*Submatch) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{23}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Submatch) GetStart() int64 {
@@ -2402,7 +2544,7 @@ type GrepLine struct {
 
 func (x *GrepLine) Reset() {
 	*x = GrepLine{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[24]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2414,7 +2556,7 @@ func (x *GrepLine) String() string {
 func (*GrepLine) ProtoMessage() {}
 
 func (x *GrepLine) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[24]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2427,7 +2569,7 @@ func (x *GrepLine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepLine.ProtoReflect.Descriptor instead.
 func (*GrepLine) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{24}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GrepLine) GetPath() []byte {
@@ -2504,7 +2646,7 @@ type GrepResponse struct {
 
 func (x *GrepResponse) Reset() {
 	*x = GrepResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[25]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2516,7 +2658,7 @@ func (x *GrepResponse) String() string {
 func (*GrepResponse) ProtoMessage() {}
 
 func (x *GrepResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[25]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2529,7 +2671,7 @@ func (x *GrepResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepResponse.ProtoReflect.Descriptor instead.
 func (*GrepResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{25}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GrepResponse) GetProgress() *Progress {
@@ -2606,7 +2748,7 @@ type WriteRequest struct {
 
 func (x *WriteRequest) Reset() {
 	*x = WriteRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[26]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2618,7 +2760,7 @@ func (x *WriteRequest) String() string {
 func (*WriteRequest) ProtoMessage() {}
 
 func (x *WriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[26]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2631,7 +2773,7 @@ func (x *WriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteRequest.ProtoReflect.Descriptor instead.
 func (*WriteRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{26}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *WriteRequest) GetPath() []byte {
@@ -2694,7 +2836,7 @@ type WriteResponse struct {
 
 func (x *WriteResponse) Reset() {
 	*x = WriteResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[27]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2706,7 +2848,7 @@ func (x *WriteResponse) String() string {
 func (*WriteResponse) ProtoMessage() {}
 
 func (x *WriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[27]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2719,7 +2861,7 @@ func (x *WriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteResponse.ProtoReflect.Descriptor instead.
 func (*WriteResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{27}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *WriteResponse) GetSha256() string {
@@ -2775,7 +2917,7 @@ type Edit struct {
 
 func (x *Edit) Reset() {
 	*x = Edit{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[28]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2787,7 +2929,7 @@ func (x *Edit) String() string {
 func (*Edit) ProtoMessage() {}
 
 func (x *Edit) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[28]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2800,7 +2942,7 @@ func (x *Edit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Edit.ProtoReflect.Descriptor instead.
 func (*Edit) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{28}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Edit) GetOld() []byte {
@@ -2836,7 +2978,7 @@ type ReplaceRequest struct {
 
 func (x *ReplaceRequest) Reset() {
 	*x = ReplaceRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[29]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2848,7 +2990,7 @@ func (x *ReplaceRequest) String() string {
 func (*ReplaceRequest) ProtoMessage() {}
 
 func (x *ReplaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[29]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2861,7 +3003,7 @@ func (x *ReplaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplaceRequest.ProtoReflect.Descriptor instead.
 func (*ReplaceRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{29}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ReplaceRequest) GetPath() []byte {
@@ -2908,7 +3050,7 @@ type ReplaceResponse struct {
 
 func (x *ReplaceResponse) Reset() {
 	*x = ReplaceResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[30]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2920,7 +3062,7 @@ func (x *ReplaceResponse) String() string {
 func (*ReplaceResponse) ProtoMessage() {}
 
 func (x *ReplaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[30]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2933,7 +3075,7 @@ func (x *ReplaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplaceResponse.ProtoReflect.Descriptor instead.
 func (*ReplaceResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{30}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ReplaceResponse) GetSha256() string {
@@ -2987,7 +3129,7 @@ type MkdirRequest struct {
 
 func (x *MkdirRequest) Reset() {
 	*x = MkdirRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[31]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2999,7 +3141,7 @@ func (x *MkdirRequest) String() string {
 func (*MkdirRequest) ProtoMessage() {}
 
 func (x *MkdirRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[31]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3012,7 +3154,7 @@ func (x *MkdirRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MkdirRequest.ProtoReflect.Descriptor instead.
 func (*MkdirRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{31}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *MkdirRequest) GetPath() []byte {
@@ -3031,7 +3173,7 @@ type MkdirResponse struct {
 
 func (x *MkdirResponse) Reset() {
 	*x = MkdirResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[32]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3043,7 +3185,7 @@ func (x *MkdirResponse) String() string {
 func (*MkdirResponse) ProtoMessage() {}
 
 func (x *MkdirResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[32]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3056,7 +3198,7 @@ func (x *MkdirResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MkdirResponse.ProtoReflect.Descriptor instead.
 func (*MkdirResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{32}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *MkdirResponse) GetCreated() bool {
@@ -3080,7 +3222,7 @@ type MoveRequest struct {
 
 func (x *MoveRequest) Reset() {
 	*x = MoveRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[33]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3092,7 +3234,7 @@ func (x *MoveRequest) String() string {
 func (*MoveRequest) ProtoMessage() {}
 
 func (x *MoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[33]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3105,7 +3247,7 @@ func (x *MoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveRequest.ProtoReflect.Descriptor instead.
 func (*MoveRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{33}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *MoveRequest) GetFrom() []byte {
@@ -3144,7 +3286,7 @@ type MoveResponse struct {
 
 func (x *MoveResponse) Reset() {
 	*x = MoveResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[34]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3156,7 +3298,7 @@ func (x *MoveResponse) String() string {
 func (*MoveResponse) ProtoMessage() {}
 
 func (x *MoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[34]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3169,7 +3311,7 @@ func (x *MoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveResponse.ProtoReflect.Descriptor instead.
 func (*MoveResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{34}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{36}
 }
 
 type DeleteRequest struct {
@@ -3186,7 +3328,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[35]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3198,7 +3340,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[35]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3211,7 +3353,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{35}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DeleteRequest) GetPath() []byte {
@@ -3254,7 +3396,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[36]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3266,7 +3408,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[36]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3279,7 +3421,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{36}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DeleteResponse) GetRemoved() int64 {
@@ -3306,7 +3448,7 @@ type UndoRequest struct {
 
 func (x *UndoRequest) Reset() {
 	*x = UndoRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[37]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3318,7 +3460,7 @@ func (x *UndoRequest) String() string {
 func (*UndoRequest) ProtoMessage() {}
 
 func (x *UndoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[37]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3331,7 +3473,7 @@ func (x *UndoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UndoRequest.ProtoReflect.Descriptor instead.
 func (*UndoRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{37}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *UndoRequest) GetToken() string {
@@ -3359,7 +3501,7 @@ type UndoResponse struct {
 
 func (x *UndoResponse) Reset() {
 	*x = UndoResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[38]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3371,7 +3513,7 @@ func (x *UndoResponse) String() string {
 func (*UndoResponse) ProtoMessage() {}
 
 func (x *UndoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[38]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3384,7 +3526,7 @@ func (x *UndoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UndoResponse.ProtoReflect.Descriptor instead.
 func (*UndoResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{38}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *UndoResponse) GetPath() []byte {
@@ -3433,7 +3575,7 @@ type SpliceRequest struct {
 
 func (x *SpliceRequest) Reset() {
 	*x = SpliceRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[39]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3445,7 +3587,7 @@ func (x *SpliceRequest) String() string {
 func (*SpliceRequest) ProtoMessage() {}
 
 func (x *SpliceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[39]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3458,7 +3600,7 @@ func (x *SpliceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpliceRequest.ProtoReflect.Descriptor instead.
 func (*SpliceRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{39}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *SpliceRequest) GetPath() []byte {
@@ -3526,7 +3668,7 @@ type SpliceResponse struct {
 
 func (x *SpliceResponse) Reset() {
 	*x = SpliceResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[40]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3538,7 +3680,7 @@ func (x *SpliceResponse) String() string {
 func (*SpliceResponse) ProtoMessage() {}
 
 func (x *SpliceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[40]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3551,7 +3693,7 @@ func (x *SpliceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpliceResponse.ProtoReflect.Descriptor instead.
 func (*SpliceResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{40}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *SpliceResponse) GetSha256() string {
@@ -3605,7 +3747,7 @@ type DigestRequest struct {
 
 func (x *DigestRequest) Reset() {
 	*x = DigestRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[41]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3617,7 +3759,7 @@ func (x *DigestRequest) String() string {
 func (*DigestRequest) ProtoMessage() {}
 
 func (x *DigestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[41]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3630,7 +3772,7 @@ func (x *DigestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DigestRequest.ProtoReflect.Descriptor instead.
 func (*DigestRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{41}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *DigestRequest) GetPath() []byte {
@@ -3657,7 +3799,7 @@ type DigestResponse struct {
 
 func (x *DigestResponse) Reset() {
 	*x = DigestResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[42]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3669,7 +3811,7 @@ func (x *DigestResponse) String() string {
 func (*DigestResponse) ProtoMessage() {}
 
 func (x *DigestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[42]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3682,7 +3824,7 @@ func (x *DigestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DigestResponse.ProtoReflect.Descriptor instead.
 func (*DigestResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{42}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *DigestResponse) GetProgress() *Progress {
@@ -3745,7 +3887,7 @@ type CopyRequest struct {
 
 func (x *CopyRequest) Reset() {
 	*x = CopyRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[43]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3757,7 +3899,7 @@ func (x *CopyRequest) String() string {
 func (*CopyRequest) ProtoMessage() {}
 
 func (x *CopyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[43]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3770,7 +3912,7 @@ func (x *CopyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyRequest.ProtoReflect.Descriptor instead.
 func (*CopyRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{43}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *CopyRequest) GetFrom() []byte {
@@ -3805,7 +3947,7 @@ type CopyResponse struct {
 
 func (x *CopyResponse) Reset() {
 	*x = CopyResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[44]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3817,7 +3959,7 @@ func (x *CopyResponse) String() string {
 func (*CopyResponse) ProtoMessage() {}
 
 func (x *CopyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[44]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3830,7 +3972,7 @@ func (x *CopyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyResponse.ProtoReflect.Descriptor instead.
 func (*CopyResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{44}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *CopyResponse) GetFiles() int64 {
@@ -3873,7 +4015,7 @@ type TreeRequest struct {
 
 func (x *TreeRequest) Reset() {
 	*x = TreeRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[45]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3885,7 +4027,7 @@ func (x *TreeRequest) String() string {
 func (*TreeRequest) ProtoMessage() {}
 
 func (x *TreeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[45]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3898,7 +4040,7 @@ func (x *TreeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TreeRequest.ProtoReflect.Descriptor instead.
 func (*TreeRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{45}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *TreeRequest) GetPath() []byte {
@@ -3973,7 +4115,7 @@ type TreeEntry struct {
 
 func (x *TreeEntry) Reset() {
 	*x = TreeEntry{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[46]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3985,7 +4127,7 @@ func (x *TreeEntry) String() string {
 func (*TreeEntry) ProtoMessage() {}
 
 func (x *TreeEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[46]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3998,7 +4140,7 @@ func (x *TreeEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TreeEntry.ProtoReflect.Descriptor instead.
 func (*TreeEntry) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{46}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *TreeEntry) GetPath() []byte {
@@ -4045,7 +4187,7 @@ type TreeResponse struct {
 
 func (x *TreeResponse) Reset() {
 	*x = TreeResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[47]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4057,7 +4199,7 @@ func (x *TreeResponse) String() string {
 func (*TreeResponse) ProtoMessage() {}
 
 func (x *TreeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[47]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4070,7 +4212,7 @@ func (x *TreeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TreeResponse.ProtoReflect.Descriptor instead.
 func (*TreeResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{47}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *TreeResponse) GetProgress() *Progress {
@@ -4124,7 +4266,7 @@ type ViewRequest struct {
 
 func (x *ViewRequest) Reset() {
 	*x = ViewRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[48]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4136,7 +4278,7 @@ func (x *ViewRequest) String() string {
 func (*ViewRequest) ProtoMessage() {}
 
 func (x *ViewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[48]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4149,7 +4291,7 @@ func (x *ViewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ViewRequest.ProtoReflect.Descriptor instead.
 func (*ViewRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{48}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ViewRequest) GetPath() []byte {
@@ -4170,7 +4312,7 @@ type ViewResponse struct {
 
 func (x *ViewResponse) Reset() {
 	*x = ViewResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[49]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4182,7 +4324,7 @@ func (x *ViewResponse) String() string {
 func (*ViewResponse) ProtoMessage() {}
 
 func (x *ViewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[49]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4195,7 +4337,7 @@ func (x *ViewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ViewResponse.ProtoReflect.Descriptor instead.
 func (*ViewResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{49}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ViewResponse) GetData() []byte {
@@ -4225,7 +4367,7 @@ type PatchPrecondition struct {
 
 func (x *PatchPrecondition) Reset() {
 	*x = PatchPrecondition{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[50]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4237,7 +4379,7 @@ func (x *PatchPrecondition) String() string {
 func (*PatchPrecondition) ProtoMessage() {}
 
 func (x *PatchPrecondition) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[50]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4250,7 +4392,7 @@ func (x *PatchPrecondition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PatchPrecondition.ProtoReflect.Descriptor instead.
 func (*PatchPrecondition) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{50}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *PatchPrecondition) GetPath() []byte {
@@ -4275,17 +4417,19 @@ func (x *PatchPrecondition) GetMustNotExist() bool {
 }
 
 type PatchRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Patch         []byte                 `protobuf:"bytes,1,opt,name=patch,proto3" json:"patch,omitempty"`
-	Preconditions []*PatchPrecondition   `protobuf:"bytes,2,rep,name=preconditions,proto3" json:"preconditions,omitempty"`
-	DryRun        bool                   `protobuf:"varint,3,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Patch []byte                 `protobuf:"bytes,1,opt,name=patch,proto3" json:"patch,omitempty"`
+	// Every touched file needs one, except in a dry run, which checks those
+	// given.
+	Preconditions []*PatchPrecondition `protobuf:"bytes,2,rep,name=preconditions,proto3" json:"preconditions,omitempty"`
+	DryRun        bool                 `protobuf:"varint,3,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PatchRequest) Reset() {
 	*x = PatchRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[51]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4297,7 +4441,7 @@ func (x *PatchRequest) String() string {
 func (*PatchRequest) ProtoMessage() {}
 
 func (x *PatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[51]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4310,7 +4454,7 @@ func (x *PatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PatchRequest.ProtoReflect.Descriptor instead.
 func (*PatchRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{51}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *PatchRequest) GetPatch() []byte {
@@ -4345,14 +4489,17 @@ type PatchFile struct {
 	Hunks         int64  `protobuf:"varint,6,opt,name=hunks,proto3" json:"hunks,omitempty"`
 	BrokeHardLink bool   `protobuf:"varint,7,opt,name=broke_hard_link,json=brokeHardLink,proto3" json:"broke_hard_link,omitempty"`
 	// For a dry run: the unified diff of the change.
-	Diff          []byte `protobuf:"bytes,8,opt,name=diff,proto3" json:"diff,omitempty"`
+	Diff []byte `protobuf:"bytes,8,opt,name=diff,proto3" json:"diff,omitempty"`
+	// For a dry run: the file's sha256 now, the precondition the real call
+	// needs; empty for a file the patch creates.
+	CurrentSha256 string `protobuf:"bytes,9,opt,name=current_sha256,json=currentSha256,proto3" json:"current_sha256,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PatchFile) Reset() {
 	*x = PatchFile{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[52]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4364,7 +4511,7 @@ func (x *PatchFile) String() string {
 func (*PatchFile) ProtoMessage() {}
 
 func (x *PatchFile) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[52]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4377,7 +4524,7 @@ func (x *PatchFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PatchFile.ProtoReflect.Descriptor instead.
 func (*PatchFile) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{52}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *PatchFile) GetPath() []byte {
@@ -4436,6 +4583,13 @@ func (x *PatchFile) GetDiff() []byte {
 	return nil
 }
 
+func (x *PatchFile) GetCurrentSha256() string {
+	if x != nil {
+		return x.CurrentSha256
+	}
+	return ""
+}
+
 type PatchResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// In the order the patch names them.
@@ -4449,7 +4603,7 @@ type PatchResponse struct {
 
 func (x *PatchResponse) Reset() {
 	*x = PatchResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[53]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4461,7 +4615,7 @@ func (x *PatchResponse) String() string {
 func (*PatchResponse) ProtoMessage() {}
 
 func (x *PatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[53]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4474,7 +4628,7 @@ func (x *PatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PatchResponse.ProtoReflect.Descriptor instead.
 func (*PatchResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{53}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *PatchResponse) GetFiles() []*PatchFile {
@@ -4500,7 +4654,7 @@ type ReadManyRequest struct {
 
 func (x *ReadManyRequest) Reset() {
 	*x = ReadManyRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[54]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4512,7 +4666,7 @@ func (x *ReadManyRequest) String() string {
 func (*ReadManyRequest) ProtoMessage() {}
 
 func (x *ReadManyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[54]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4525,7 +4679,7 @@ func (x *ReadManyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadManyRequest.ProtoReflect.Descriptor instead.
 func (*ReadManyRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{54}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ReadManyRequest) GetReads() []*ReadRequest {
@@ -4546,7 +4700,7 @@ type ReadManyResult struct {
 
 func (x *ReadManyResult) Reset() {
 	*x = ReadManyResult{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[55]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4558,7 +4712,7 @@ func (x *ReadManyResult) String() string {
 func (*ReadManyResult) ProtoMessage() {}
 
 func (x *ReadManyResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[55]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4571,7 +4725,7 @@ func (x *ReadManyResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadManyResult.ProtoReflect.Descriptor instead.
 func (*ReadManyResult) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{55}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ReadManyResult) GetRead() *ReadResponse {
@@ -4598,7 +4752,7 @@ type ReadManyResponse struct {
 
 func (x *ReadManyResponse) Reset() {
 	*x = ReadManyResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[56]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4610,7 +4764,7 @@ func (x *ReadManyResponse) String() string {
 func (*ReadManyResponse) ProtoMessage() {}
 
 func (x *ReadManyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[56]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4623,7 +4777,7 @@ func (x *ReadManyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadManyResponse.ProtoReflect.Descriptor instead.
 func (*ReadManyResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{56}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ReadManyResponse) GetResults() []*ReadManyResult {
@@ -4645,7 +4799,7 @@ type CheckRequest struct {
 
 func (x *CheckRequest) Reset() {
 	*x = CheckRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[57]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4657,7 +4811,7 @@ func (x *CheckRequest) String() string {
 func (*CheckRequest) ProtoMessage() {}
 
 func (x *CheckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[57]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4670,7 +4824,7 @@ func (x *CheckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckRequest.ProtoReflect.Descriptor instead.
 func (*CheckRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{57}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *CheckRequest) GetTool() string {
@@ -4706,7 +4860,7 @@ type CheckResponse struct {
 
 func (x *CheckResponse) Reset() {
 	*x = CheckResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[58]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4718,7 +4872,7 @@ func (x *CheckResponse) String() string {
 func (*CheckResponse) ProtoMessage() {}
 
 func (x *CheckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[58]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4731,7 +4885,7 @@ func (x *CheckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckResponse.ProtoReflect.Descriptor instead.
 func (*CheckResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{58}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *CheckResponse) GetAction() RuleAction {
@@ -4783,7 +4937,7 @@ type JudgedPath struct {
 
 func (x *JudgedPath) Reset() {
 	*x = JudgedPath{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[59]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4795,7 +4949,7 @@ func (x *JudgedPath) String() string {
 func (*JudgedPath) ProtoMessage() {}
 
 func (x *JudgedPath) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[59]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4808,7 +4962,7 @@ func (x *JudgedPath) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JudgedPath.ProtoReflect.Descriptor instead.
 func (*JudgedPath) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{59}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *JudgedPath) GetPath() []byte {
@@ -4842,7 +4996,7 @@ type JudgedPaths struct {
 
 func (x *JudgedPaths) Reset() {
 	*x = JudgedPaths{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[60]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4854,7 +5008,7 @@ func (x *JudgedPaths) String() string {
 func (*JudgedPaths) ProtoMessage() {}
 
 func (x *JudgedPaths) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[60]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4867,7 +5021,7 @@ func (x *JudgedPaths) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JudgedPaths.ProtoReflect.Descriptor instead.
 func (*JudgedPaths) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{60}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *JudgedPaths) GetPaths() []*JudgedPath {
@@ -4896,7 +5050,7 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"lineNumber\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12\x18\n" +
 	"\adiffers\x18\x03 \x01(\tR\adiffers\x12#\n" +
-	"\rmatched_bytes\x18\x04 \x01(\x03R\fmatchedBytes\"\xfd\x02\n" +
+	"\rmatched_bytes\x18\x04 \x01(\x03R\fmatchedBytes\"\xf8\x03\n" +
 	"\vConfinement\x12!\n" +
 	"\flandlock_abi\x18\x01 \x01(\x05R\vlandlockAbi\x12,\n" +
 	"\x12read_only_enforced\x18\x02 \x01(\bR\x10readOnlyEnforced\x12%\n" +
@@ -4907,10 +5061,19 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\x17seccomp_denied_syscalls\x18\x06 \x01(\x05R\x15seccompDeniedSyscalls\x12.\n" +
 	"\x13kernel_landlock_abi\x18\a \x01(\x05R\x11kernelLandlockAbi\x12(\n" +
 	"\x06policy\x18\b \x01(\v2\x10.fsmcp.v1.PolicyR\x06policy\x12+\n" +
-	"\bselftest\x18\t \x03(\v2\x0f.fsmcp.v1.ProbeR\bselftest\"6\n" +
+	"\bselftest\x18\t \x03(\v2\x0f.fsmcp.v1.ProbeR\bselftest\x12G\n" +
+	"\x12journals_set_aside\x18\x14 \x03(\v2\x19.fsmcp.v1.SetAsideJournalR\x10journalsSetAside\x120\n" +
+	"\x14journal_outside_root\x18\x15 \x01(\bR\x12journalOutsideRoot\"=\n" +
+	"\x0fSetAsideJournal\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"j\n" +
 	"\x06Policy\x12\x18\n" +
 	"\aprotect\x18\x01 \x03(\tR\aprotect\x12\x12\n" +
-	"\x04deny\x18\x02 \x03(\tR\x04deny\"M\n" +
+	"\x04deny\x18\x02 \x03(\tR\x04deny\x122\n" +
+	"\aderived\x18\x03 \x03(\v2\x18.fsmcp.v1.DerivedProtectR\aderived\"G\n" +
+	"\x0eDerivedProtect\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12!\n" +
+	"\fderived_from\x18\x02 \x01(\tR\vderivedFrom\"M\n" +
 	"\x05Probe\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06result\x18\x02 \x01(\tR\x06result\x12\x18\n" +
@@ -5190,7 +5353,7 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\fPatchRequest\x12\x14\n" +
 	"\x05patch\x18\x01 \x01(\fR\x05patch\x12A\n" +
 	"\rpreconditions\x18\x02 \x03(\v2\x1b.fsmcp.v1.PatchPreconditionR\rpreconditions\x12\x17\n" +
-	"\adry_run\x18\x03 \x01(\bR\x06dryRun\"\xd1\x01\n" +
+	"\adry_run\x18\x03 \x01(\bR\x06dryRun\"\xf8\x01\n" +
 	"\tPatchFile\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\fR\x04path\x12\x16\n" +
 	"\x06sha256\x18\x02 \x01(\tR\x06sha256\x12\x12\n" +
@@ -5199,7 +5362,8 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\adeleted\x18\x05 \x01(\bR\adeleted\x12\x14\n" +
 	"\x05hunks\x18\x06 \x01(\x03R\x05hunks\x12&\n" +
 	"\x0fbroke_hard_link\x18\a \x01(\bR\rbrokeHardLink\x12\x12\n" +
-	"\x04diff\x18\b \x01(\fR\x04diff\"N\n" +
+	"\x04diff\x18\b \x01(\fR\x04diff\x12%\n" +
+	"\x0ecurrent_sha256\x18\t \x01(\tR\rcurrentSha256\"N\n" +
 	"\rPatchResponse\x12)\n" +
 	"\x05files\x18\x01 \x03(\v2\x13.fsmcp.v1.PatchFileR\x05files\x12\x12\n" +
 	"\x04undo\x18\x02 \x01(\tR\x04undo\">\n" +
@@ -5314,7 +5478,7 @@ func file_fsmcp_v1_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_fsmcp_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_fsmcp_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
+var file_fsmcp_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
 var file_fsmcp_v1_worker_proto_goTypes = []any{
 	(ProtocolVersion)(0),       // 0: fsmcp.v1.ProtocolVersion
 	(ErrorCode)(0),             // 1: fsmcp.v1.ErrorCode
@@ -5325,155 +5489,159 @@ var file_fsmcp_v1_worker_proto_goTypes = []any{
 	(*Error)(nil),              // 6: fsmcp.v1.Error
 	(*Nearest)(nil),            // 7: fsmcp.v1.Nearest
 	(*Confinement)(nil),        // 8: fsmcp.v1.Confinement
-	(*Policy)(nil),             // 9: fsmcp.v1.Policy
-	(*Probe)(nil),              // 10: fsmcp.v1.Probe
-	(*HelloRequest)(nil),       // 11: fsmcp.v1.HelloRequest
-	(*HelloResponse)(nil),      // 12: fsmcp.v1.HelloResponse
-	(*Entry)(nil),              // 13: fsmcp.v1.Entry
-	(*StatRequest)(nil),        // 14: fsmcp.v1.StatRequest
-	(*StatStreamRequest)(nil),  // 15: fsmcp.v1.StatStreamRequest
-	(*StatStreamResponse)(nil), // 16: fsmcp.v1.StatStreamResponse
-	(*StatResponse)(nil),       // 17: fsmcp.v1.StatResponse
-	(*ListRequest)(nil),        // 18: fsmcp.v1.ListRequest
-	(*ListResponse)(nil),       // 19: fsmcp.v1.ListResponse
-	(*EntryColumns)(nil),       // 20: fsmcp.v1.EntryColumns
-	(*ListTotals)(nil),         // 21: fsmcp.v1.ListTotals
-	(*ReadRequest)(nil),        // 22: fsmcp.v1.ReadRequest
-	(*ReadResponse)(nil),       // 23: fsmcp.v1.ReadResponse
-	(*Progress)(nil),           // 24: fsmcp.v1.Progress
-	(*GlobRequest)(nil),        // 25: fsmcp.v1.GlobRequest
-	(*GlobResponse)(nil),       // 26: fsmcp.v1.GlobResponse
-	(*GrepRequest)(nil),        // 27: fsmcp.v1.GrepRequest
-	(*FileCount)(nil),          // 28: fsmcp.v1.FileCount
-	(*Submatch)(nil),           // 29: fsmcp.v1.Submatch
-	(*GrepLine)(nil),           // 30: fsmcp.v1.GrepLine
-	(*GrepResponse)(nil),       // 31: fsmcp.v1.GrepResponse
-	(*WriteRequest)(nil),       // 32: fsmcp.v1.WriteRequest
-	(*WriteResponse)(nil),      // 33: fsmcp.v1.WriteResponse
-	(*Edit)(nil),               // 34: fsmcp.v1.Edit
-	(*ReplaceRequest)(nil),     // 35: fsmcp.v1.ReplaceRequest
-	(*ReplaceResponse)(nil),    // 36: fsmcp.v1.ReplaceResponse
-	(*MkdirRequest)(nil),       // 37: fsmcp.v1.MkdirRequest
-	(*MkdirResponse)(nil),      // 38: fsmcp.v1.MkdirResponse
-	(*MoveRequest)(nil),        // 39: fsmcp.v1.MoveRequest
-	(*MoveResponse)(nil),       // 40: fsmcp.v1.MoveResponse
-	(*DeleteRequest)(nil),      // 41: fsmcp.v1.DeleteRequest
-	(*DeleteResponse)(nil),     // 42: fsmcp.v1.DeleteResponse
-	(*UndoRequest)(nil),        // 43: fsmcp.v1.UndoRequest
-	(*UndoResponse)(nil),       // 44: fsmcp.v1.UndoResponse
-	(*SpliceRequest)(nil),      // 45: fsmcp.v1.SpliceRequest
-	(*SpliceResponse)(nil),     // 46: fsmcp.v1.SpliceResponse
-	(*DigestRequest)(nil),      // 47: fsmcp.v1.DigestRequest
-	(*DigestResponse)(nil),     // 48: fsmcp.v1.DigestResponse
-	(*CopyRequest)(nil),        // 49: fsmcp.v1.CopyRequest
-	(*CopyResponse)(nil),       // 50: fsmcp.v1.CopyResponse
-	(*TreeRequest)(nil),        // 51: fsmcp.v1.TreeRequest
-	(*TreeEntry)(nil),          // 52: fsmcp.v1.TreeEntry
-	(*TreeResponse)(nil),       // 53: fsmcp.v1.TreeResponse
-	(*ViewRequest)(nil),        // 54: fsmcp.v1.ViewRequest
-	(*ViewResponse)(nil),       // 55: fsmcp.v1.ViewResponse
-	(*PatchPrecondition)(nil),  // 56: fsmcp.v1.PatchPrecondition
-	(*PatchRequest)(nil),       // 57: fsmcp.v1.PatchRequest
-	(*PatchFile)(nil),          // 58: fsmcp.v1.PatchFile
-	(*PatchResponse)(nil),      // 59: fsmcp.v1.PatchResponse
-	(*ReadManyRequest)(nil),    // 60: fsmcp.v1.ReadManyRequest
-	(*ReadManyResult)(nil),     // 61: fsmcp.v1.ReadManyResult
-	(*ReadManyResponse)(nil),   // 62: fsmcp.v1.ReadManyResponse
-	(*CheckRequest)(nil),       // 63: fsmcp.v1.CheckRequest
-	(*CheckResponse)(nil),      // 64: fsmcp.v1.CheckResponse
-	(*JudgedPath)(nil),         // 65: fsmcp.v1.JudgedPath
-	(*JudgedPaths)(nil),        // 66: fsmcp.v1.JudgedPaths
+	(*SetAsideJournal)(nil),    // 9: fsmcp.v1.SetAsideJournal
+	(*Policy)(nil),             // 10: fsmcp.v1.Policy
+	(*DerivedProtect)(nil),     // 11: fsmcp.v1.DerivedProtect
+	(*Probe)(nil),              // 12: fsmcp.v1.Probe
+	(*HelloRequest)(nil),       // 13: fsmcp.v1.HelloRequest
+	(*HelloResponse)(nil),      // 14: fsmcp.v1.HelloResponse
+	(*Entry)(nil),              // 15: fsmcp.v1.Entry
+	(*StatRequest)(nil),        // 16: fsmcp.v1.StatRequest
+	(*StatStreamRequest)(nil),  // 17: fsmcp.v1.StatStreamRequest
+	(*StatStreamResponse)(nil), // 18: fsmcp.v1.StatStreamResponse
+	(*StatResponse)(nil),       // 19: fsmcp.v1.StatResponse
+	(*ListRequest)(nil),        // 20: fsmcp.v1.ListRequest
+	(*ListResponse)(nil),       // 21: fsmcp.v1.ListResponse
+	(*EntryColumns)(nil),       // 22: fsmcp.v1.EntryColumns
+	(*ListTotals)(nil),         // 23: fsmcp.v1.ListTotals
+	(*ReadRequest)(nil),        // 24: fsmcp.v1.ReadRequest
+	(*ReadResponse)(nil),       // 25: fsmcp.v1.ReadResponse
+	(*Progress)(nil),           // 26: fsmcp.v1.Progress
+	(*GlobRequest)(nil),        // 27: fsmcp.v1.GlobRequest
+	(*GlobResponse)(nil),       // 28: fsmcp.v1.GlobResponse
+	(*GrepRequest)(nil),        // 29: fsmcp.v1.GrepRequest
+	(*FileCount)(nil),          // 30: fsmcp.v1.FileCount
+	(*Submatch)(nil),           // 31: fsmcp.v1.Submatch
+	(*GrepLine)(nil),           // 32: fsmcp.v1.GrepLine
+	(*GrepResponse)(nil),       // 33: fsmcp.v1.GrepResponse
+	(*WriteRequest)(nil),       // 34: fsmcp.v1.WriteRequest
+	(*WriteResponse)(nil),      // 35: fsmcp.v1.WriteResponse
+	(*Edit)(nil),               // 36: fsmcp.v1.Edit
+	(*ReplaceRequest)(nil),     // 37: fsmcp.v1.ReplaceRequest
+	(*ReplaceResponse)(nil),    // 38: fsmcp.v1.ReplaceResponse
+	(*MkdirRequest)(nil),       // 39: fsmcp.v1.MkdirRequest
+	(*MkdirResponse)(nil),      // 40: fsmcp.v1.MkdirResponse
+	(*MoveRequest)(nil),        // 41: fsmcp.v1.MoveRequest
+	(*MoveResponse)(nil),       // 42: fsmcp.v1.MoveResponse
+	(*DeleteRequest)(nil),      // 43: fsmcp.v1.DeleteRequest
+	(*DeleteResponse)(nil),     // 44: fsmcp.v1.DeleteResponse
+	(*UndoRequest)(nil),        // 45: fsmcp.v1.UndoRequest
+	(*UndoResponse)(nil),       // 46: fsmcp.v1.UndoResponse
+	(*SpliceRequest)(nil),      // 47: fsmcp.v1.SpliceRequest
+	(*SpliceResponse)(nil),     // 48: fsmcp.v1.SpliceResponse
+	(*DigestRequest)(nil),      // 49: fsmcp.v1.DigestRequest
+	(*DigestResponse)(nil),     // 50: fsmcp.v1.DigestResponse
+	(*CopyRequest)(nil),        // 51: fsmcp.v1.CopyRequest
+	(*CopyResponse)(nil),       // 52: fsmcp.v1.CopyResponse
+	(*TreeRequest)(nil),        // 53: fsmcp.v1.TreeRequest
+	(*TreeEntry)(nil),          // 54: fsmcp.v1.TreeEntry
+	(*TreeResponse)(nil),       // 55: fsmcp.v1.TreeResponse
+	(*ViewRequest)(nil),        // 56: fsmcp.v1.ViewRequest
+	(*ViewResponse)(nil),       // 57: fsmcp.v1.ViewResponse
+	(*PatchPrecondition)(nil),  // 58: fsmcp.v1.PatchPrecondition
+	(*PatchRequest)(nil),       // 59: fsmcp.v1.PatchRequest
+	(*PatchFile)(nil),          // 60: fsmcp.v1.PatchFile
+	(*PatchResponse)(nil),      // 61: fsmcp.v1.PatchResponse
+	(*ReadManyRequest)(nil),    // 62: fsmcp.v1.ReadManyRequest
+	(*ReadManyResult)(nil),     // 63: fsmcp.v1.ReadManyResult
+	(*ReadManyResponse)(nil),   // 64: fsmcp.v1.ReadManyResponse
+	(*CheckRequest)(nil),       // 65: fsmcp.v1.CheckRequest
+	(*CheckResponse)(nil),      // 66: fsmcp.v1.CheckResponse
+	(*JudgedPath)(nil),         // 67: fsmcp.v1.JudgedPath
+	(*JudgedPaths)(nil),        // 68: fsmcp.v1.JudgedPaths
 }
 var file_fsmcp_v1_worker_proto_depIdxs = []int32{
 	1,  // 0: fsmcp.v1.Error.code:type_name -> fsmcp.v1.ErrorCode
 	7,  // 1: fsmcp.v1.Error.nearest:type_name -> fsmcp.v1.Nearest
-	9,  // 2: fsmcp.v1.Confinement.policy:type_name -> fsmcp.v1.Policy
-	10, // 3: fsmcp.v1.Confinement.selftest:type_name -> fsmcp.v1.Probe
-	0,  // 4: fsmcp.v1.HelloRequest.version:type_name -> fsmcp.v1.ProtocolVersion
-	0,  // 5: fsmcp.v1.HelloResponse.version:type_name -> fsmcp.v1.ProtocolVersion
-	8,  // 6: fsmcp.v1.HelloResponse.confinement:type_name -> fsmcp.v1.Confinement
-	2,  // 7: fsmcp.v1.Entry.type:type_name -> fsmcp.v1.FileType
-	14, // 8: fsmcp.v1.StatStreamRequest.stat:type_name -> fsmcp.v1.StatRequest
-	24, // 9: fsmcp.v1.StatStreamResponse.progress:type_name -> fsmcp.v1.Progress
-	17, // 10: fsmcp.v1.StatStreamResponse.stat:type_name -> fsmcp.v1.StatResponse
-	13, // 11: fsmcp.v1.StatResponse.entry:type_name -> fsmcp.v1.Entry
-	8,  // 12: fsmcp.v1.StatResponse.confinement:type_name -> fsmcp.v1.Confinement
-	3,  // 13: fsmcp.v1.ListRequest.sort:type_name -> fsmcp.v1.ListingSort
-	13, // 14: fsmcp.v1.ListResponse.entries:type_name -> fsmcp.v1.Entry
-	21, // 15: fsmcp.v1.ListResponse.totals:type_name -> fsmcp.v1.ListTotals
-	20, // 16: fsmcp.v1.ListResponse.columns:type_name -> fsmcp.v1.EntryColumns
-	2,  // 17: fsmcp.v1.EntryColumns.types:type_name -> fsmcp.v1.FileType
-	3,  // 18: fsmcp.v1.GlobRequest.sort:type_name -> fsmcp.v1.ListingSort
-	24, // 19: fsmcp.v1.GlobResponse.progress:type_name -> fsmcp.v1.Progress
-	4,  // 20: fsmcp.v1.GrepRequest.output:type_name -> fsmcp.v1.GrepOutput
-	29, // 21: fsmcp.v1.GrepLine.submatches:type_name -> fsmcp.v1.Submatch
-	24, // 22: fsmcp.v1.GrepResponse.progress:type_name -> fsmcp.v1.Progress
-	30, // 23: fsmcp.v1.GrepResponse.lines:type_name -> fsmcp.v1.GrepLine
-	28, // 24: fsmcp.v1.GrepResponse.files:type_name -> fsmcp.v1.FileCount
-	34, // 25: fsmcp.v1.ReplaceRequest.edits:type_name -> fsmcp.v1.Edit
-	2,  // 26: fsmcp.v1.UndoResponse.type:type_name -> fsmcp.v1.FileType
-	24, // 27: fsmcp.v1.DigestResponse.progress:type_name -> fsmcp.v1.Progress
-	2,  // 28: fsmcp.v1.DigestResponse.type:type_name -> fsmcp.v1.FileType
-	2,  // 29: fsmcp.v1.TreeEntry.type:type_name -> fsmcp.v1.FileType
-	24, // 30: fsmcp.v1.TreeResponse.progress:type_name -> fsmcp.v1.Progress
-	52, // 31: fsmcp.v1.TreeResponse.entries:type_name -> fsmcp.v1.TreeEntry
-	56, // 32: fsmcp.v1.PatchRequest.preconditions:type_name -> fsmcp.v1.PatchPrecondition
-	58, // 33: fsmcp.v1.PatchResponse.files:type_name -> fsmcp.v1.PatchFile
-	22, // 34: fsmcp.v1.ReadManyRequest.reads:type_name -> fsmcp.v1.ReadRequest
-	23, // 35: fsmcp.v1.ReadManyResult.read:type_name -> fsmcp.v1.ReadResponse
-	6,  // 36: fsmcp.v1.ReadManyResult.error:type_name -> fsmcp.v1.Error
-	61, // 37: fsmcp.v1.ReadManyResponse.results:type_name -> fsmcp.v1.ReadManyResult
-	5,  // 38: fsmcp.v1.CheckResponse.action:type_name -> fsmcp.v1.RuleAction
-	65, // 39: fsmcp.v1.CheckResponse.judged:type_name -> fsmcp.v1.JudgedPath
-	5,  // 40: fsmcp.v1.JudgedPath.action:type_name -> fsmcp.v1.RuleAction
-	65, // 41: fsmcp.v1.JudgedPaths.paths:type_name -> fsmcp.v1.JudgedPath
-	11, // 42: fsmcp.v1.WorkerService.Hello:input_type -> fsmcp.v1.HelloRequest
-	14, // 43: fsmcp.v1.WorkerService.Stat:input_type -> fsmcp.v1.StatRequest
-	18, // 44: fsmcp.v1.WorkerService.List:input_type -> fsmcp.v1.ListRequest
-	22, // 45: fsmcp.v1.WorkerService.Read:input_type -> fsmcp.v1.ReadRequest
-	25, // 46: fsmcp.v1.WorkerService.Glob:input_type -> fsmcp.v1.GlobRequest
-	27, // 47: fsmcp.v1.WorkerService.Grep:input_type -> fsmcp.v1.GrepRequest
-	32, // 48: fsmcp.v1.WorkerService.Write:input_type -> fsmcp.v1.WriteRequest
-	35, // 49: fsmcp.v1.WorkerService.Replace:input_type -> fsmcp.v1.ReplaceRequest
-	37, // 50: fsmcp.v1.WorkerService.Mkdir:input_type -> fsmcp.v1.MkdirRequest
-	39, // 51: fsmcp.v1.WorkerService.Move:input_type -> fsmcp.v1.MoveRequest
-	41, // 52: fsmcp.v1.WorkerService.Delete:input_type -> fsmcp.v1.DeleteRequest
-	45, // 53: fsmcp.v1.WorkerService.Splice:input_type -> fsmcp.v1.SpliceRequest
-	47, // 54: fsmcp.v1.WorkerService.Digest:input_type -> fsmcp.v1.DigestRequest
-	49, // 55: fsmcp.v1.WorkerService.Copy:input_type -> fsmcp.v1.CopyRequest
-	51, // 56: fsmcp.v1.WorkerService.Tree:input_type -> fsmcp.v1.TreeRequest
-	54, // 57: fsmcp.v1.WorkerService.View:input_type -> fsmcp.v1.ViewRequest
-	57, // 58: fsmcp.v1.WorkerService.Patch:input_type -> fsmcp.v1.PatchRequest
-	60, // 59: fsmcp.v1.WorkerService.ReadMany:input_type -> fsmcp.v1.ReadManyRequest
-	15, // 60: fsmcp.v1.WorkerService.StatStream:input_type -> fsmcp.v1.StatStreamRequest
-	43, // 61: fsmcp.v1.WorkerService.Undo:input_type -> fsmcp.v1.UndoRequest
-	63, // 62: fsmcp.v1.WorkerService.Check:input_type -> fsmcp.v1.CheckRequest
-	12, // 63: fsmcp.v1.WorkerService.Hello:output_type -> fsmcp.v1.HelloResponse
-	17, // 64: fsmcp.v1.WorkerService.Stat:output_type -> fsmcp.v1.StatResponse
-	19, // 65: fsmcp.v1.WorkerService.List:output_type -> fsmcp.v1.ListResponse
-	23, // 66: fsmcp.v1.WorkerService.Read:output_type -> fsmcp.v1.ReadResponse
-	26, // 67: fsmcp.v1.WorkerService.Glob:output_type -> fsmcp.v1.GlobResponse
-	31, // 68: fsmcp.v1.WorkerService.Grep:output_type -> fsmcp.v1.GrepResponse
-	33, // 69: fsmcp.v1.WorkerService.Write:output_type -> fsmcp.v1.WriteResponse
-	36, // 70: fsmcp.v1.WorkerService.Replace:output_type -> fsmcp.v1.ReplaceResponse
-	38, // 71: fsmcp.v1.WorkerService.Mkdir:output_type -> fsmcp.v1.MkdirResponse
-	40, // 72: fsmcp.v1.WorkerService.Move:output_type -> fsmcp.v1.MoveResponse
-	42, // 73: fsmcp.v1.WorkerService.Delete:output_type -> fsmcp.v1.DeleteResponse
-	46, // 74: fsmcp.v1.WorkerService.Splice:output_type -> fsmcp.v1.SpliceResponse
-	48, // 75: fsmcp.v1.WorkerService.Digest:output_type -> fsmcp.v1.DigestResponse
-	50, // 76: fsmcp.v1.WorkerService.Copy:output_type -> fsmcp.v1.CopyResponse
-	53, // 77: fsmcp.v1.WorkerService.Tree:output_type -> fsmcp.v1.TreeResponse
-	55, // 78: fsmcp.v1.WorkerService.View:output_type -> fsmcp.v1.ViewResponse
-	59, // 79: fsmcp.v1.WorkerService.Patch:output_type -> fsmcp.v1.PatchResponse
-	62, // 80: fsmcp.v1.WorkerService.ReadMany:output_type -> fsmcp.v1.ReadManyResponse
-	16, // 81: fsmcp.v1.WorkerService.StatStream:output_type -> fsmcp.v1.StatStreamResponse
-	44, // 82: fsmcp.v1.WorkerService.Undo:output_type -> fsmcp.v1.UndoResponse
-	64, // 83: fsmcp.v1.WorkerService.Check:output_type -> fsmcp.v1.CheckResponse
-	63, // [63:84] is the sub-list for method output_type
-	42, // [42:63] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	10, // 2: fsmcp.v1.Confinement.policy:type_name -> fsmcp.v1.Policy
+	12, // 3: fsmcp.v1.Confinement.selftest:type_name -> fsmcp.v1.Probe
+	9,  // 4: fsmcp.v1.Confinement.journals_set_aside:type_name -> fsmcp.v1.SetAsideJournal
+	11, // 5: fsmcp.v1.Policy.derived:type_name -> fsmcp.v1.DerivedProtect
+	0,  // 6: fsmcp.v1.HelloRequest.version:type_name -> fsmcp.v1.ProtocolVersion
+	0,  // 7: fsmcp.v1.HelloResponse.version:type_name -> fsmcp.v1.ProtocolVersion
+	8,  // 8: fsmcp.v1.HelloResponse.confinement:type_name -> fsmcp.v1.Confinement
+	2,  // 9: fsmcp.v1.Entry.type:type_name -> fsmcp.v1.FileType
+	16, // 10: fsmcp.v1.StatStreamRequest.stat:type_name -> fsmcp.v1.StatRequest
+	26, // 11: fsmcp.v1.StatStreamResponse.progress:type_name -> fsmcp.v1.Progress
+	19, // 12: fsmcp.v1.StatStreamResponse.stat:type_name -> fsmcp.v1.StatResponse
+	15, // 13: fsmcp.v1.StatResponse.entry:type_name -> fsmcp.v1.Entry
+	8,  // 14: fsmcp.v1.StatResponse.confinement:type_name -> fsmcp.v1.Confinement
+	3,  // 15: fsmcp.v1.ListRequest.sort:type_name -> fsmcp.v1.ListingSort
+	15, // 16: fsmcp.v1.ListResponse.entries:type_name -> fsmcp.v1.Entry
+	23, // 17: fsmcp.v1.ListResponse.totals:type_name -> fsmcp.v1.ListTotals
+	22, // 18: fsmcp.v1.ListResponse.columns:type_name -> fsmcp.v1.EntryColumns
+	2,  // 19: fsmcp.v1.EntryColumns.types:type_name -> fsmcp.v1.FileType
+	3,  // 20: fsmcp.v1.GlobRequest.sort:type_name -> fsmcp.v1.ListingSort
+	26, // 21: fsmcp.v1.GlobResponse.progress:type_name -> fsmcp.v1.Progress
+	4,  // 22: fsmcp.v1.GrepRequest.output:type_name -> fsmcp.v1.GrepOutput
+	31, // 23: fsmcp.v1.GrepLine.submatches:type_name -> fsmcp.v1.Submatch
+	26, // 24: fsmcp.v1.GrepResponse.progress:type_name -> fsmcp.v1.Progress
+	32, // 25: fsmcp.v1.GrepResponse.lines:type_name -> fsmcp.v1.GrepLine
+	30, // 26: fsmcp.v1.GrepResponse.files:type_name -> fsmcp.v1.FileCount
+	36, // 27: fsmcp.v1.ReplaceRequest.edits:type_name -> fsmcp.v1.Edit
+	2,  // 28: fsmcp.v1.UndoResponse.type:type_name -> fsmcp.v1.FileType
+	26, // 29: fsmcp.v1.DigestResponse.progress:type_name -> fsmcp.v1.Progress
+	2,  // 30: fsmcp.v1.DigestResponse.type:type_name -> fsmcp.v1.FileType
+	2,  // 31: fsmcp.v1.TreeEntry.type:type_name -> fsmcp.v1.FileType
+	26, // 32: fsmcp.v1.TreeResponse.progress:type_name -> fsmcp.v1.Progress
+	54, // 33: fsmcp.v1.TreeResponse.entries:type_name -> fsmcp.v1.TreeEntry
+	58, // 34: fsmcp.v1.PatchRequest.preconditions:type_name -> fsmcp.v1.PatchPrecondition
+	60, // 35: fsmcp.v1.PatchResponse.files:type_name -> fsmcp.v1.PatchFile
+	24, // 36: fsmcp.v1.ReadManyRequest.reads:type_name -> fsmcp.v1.ReadRequest
+	25, // 37: fsmcp.v1.ReadManyResult.read:type_name -> fsmcp.v1.ReadResponse
+	6,  // 38: fsmcp.v1.ReadManyResult.error:type_name -> fsmcp.v1.Error
+	63, // 39: fsmcp.v1.ReadManyResponse.results:type_name -> fsmcp.v1.ReadManyResult
+	5,  // 40: fsmcp.v1.CheckResponse.action:type_name -> fsmcp.v1.RuleAction
+	67, // 41: fsmcp.v1.CheckResponse.judged:type_name -> fsmcp.v1.JudgedPath
+	5,  // 42: fsmcp.v1.JudgedPath.action:type_name -> fsmcp.v1.RuleAction
+	67, // 43: fsmcp.v1.JudgedPaths.paths:type_name -> fsmcp.v1.JudgedPath
+	13, // 44: fsmcp.v1.WorkerService.Hello:input_type -> fsmcp.v1.HelloRequest
+	16, // 45: fsmcp.v1.WorkerService.Stat:input_type -> fsmcp.v1.StatRequest
+	20, // 46: fsmcp.v1.WorkerService.List:input_type -> fsmcp.v1.ListRequest
+	24, // 47: fsmcp.v1.WorkerService.Read:input_type -> fsmcp.v1.ReadRequest
+	27, // 48: fsmcp.v1.WorkerService.Glob:input_type -> fsmcp.v1.GlobRequest
+	29, // 49: fsmcp.v1.WorkerService.Grep:input_type -> fsmcp.v1.GrepRequest
+	34, // 50: fsmcp.v1.WorkerService.Write:input_type -> fsmcp.v1.WriteRequest
+	37, // 51: fsmcp.v1.WorkerService.Replace:input_type -> fsmcp.v1.ReplaceRequest
+	39, // 52: fsmcp.v1.WorkerService.Mkdir:input_type -> fsmcp.v1.MkdirRequest
+	41, // 53: fsmcp.v1.WorkerService.Move:input_type -> fsmcp.v1.MoveRequest
+	43, // 54: fsmcp.v1.WorkerService.Delete:input_type -> fsmcp.v1.DeleteRequest
+	47, // 55: fsmcp.v1.WorkerService.Splice:input_type -> fsmcp.v1.SpliceRequest
+	49, // 56: fsmcp.v1.WorkerService.Digest:input_type -> fsmcp.v1.DigestRequest
+	51, // 57: fsmcp.v1.WorkerService.Copy:input_type -> fsmcp.v1.CopyRequest
+	53, // 58: fsmcp.v1.WorkerService.Tree:input_type -> fsmcp.v1.TreeRequest
+	56, // 59: fsmcp.v1.WorkerService.View:input_type -> fsmcp.v1.ViewRequest
+	59, // 60: fsmcp.v1.WorkerService.Patch:input_type -> fsmcp.v1.PatchRequest
+	62, // 61: fsmcp.v1.WorkerService.ReadMany:input_type -> fsmcp.v1.ReadManyRequest
+	17, // 62: fsmcp.v1.WorkerService.StatStream:input_type -> fsmcp.v1.StatStreamRequest
+	45, // 63: fsmcp.v1.WorkerService.Undo:input_type -> fsmcp.v1.UndoRequest
+	65, // 64: fsmcp.v1.WorkerService.Check:input_type -> fsmcp.v1.CheckRequest
+	14, // 65: fsmcp.v1.WorkerService.Hello:output_type -> fsmcp.v1.HelloResponse
+	19, // 66: fsmcp.v1.WorkerService.Stat:output_type -> fsmcp.v1.StatResponse
+	21, // 67: fsmcp.v1.WorkerService.List:output_type -> fsmcp.v1.ListResponse
+	25, // 68: fsmcp.v1.WorkerService.Read:output_type -> fsmcp.v1.ReadResponse
+	28, // 69: fsmcp.v1.WorkerService.Glob:output_type -> fsmcp.v1.GlobResponse
+	33, // 70: fsmcp.v1.WorkerService.Grep:output_type -> fsmcp.v1.GrepResponse
+	35, // 71: fsmcp.v1.WorkerService.Write:output_type -> fsmcp.v1.WriteResponse
+	38, // 72: fsmcp.v1.WorkerService.Replace:output_type -> fsmcp.v1.ReplaceResponse
+	40, // 73: fsmcp.v1.WorkerService.Mkdir:output_type -> fsmcp.v1.MkdirResponse
+	42, // 74: fsmcp.v1.WorkerService.Move:output_type -> fsmcp.v1.MoveResponse
+	44, // 75: fsmcp.v1.WorkerService.Delete:output_type -> fsmcp.v1.DeleteResponse
+	48, // 76: fsmcp.v1.WorkerService.Splice:output_type -> fsmcp.v1.SpliceResponse
+	50, // 77: fsmcp.v1.WorkerService.Digest:output_type -> fsmcp.v1.DigestResponse
+	52, // 78: fsmcp.v1.WorkerService.Copy:output_type -> fsmcp.v1.CopyResponse
+	55, // 79: fsmcp.v1.WorkerService.Tree:output_type -> fsmcp.v1.TreeResponse
+	57, // 80: fsmcp.v1.WorkerService.View:output_type -> fsmcp.v1.ViewResponse
+	61, // 81: fsmcp.v1.WorkerService.Patch:output_type -> fsmcp.v1.PatchResponse
+	64, // 82: fsmcp.v1.WorkerService.ReadMany:output_type -> fsmcp.v1.ReadManyResponse
+	18, // 83: fsmcp.v1.WorkerService.StatStream:output_type -> fsmcp.v1.StatStreamResponse
+	46, // 84: fsmcp.v1.WorkerService.Undo:output_type -> fsmcp.v1.UndoResponse
+	66, // 85: fsmcp.v1.WorkerService.Check:output_type -> fsmcp.v1.CheckResponse
+	65, // [65:86] is the sub-list for method output_type
+	44, // [44:65] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_fsmcp_v1_worker_proto_init() }
@@ -5487,7 +5655,7 @@ func file_fsmcp_v1_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fsmcp_v1_worker_proto_rawDesc), len(file_fsmcp_v1_worker_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   61,
+			NumMessages:   63,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
