@@ -1,14 +1,11 @@
 package sandbox
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"syscall"
 	"testing"
 	"unsafe"
@@ -119,21 +116,7 @@ func TestCommandLayerChild(t *testing.T) {
 // returns its probe answers.
 func runLayer(t *testing.T, mode, arg string, attr *syscall.SysProcAttr) map[string]string {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCommandLayerChild$", "-test.v")
-	cmd.Env = append(os.Environ(), layerEnv+"="+mode, layerEnv+"_ARG="+arg)
-	cmd.SysProcAttr = attr
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("child: %v\n%s", err, out)
-	}
-	got := map[string]string{}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "probe "); ok {
-			k, v, _ := strings.Cut(rest, "=")
-			got[k] = v
-		}
-	}
+	got, out := probeChild(t, "TestCommandLayerChild", []string{layerEnv + "=" + mode, layerEnv + "_ARG=" + arg}, attr)
 	if got["install"] != "ok" {
 		t.Fatalf("install: %s\n%s", got["install"], out)
 	}

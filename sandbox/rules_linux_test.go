@@ -1,13 +1,10 @@
 package sandbox
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -77,20 +74,7 @@ func TestRulesReaderConfinement(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestRulesReaderChild$", "-test.v")
-	cmd.Env = append(os.Environ(), rulesChildEnv+"="+base)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("child: %v\n%s", err, out)
-	}
-	got := map[string]string{}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "probe "); ok {
-			k, v, _ := strings.Cut(rest, "=")
-			got[k] = v
-		}
-	}
+	got, out := probeChild(t, "TestRulesReaderChild", []string{rulesChildEnv + "=" + base}, nil)
 	if got["setup"] != "ok" {
 		t.Fatalf("setup: %s\n%s", got["setup"], out)
 	}

@@ -336,12 +336,13 @@ func fdOps(parent string) error {
 	return nil
 }
 
-// runFiltered runs TestSeccompChild in a subprocess under mode's filter
-// and returns its probe results.
-func runFiltered(t *testing.T, mode, dir string) map[string]string {
+// probeChild runs the test named test in a subprocess with env added and
+// returns the "probe KEY=VALUE" lines it printed, and its whole output.
+func probeChild(t *testing.T, test string, env []string, attr *syscall.SysProcAttr) (map[string]string, []byte) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestSeccompChild$", "-test.v")
-	cmd.Env = append(os.Environ(), childEnv+"="+mode, childEnv+"_DIR="+dir)
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.v")
+	cmd.Env = append(os.Environ(), env...)
+	cmd.SysProcAttr = attr
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("child: %v\n%s", err, out)
@@ -354,6 +355,14 @@ func runFiltered(t *testing.T, mode, dir string) map[string]string {
 			got[k] = v
 		}
 	}
+	return got, out
+}
+
+// runFiltered runs TestSeccompChild in a subprocess under mode's filter
+// and returns its probe results.
+func runFiltered(t *testing.T, mode, dir string) map[string]string {
+	t.Helper()
+	got, out := probeChild(t, "TestSeccompChild", []string{childEnv + "=" + mode, childEnv + "_DIR=" + dir}, nil)
 	if got["install"] != "ok" || got["mode"] != "filter" || got["denied"] == "" {
 		t.Fatalf("install: %s\n%s", got["install"], out)
 	}
