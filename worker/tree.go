@@ -23,28 +23,24 @@ import (
 // rg decides what is listed, so that ignore files, hidden names and
 // exclusions mean exactly what they mean to fs_glob: one rg --files run,
 // with fs_glob's options, names the regular files, and its --debug log
-// names every entry its walk skipped by a rule ("ignoring ./x: Ignore(…)")
-// and every symlink, fifo, socket and device it met ("ignoring ./x:
-// failed to pass subject filter: file type: …", with the mode). rg names
-// no directory, so the directories are learned three ways:
+// names every entry its walk skipped by a rule ("ignoring ./x: Ignore(…)").
+// rg names no directory and not every symlink (one to a directory is
+// passed over silently), so the walk reads the rest itself:
 //
-//   - every directory above a name rg reported is one rg read;
-//   - while rg runs, each such directory is lstat'ed for its link count,
-//     which on Linux file systems is two plus its subdirectories;
-//   - a directory with more subdirectories than rg's names account for
-//     (one that holds an empty directory, say) is read whole, through
-//     descriptors (each opened relative to its parent with O_NOFOLLOW),
-//     and each subdirectory found there that no rule skipped is walked
-//     whole the same way. That is how empty directories, and directories
-//     whose files are all ignored, appear.
+//   - every directory above a name rg reported is one rg read; while rg
+//     runs, each is read as it is learned (opened in its parent with
+//     O_NOFOLLOW, through descriptors) for its entries other than regular
+//     files: its symlinks, fifos, sockets, devices and subdirectories;
+//   - once rg has ended, a subdirectory found there that rg named nothing
+//     in (an empty one, or one whose files are all ignored) and that no
+//     rule skipped is walked whole the same way. That is how empty
+//     directories appear.
 //
-// A directory whose link count says nothing (below 2, as on btrfs) is
-// read. A name in the log that is not UTF-8 arrives lossily (rg prints
-// paths through Rust's lossy conversion), so when the log holds one the
-// whole subtree is walked instead, and rg's verdicts are matched against
-// each name's lossy form: two names that differ only in invalid bytes
-// share a fate. Each entry read from a directory replaces what the log
-// said of that directory's entries.
+// Every entry read is judged by the log: one rg skipped, or below one, is
+// left out. A name in the log that is not UTF-8 arrives lossily (rg prints
+// paths through Rust's lossy conversion), so rg's verdicts are matched
+// against each name's lossy form: two names that differ only in invalid
+// bytes share a fate.
 //
 // It does not list what lies beneath a symlinked directory. rg runs one
 // level deeper than the listing, so that a directory at max_depth says
@@ -98,7 +94,7 @@ func (s *Service) Tree(req *fsmcpv1.TreeRequest, stream grpc.ServerStreamingServ
 	// Directories at the limit holding a file rg listed one level deeper.
 	more := map[string]bool{}
 	var files int64
-	ds := newTreeDirs(int(t.dir.Fd()), depth)
+	ds := newTreeDirs(stream.Context(), int(t.dir.Fd()), depth)
 	run := s.newRG(stream.Context(), op, t, func(p *fsmcpv1.Progress) error {
 		return stream.Send(&fsmcpv1.TreeResponse{Progress: p})
 	})
@@ -178,14 +174,11 @@ func excludeArgs(args, excludes []string) []string {
 }
 
 // treeLog is what the tree learns from rg's --debug lines: the paths its
-// walk skipped by a rule, and the symlinks, fifos, sockets and devices it
-// met, each as rg printed it (lossily, if not UTF-8) without "./".
+// walk skipped by a rule, each as rg printed it (lossily, if not UTF-8)
+// without "./".
 type treeLog struct {
-	mu       sync.Mutex
-	skipped  map[string]bool
-	specials []string
-	// inexact: a path in the log is not UTF-8, or not as rg named it.
-	inexact bool
+	mu      sync.Mutex
+	skipped map[string]bool
 	pending []byte
 }
 
@@ -208,8 +201,9 @@ func (l *treeLog) skippedOrUnder(p string) bool {
 }
 
 // subjectMark follows the path in rg's line for an entry that is neither
-// a regular file nor a directory. The last one in a line is rg's: a name
-// may hold the same text.
+// a regular file nor a directory. The walk reads those itself; the line
+// is known by the mark so that it is not taken for a record that a name
+// with a newline split.
 const subjectMark = ": failed to pass subject filter: "
 
 func (l *treeLog) line(b []byte) {
@@ -226,14 +220,13 @@ func (l *treeLog) line(b []byte) {
 		return
 	}
 	rest := b[i+len(mark):]
-	if j := bytes.LastIndex(rest, []byte(subjectMark)); j >= 0 {
-		l.note(string(rest[:j]))
-		l.specials = append(l.specials, string(rest[:j]))
+	// A name may hold either mark: rg's own comes after the name.
+	j, k := bytes.LastIndex(rest, []byte(subjectMark)), bytes.Index(rest, []byte(": Ignore("))
+	if j > k {
 		return
 	}
-	if j := bytes.Index(rest, []byte(": Ignore(")); j >= 0 {
-		l.note(string(rest[:j]))
-		l.skipped[string(rest[:j])] = true
+	if k >= 0 {
+		l.skipped[string(rest[:k])] = true
 		return
 	}
 	if len(b) < maxPathBytes {
@@ -241,19 +234,18 @@ func (l *treeLog) line(b []byte) {
 	}
 }
 
-// note marks the log inexact for a path rg printed lossily.
-func (l *treeLog) note(p string) {
-	if strings.ContainsRune(p, utf8.RuneError) {
-		l.inexact = true
-	}
-}
-
 // debugSplitter passes rg's stderr on, line by line: debug lines to debug,
-// the rest to rest.
+// the rest to rest. A debug record whose path holds newlines spans lines:
+// from its "ignoring ./" to the rule text that ends it, every line is the
+// record's.
 type debugSplitter struct {
 	debug func([]byte)
 	rest  io.Writer
 	buf   []byte
+	// open: the last line began a record that has not ended; held counts
+	// its bytes so far.
+	open bool
+	held int
 }
 
 func (d *debugSplitter) Write(p []byte) (int, error) {
@@ -264,9 +256,15 @@ func (d *debugSplitter) Write(p []byte) (int, error) {
 			break
 		}
 		line := d.buf[:i]
-		if bytes.HasPrefix(line, []byte("DEBUG|")) || !bytes.HasPrefix(line, []byte("rg: ")) && d.inRecord(line) {
+		switch {
+		case d.open:
+			d.held += len(line) + 1
+			d.open = !recordEnds(line) && d.held < maxPathBytes
 			d.debug(line)
-		} else {
+		case bytes.HasPrefix(line, []byte("DEBUG|")):
+			d.open, d.held = bytes.Contains(line, []byte("ignoring ./")) && !recordEnds(line), len(line)
+			d.debug(line)
+		default:
 			d.rest.Write(d.buf[:i+1])
 		}
 		d.buf = d.buf[i+1:]
@@ -278,18 +276,18 @@ func (d *debugSplitter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// inRecord: a line that does not start a message of its own continues a
-// debug record whose path held a newline. rg's own messages start with
-// "rg: " or a path followed by ": "; a continuation is told apart by the
-// rule text that ends it.
-func (d *debugSplitter) inRecord(line []byte) bool {
-	return bytes.Contains(line, []byte(": Ignore(IgnoreMatch(")) || bytes.Contains(line, []byte(subjectMark))
+// recordEnds reports whether a line of a debug record holds the rule text
+// that ends it.
+func recordEnds(line []byte) bool {
+	return bytes.Contains(line, []byte(": Ignore(")) || bytes.Contains(line, []byte(subjectMark))
 }
 
-// treeDirs learns the directories of a tree from the names rg reports: it
-// notes each directory above one and, while rg runs, lstats it for its
-// link count; finish then reads only the directories whose subdirectories
-// those names do not account for.
+// treeDirs learns the directories of a tree from the names rg reports and
+// reads each of them: it notes each directory above a name and, while rg
+// runs, reads it for its entries other than regular files, the ones rg
+// does not name (a symlink to a directory is in neither rg's log nor its
+// parent's link count); finish then walks the directories found there that
+// rg named nothing in.
 type treeDirs struct {
 	base     int // the target's descriptor
 	maxDepth int
@@ -299,40 +297,60 @@ type treeDirs struct {
 	last  []byte
 	fresh []string
 	queue chan string
-	// links holds each known directory's link count, or 0 when it
-	// could not be lstat'ed or is no longer a directory; written by the
-	// goroutine that drains queue until done is closed.
-	links map[string]uint64
-	gone  map[string]bool
+	// reads holds what was read of the target ("") and of each known
+	// directory; written by the goroutine that drains queue until done
+	// is closed.
+	reads map[string]dirRead
 	done  chan struct{}
 }
 
-func newTreeDirs(base, maxDepth int) *treeDirs {
+// dirRead is what reading one directory found.
+type dirRead struct {
+	// ents are its entries other than regular files and temp files.
+	ents []dirent
+	// whole: it was read to its end.
+	whole bool
+	// gone: it is no longer there, or no longer a directory.
+	gone bool
+}
+
+func newTreeDirs(ctx context.Context, base, maxDepth int) *treeDirs {
 	d := &treeDirs{base: base, maxDepth: maxDepth, known: map[string]bool{}, queue: make(chan string, 1024),
-		links: map[string]uint64{}, gone: map[string]bool{}, done: make(chan struct{})}
+		reads: map[string]dirRead{}, done: make(chan struct{})}
+	d.queue <- ""
 	go func() {
 		defer close(d.done)
 		// The queue names parents before their children, mostly in
-		// runs below one directory: each is lstat'ed in its parent,
-		// held open (O_PATH) while the run lasts.
+		// runs below one directory: each is opened in its parent, held
+		// open (O_PATH) while the run lasts.
+		w := &treeWalk{ctx: ctx, buf: make([]byte, direntBuffer)}
 		parents := &dirStack{base: base}
 		defer parents.close()
 		for p := range d.queue {
-			fd, err := parents.open(parentOf(p))
-			var st *unix.Stat_t
-			if err == nil {
-				st, err = fstatat(fd, p[strings.LastIndexByte(p, '/')+1:])
-			}
-			switch {
-			case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR),
-				err == nil && fileType(st.Mode) != fsmcpv1.FileType_FILE_TYPE_DIRECTORY:
-				d.gone[p] = true
-			case err == nil:
-				d.links[p] = uint64(st.Nlink)
-			}
+			d.reads[p] = readKnown(w, parents, p)
 		}
 	}()
 	return d
+}
+
+// readKnown reads the directory p, below the target.
+func readKnown(w *treeWalk, parents *dirStack, p string) dirRead {
+	var fd int
+	var err error
+	if p == "" {
+		fd, err = openBelow(parents.base, "")
+	} else if fd, err = parents.open(parentOf(p)); err == nil {
+		fd, err = unix.Openat(fd, p[strings.LastIndexByte(p, '/')+1:], unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	}
+	switch {
+	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR), errors.Is(err, unix.ELOOP):
+		return dirRead{gone: true}
+	case err != nil:
+		return dirRead{}
+	}
+	defer unix.Close(fd)
+	ents, whole, _ := w.read(fd)
+	return dirRead{ents: ents, whole: whole}
 }
 
 // above notes the directories above rel, a path below the target rg
@@ -365,156 +383,81 @@ func (d *treeDirs) above(rel []byte) {
 	d.fresh = d.fresh[:n]
 }
 
-// stop ends the lstats, for a tree that ends in an error.
+// stop ends the reads, for a tree that ends in an error.
 func (d *treeDirs) stop() {
 	close(d.queue)
 	<-d.done
 }
 
 // finish returns the directories, symlinks, fifos, sockets and devices of
-// the tree, once rg has ended, from what rg reported and what it reads.
+// the tree, once rg has ended: those read beside rg, and those of the
+// directories found there that rg named nothing in, each walked whole.
 func (d *treeDirs) finish(ctx context.Context, log *treeLog) ([]heldEntry, error) {
-	log.mu.Lock()
-	inexact := log.inexact
-	specials := log.specials
-	skipped := make([]string, 0, len(log.skipped))
-	for p := range log.skipped {
-		skipped = append(skipped, p)
-	}
-	log.mu.Unlock()
-	w := &treeWalk{ctx: ctx, log: log, maxDepth: d.maxDepth, buf: make([]byte, direntBuffer)}
-	// What the log names must be there, as named, and neither a regular
-	// file nor a directory.
-	types := make(map[string]fsmcpv1.FileType, len(specials))
-	parents := &dirStack{base: d.base}
-	defer parents.close()
-	for _, p := range specials {
-		if inexact {
-			break
-		}
-		fd, err := parents.open(parentOf(p))
-		var st *unix.Stat_t
-		if err == nil {
-			st, err = fstatat(fd, p[strings.LastIndexByte(p, '/')+1:])
-		}
-		if err != nil {
-			inexact = true
-			break
-		}
-		switch ft := fileType(st.Mode); ft {
-		case fsmcpv1.FileType_FILE_TYPE_FILE, fsmcpv1.FileType_FILE_TYPE_DIRECTORY:
-			inexact = true
-		default:
-			types[p] = ft
-		}
-	}
-	if !inexact {
-		for _, p := range skipped {
-			d.above([]byte(p))
-		}
-		for _, p := range specials {
-			d.above([]byte(p))
-		}
-	}
 	d.stop()
-	if inexact {
-		fd, err := openBelow(d.base, "")
-		if err != nil {
-			return nil, err
-		}
-		defer unix.Close(fd)
-		err = w.dir(fd, "", 1, -1)
-		return w.held, err
-	}
-
-	// Each directory's subdirectories that the names account for.
-	subdirs := map[string]uint64{}
-	for p := range d.known {
-		if d.gone[p] {
-			continue
-		}
-		subdirs[parentOf(p)]++
-		w.held = append(w.held, heldEntry{path: p, typ: fsmcpv1.FileType_FILE_TYPE_DIRECTORY, limit: depthOf(p) == d.maxDepth})
-	}
-	var top unix.Stat_t
-	if err := unix.Fstat(d.base, &top); err != nil {
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	d.links[""] = uint64(top.Nlink)
-	index := make(map[string]int, len(w.held))
-	for i, h := range w.held {
-		index[h.path] = i
-	}
-	read := map[string]bool{}
-	dirs := append(make([]string, 0, len(d.known)+1), "")
+	w := &treeWalk{ctx: ctx, log: log, maxDepth: d.maxDepth, buf: make([]byte, direntBuffer)}
+	index := make(map[string]int, len(d.known))
 	for p := range d.known {
-		if !d.gone[p] {
-			dirs = append(dirs, p)
+		if !d.reads[p].gone {
+			index[p] = len(w.held)
+			w.held = append(w.held, heldEntry{path: p, typ: fsmcpv1.FileType_FILE_TYPE_DIRECTORY, limit: depthOf(p) == d.maxDepth})
 		}
 	}
-	for _, p := range dirs {
-		if n := d.links[p]; n >= 2 && n-2 == subdirs[p] {
+	for p, r := range d.reads {
+		if r.gone {
 			continue
 		}
-		read[p] = true
-		self := -1
-		if p != "" {
-			self = index[p]
+		self, ok := index[p]
+		if !ok {
+			self = -1
 		}
-		if err := d.readDir(w, p, self); err != nil {
+		if err := d.place(w, p, self, r); err != nil {
 			return nil, err
 		}
-	}
-	// The log's entries in directories not read.
-	for _, p := range specials {
-		dir := parentOf(p)
-		if read[dir] {
-			continue
-		}
-		if dir != "" && w.held[index[dir]].limit {
-			w.held[index[dir]].children = append(w.held[index[dir]].children, p)
-			continue
-		}
-		w.held = append(w.held, heldEntry{path: p, typ: types[p]})
 	}
 	return w.held, nil
 }
 
-// readDir reads the directory p (below the target; held at self, or -1
-// for the target) whole: its entries other than regular files replace
-// what the log said of them, and each subdirectory the names did not
-// account for, and no rule skipped, is walked whole.
-func (d *treeDirs) readDir(w *treeWalk, p string, self int) error {
-	fd, err := openBelow(d.base, p)
-	if err != nil {
-		if self >= 0 {
-			w.held[self].unreadable = true
-		}
-		return nil
-	}
-	defer unix.Close(fd)
-	ents, whole, err := w.read(fd)
-	if err != nil {
-		return err
-	}
-	if !whole && self >= 0 {
+// place holds what was read of the directory p (below the target; held
+// at self, or -1 for the target): its entries other than regular files,
+// or at max_depth its children; each subdirectory rg named nothing in,
+// and no rule skipped, is walked whole.
+func (d *treeDirs) place(w *treeWalk, p string, self int, r dirRead) error {
+	if !r.whole && self >= 0 {
 		w.held[self].unreadable = true
 	}
 	if self >= 0 && w.held[self].limit {
-		for _, e := range ents {
+		for _, e := range r.ents {
 			w.held[self].children = append(w.held[self].children, joinRel(p, e.name))
 		}
 		return nil
 	}
+	fd := -1
+	defer func() {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}()
 	depth := depthOf(p) + 1
-	for _, e := range ents {
+	for _, e := range r.ents {
 		c := joinRel(p, e.name)
 		if e.typ != unix.DT_DIR {
 			w.held = append(w.held, heldEntry{path: c, typ: direntType(e.typ)})
 			continue
 		}
-		if d.known[c] && !d.gone[c] {
+		if _, ok := d.reads[c]; ok {
 			continue
+		}
+		if fd < 0 {
+			var err error
+			if fd, err = openBelow(d.base, p); err != nil {
+				if self >= 0 {
+					w.held[self].unreadable = true
+				}
+				return nil
+			}
 		}
 		if err := w.enter(fd, e.name, c, depth); err != nil {
 			return err

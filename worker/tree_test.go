@@ -1,8 +1,10 @@
 package worker
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -117,13 +119,11 @@ func treeLines(t *testing.T, c fsmcpv1.WorkerServiceClient, req *fsmcpv1.TreeReq
 	return out
 }
 
-// Directories that hold files and no empty directory are not read: their
-// symlinks and fifos come from rg's log, names with a newline or with the
-// log's own wording in them included, while a directory holding an empty
-// one is read and the empty one found. A symlink whose name is not UTF-8
-// reaches the log lossily, and the whole tree is then walked instead: the
-// listing is the same either way, and rg's verdicts (hidden, ignored)
-// hold for symlinks in both.
+// Symlinks and fifos in directories rg names files in, names with a
+// newline or with the log's own wording in them included, and an empty
+// directory beside them; a symlink whose name is not UTF-8 reaches the
+// log lossily: the listing is the same with it, and rg's verdicts
+// (hidden, ignored) hold for symlinks either way.
 func TestWalkTreeLearnsFromLog(t *testing.T) {
 	s := newSearchService(t, Limits{})
 	dir := s.testDir
@@ -183,26 +183,37 @@ func TestWalkTreeLearnsFromLog(t *testing.T) {
 	}
 }
 
-// The log's lines as rg 13 writes them: a special entry is known by the
-// last subject mark in its line, a name with a newline joins its record,
-// and a path that is not UTF-8 makes the log inexact.
+// The log's lines as rg 13 writes them: a special entry's line is known
+// by the subject mark after its name and judges nothing, a name holding
+// the mark is still skipped by its rule, a name with a newline joins its
+// record, and a lossy name judges by its lossy form.
 func TestWalkTreeLogLines(t *testing.T) {
 	l := newTreeLog()
 	const pre = "DEBUG|rg::subject|crates/core/subject.rs:74: ignoring ./"
 	const tail = "file type: Some(FileType(FileType { mode: 40960 })), metadata: Ok(Metadata { .. })"
+	const walk = "DEBUG|ignore::walk|walk.rs:1741: ignoring ./"
 	l.line([]byte(pre + "a/l" + subjectMark + tail))
 	l.line([]byte(pre + "a/x" + subjectMark + "y" + subjectMark + tail))
-	l.line([]byte("DEBUG|ignore::walk|walk.rs:1741: ignoring ./a/odd"))
+	l.line([]byte(walk + "a/.m" + subjectMark + "z: Ignore(IgnoreMatch(Hidden))"))
+	l.line([]byte(walk + "a/odd"))
 	l.line([]byte("name: Ignore(IgnoreMatch(Hidden))"))
-	if want := []string{"a/l", "a/x" + subjectMark + "y"}; !slices.Equal(l.specials, want) || l.inexact {
-		t.Errorf("specials %q (inexact %v), want %q", l.specials, l.inexact, want)
+	l.line([]byte(walk + "a/bad\uFFFDname: Ignore(IgnoreMatch(Hidden))"))
+	want := map[string]bool{"a/.m" + subjectMark + "z": true, "a/odd\nname": true, "a/bad\uFFFDname": true}
+	if !maps.Equal(l.skipped, want) {
+		t.Errorf("skipped %q, want %q", slices.Sorted(maps.Keys(l.skipped)), slices.Sorted(maps.Keys(want)))
 	}
-	if !l.skipped["a/odd\nname"] || !l.skippedOrUnder("a/odd\nname/f") {
-		t.Errorf("skipped %v, want a/odd\\nname", l.skipped)
+	for _, p := range []string{"a/odd\nname/f", "a/bad\xffname", "a/bad\xfename/g"} {
+		if !l.skippedOrUnder(p) {
+			t.Errorf("%q not skipped", p)
+		}
 	}
-	l.line([]byte(pre + "a/bad\uFFFDname" + subjectMark + tail))
-	if !l.inexact {
-		t.Error("a lossy path left the log exact")
+	// Through the splitter, a path with two newlines (in two names) is one
+	// record, and rg's own message stays apart.
+	var rest bytes.Buffer
+	d := &debugSplitter{debug: l.line, rest: &rest}
+	d.Write([]byte(walk + "b/one\ntwo/three\nfour: Ignore(IgnoreMatch(Hidden))\nrg: b/x: Permission denied\n"))
+	if !l.skipped["b/one\ntwo/three\nfour"] || rest.String() != "rg: b/x: Permission denied\n" {
+		t.Errorf("skipped %q, rest %q", slices.Sorted(maps.Keys(l.skipped)), rest.String())
 	}
 }
 
@@ -217,5 +228,86 @@ func TestDtypeEveryMode(t *testing.T) {
 	}
 	if got := fileType(0o644); got != fsmcpv1.FileType_FILE_TYPE_OTHER {
 		t.Errorf("fileType of a mode with no type = %v, want other", got)
+	}
+}
+
+// Every symlink (to a file, to a directory, dangling, leading out of the
+// root), fifo, socket and device is listed with its type at every depth
+// up to max_depth, in directories that hold only files beside them, and
+// a directory at the limit whose only child is a symlink to a directory
+// has more; hidden and ignored names of symlinks, fifos and devices are
+// left out as a file's would be.
+func TestWalkTreeListsEverySymlink(t *testing.T) {
+	s := newSearchService(t, Limits{})
+	dir := s.testDir
+	wput(t, filepath.Join(dir, ".ignore"), "skip*\n")
+	wput(t, filepath.Join(dir, "a", "b", "c", "f"), "f")
+	wput(t, filepath.Join(dir, "a", "b", "g"), "g")
+	if err := os.Mkdir(filepath.Join(dir, "a", "onlylink"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../b", filepath.Join(dir, "a", "onlylink", "ln")); err != nil {
+		t.Fatal(err)
+	}
+	sym, dirT, fifo, sock, file := fsmcpv1.FileType_FILE_TYPE_SYMLINK, fsmcpv1.FileType_FILE_TYPE_DIRECTORY,
+		fsmcpv1.FileType_FILE_TYPE_FIFO, fsmcpv1.FileType_FILE_TYPE_SOCKET, fsmcpv1.FileType_FILE_TYPE_FILE
+	entries := map[string]fsmcpv1.FileType{"a": dirT, "a/b": dirT, "a/b/c": dirT, "a/b/c/f": file, "a/b/g": file,
+		"a/onlylink": dirT, "a/onlylink/ln": sym}
+	for _, d := range []string{"", "a", "a/b", "a/b/c"} {
+		for name, target := range map[string]string{"todir": ".", "tofile": "x", "dangling": "nowhere", "out": "../../../../../.."} {
+			if err := os.Symlink(target, filepath.Join(dir, d, name)); err != nil {
+				t.Fatal(err)
+			}
+			entries[joinRel(d, name)] = sym
+			for _, skip := range []string{".hidden-" + name, "skip-" + name} {
+				if err := os.Symlink(target, filepath.Join(dir, d, skip)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if err := syscall.Mkfifo(filepath.Join(dir, d, "fifo"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, skip := range []string{"skip-fifo", ".hidden-fifo"} {
+			if err := syscall.Mkfifo(filepath.Join(dir, d, skip), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		entries[joinRel(d, "fifo")] = fifo
+		// A device where the file system allows one (the null device's
+		// numbers); a hidden one beside it.
+		if err := unix.Mknod(filepath.Join(dir, d, "dev"), unix.S_IFCHR|0o644, int(unix.Mkdev(1, 3))); err == nil {
+			entries[joinRel(d, "dev")] = fsmcpv1.FileType_FILE_TYPE_DEVICE
+			must(t, unix.Mknod(filepath.Join(dir, d, ".hidden-dev"), unix.S_IFCHR|0o644, int(unix.Mkdev(1, 3))))
+		} else {
+			t.Logf("no device: %v", err)
+		}
+		fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer syscall.Close(fd)
+		if err := syscall.Bind(fd, &syscall.SockaddrUnix{Name: filepath.Join(dir, d, "sock")}); err != nil {
+			t.Fatal(err)
+		}
+		entries[joinRel(d, "sock")] = sock
+	}
+	c := serveInProcess(t, s.Service)
+	for depth := 1; depth <= 5; depth++ {
+		var want []string
+		for p, typ := range entries {
+			if n := depthOf(p); n <= depth {
+				l := fmt.Sprintf("%s %v", p, typ)
+				// A directory at the limit with anything below it.
+				if typ == dirT && n == depth && p != "a/b/c" || p == "a/b/c" && depth == 3 {
+					l += " more"
+				}
+				want = append(want, l)
+			}
+		}
+		slices.Sort(want)
+		if got := treeLines(t, c, &fsmcpv1.TreeRequest{MaxDepth: int32(depth)}); !slices.Equal(got, want) {
+			t.Errorf("depth %d:\n got %q\nwant %q", depth, got, want)
+		}
 	}
 }
