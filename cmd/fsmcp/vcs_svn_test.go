@@ -138,12 +138,13 @@ func TestVcsHgSvnToolsAndFlags(t *testing.T) {
 // Under --deny secret.txt, and alike under the rules line "deny *
 // secret.txt", an hg or svn diff shows neither the stored nor the new
 // content of the changed secret.txt, nor the stored content of the
-// removed sub/secret.txt (read from .hg or .svn, which Landlock does not
+// removed directory sub (read from .hg or .svn, which Landlock does not
 // deny), names them on stderr, and still shows the change of another
 // file (also when the files are named); a diff of secret.txt alone is empty (never the whole
 // repository's). A copy of secret.txt is never shown as a diff against
 // the secret's stored content: hg leaves it out, svn shows it as added.
-// Without a policy, the control shows the secrets.
+// An added directory's file shows once. Through a symlink to the repository, a glob naming its real path still
+// applies. Without a policy, the control shows the secrets.
 func TestVcsHgSvnDiffDenied(t *testing.T) {
 	const stored, changed, removed = "stored secret\n", "new secret value\n", "removed secret\n"
 	files := map[string]string{"secret.txt": stored, "other.txt": "other old\n", "sub/secret.txt": removed}
@@ -154,8 +155,10 @@ func TestVcsHgSvnDiffDenied(t *testing.T) {
 			runSetup(t, root, env, "hg", "init", repo)
 			writeTree(t, repo, files)
 			runSetup(t, repo, env, "hg", "commit", "-q", "-A", "-m", "first")
-			runSetup(t, repo, env, "hg", "rm", "-q", "sub/secret.txt")
+			runSetup(t, repo, env, "hg", "rm", "-q", "sub")
 			runSetup(t, repo, env, "hg", "cp", "-q", "secret.txt", "copy.txt")
+			writeTree(t, repo, map[string]string{"newdir/a.txt": "in new dir\n"})
+			runSetup(t, repo, env, "hg", "add", "-q", "newdir")
 			return "repo"
 		},
 		"svn": func(t *testing.T, root string) string {
@@ -164,8 +167,10 @@ func TestVcsHgSvnDiffDenied(t *testing.T) {
 			writeTree(t, wc, files)
 			runSetup(t, wc, env, "svn", "add", "-q", "secret.txt", "other.txt", "sub")
 			runSetup(t, wc, env, "svn", "commit", "-q", "-m", "secret")
-			runSetup(t, wc, env, "svn", "rm", "-q", "sub/secret.txt")
+			runSetup(t, wc, env, "svn", "rm", "-q", "sub")
 			runSetup(t, wc, env, "svn", "cp", "-q", "secret.txt", "copy.txt")
+			writeTree(t, wc, map[string]string{"newdir/a.txt": "in new dir\n"})
+			runSetup(t, wc, env, "svn", "add", "-q", "newdir")
 			return "wc"
 		},
 	}
@@ -192,7 +197,8 @@ func TestVcsHgSvnDiffDenied(t *testing.T) {
 					!strings.Contains(d.str("stderr"), `the diff of "secret.txt" is left out`) ||
 					!strings.Contains(d.str("stderr"), `the diff of "sub/secret.txt" is left out`) ||
 					strings.Contains(d.str("stderr"), `the diff of "copy.txt" is left out`) != (backend == "hg") ||
-					strings.Contains(d.str("diff"), "+copy\n") != (backend == "svn") {
+					strings.Contains(d.str("diff"), "+copy\n") != (backend == "svn") ||
+					strings.Count(d.str("diff"), "+in new dir\n") != 1 {
 					t.Errorf("%s: diff %s", name, d.text)
 				}
 				one := s.wantOK("fs_vcs_diff", map[string]any{"backend": backend, "path": dir, "files": []string{"secret.txt"}})
@@ -206,6 +212,17 @@ func TestVcsHgSvnDiffDenied(t *testing.T) {
 				if strings.Contains(two.text, "removed secret") || !strings.Contains(two.str("diff"), "+other new\n") {
 					t.Errorf("%s: diff of sub/secret.txt and other.txt %s", name, two.text)
 				}
+			}
+			// A glob anchored at the repository, the call made through a
+			// symlink to it: the policy judges real paths.
+			if err := os.Symlink(dir, filepath.Join(root, "link")); err != nil {
+				t.Fatal(err)
+			}
+			s := start(t, root, "--vcs", backend, "--deny", "/"+dir+"/secret.txt")
+			d := s.wantOK("fs_vcs_diff", map[string]any{"backend": backend, "path": "link"})
+			if strings.Contains(d.text, "secret value") || strings.Contains(d.text, "stored secret") ||
+				!strings.Contains(d.str("diff"), "-"+removed) || !strings.Contains(d.str("stderr"), `the diff of "secret.txt" is left out`) {
+				t.Errorf("through a symlink: diff %s", d.text)
 			}
 		})
 	}

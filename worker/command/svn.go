@@ -6,6 +6,8 @@ import (
 	"encoding/xml"
 	"path"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 )
@@ -56,12 +58,18 @@ func (s *Service) svn(ctx context.Context, c *vcsCall, capture int64, peg bool, 
 }
 
 // svnDiff runs svn diff; under a policy that denies content, of the
-// entries svn status lists (each at depth empty, so that a directory does
-// not bring in its files), less each whose path the policy denies, with
-// copies shown as additions of their own content, never as a diff against
-// their source's stored one. svn diff takes a local name literally: no
-// "@" is appended.
+// paths svn diff --summarize lists, less each whose path the policy
+// denies. A directory is named only when nothing beneath it is left out
+// (its diff covers its whole tree: even at --depth empty, that of a
+// deleted directory shows its files), and then covers the paths beneath
+// it; otherwise its files are named one by one, and its own property
+// changes are not shown. Copies are shown as additions of their own content, never as a diff
+// against their source's stored one. svn diff takes a local name
+// literally: no "@" is appended.
 func (s *Service) svnDiff(ctx context.Context, c *vcsCall) (*fsmcpv1.CommandResult, error) {
+	diff := func(c *vcsCall) (*fsmcpv1.CommandResult, error) {
+		return s.svn(ctx, c, c.maxBytes, false, "diff", "--internal-diff", "--show-copies-as-adds")
+	}
 	pol := s.policy.WithLines(c.lines)
 	if !pol.Denies() {
 		return s.svn(ctx, c, c.maxBytes, false, "diff", "--internal-diff")
@@ -70,7 +78,7 @@ func (s *Service) svnDiff(ctx context.Context, c *vcsCall) (*fsmcpv1.CommandResu
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.svn(ctx, c, captureBytes, true, "status", "--xml", "--ignore-externals")
+	res, err := s.svn(ctx, c, captureBytes, false, "diff", "--summarize", "--xml")
 	switch {
 	case err != nil:
 		return nil, err
@@ -79,24 +87,43 @@ func (s *Service) svnDiff(ctx context.Context, c *vcsCall) (*fsmcpv1.CommandResu
 	case res.GetStdoutTruncated():
 		return nil, statusCut("svn")
 	}
-	var doc svnStatusXML
-	if err := xml.NewDecoder(bytes.NewReader(res.GetStdout())).Decode(&doc); err != nil {
-		return nil, errorf(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "svn status --xml: %v", err)
+	var doc struct {
+		Paths []struct {
+			Name string `xml:",chardata"`
+			Kind string `xml:"kind,attr"`
+		} `xml:"paths>path"`
 	}
-	var list []changed
-	for _, t := range doc.Targets {
-		for _, e := range t.Entries {
-			switch e.Status.Item {
-			case "unversioned", "ignored", "external":
-				continue
-			}
-			_, deny := pol.Denied(path.Join(dir, e.Path))
-			list = append(list, changed{name: e.Path, left: deny})
+	if err := xml.NewDecoder(bytes.NewReader(res.GetStdout())).Decode(&doc); err != nil {
+		return nil, errorf(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "svn diff --summarize --xml: %v", err)
+	}
+	var left []string
+	for _, p := range doc.Paths {
+		if _, deny := pol.Denied(path.Join(dir, p.Name)); deny {
+			left = append(left, p.Name)
 		}
 	}
-	return diffNamed(c, list, func(c *vcsCall) (*fsmcpv1.CommandResult, error) {
-		return s.svn(ctx, c, c.maxBytes, false, "diff", "--internal-diff", "--depth", "empty", "--show-copies-as-adds")
-	})
+	// beneath reports whether name lies in directory d ("." the call's).
+	beneath := func(name, d string) bool { return name != d && (d == "." || strings.HasPrefix(name, d+"/")) }
+	holds := func(d string) bool { return slices.ContainsFunc(left, func(l string) bool { return beneath(l, d) }) }
+	var dirs []string // named directories: none holds a path left out
+	for _, p := range doc.Paths {
+		if p.Kind == "dir" && !slices.Contains(left, p.Name) && !holds(p.Name) {
+			dirs = append(dirs, p.Name)
+		}
+	}
+	var list []changed
+	for _, p := range doc.Paths {
+		switch {
+		case slices.Contains(left, p.Name):
+			list = append(list, changed{name: p.Name, left: true})
+		case p.Kind == "dir" && holds(p.Name):
+			// Not named: its files are, one by one; its own
+			// property changes are not shown.
+		case !slices.ContainsFunc(dirs, func(d string) bool { return beneath(p.Name, d) }):
+			list = append(list, changed{name: p.Name}) // else in its directory's diff
+		}
+	}
+	return diffNamed(c, list, diff)
 }
 
 // svnStatus runs svn status --xml and parses it.

@@ -268,23 +268,24 @@ func leftOut(res *fsmcpv1.CommandResult, left []string) {
 }
 
 // An hg or svn diff under a policy that denies content is the diff of
-// the files that the backend's status lists as changed, less those whose
-// real path the policy denies, each named explicitly: hg and svn read a
-// file's stored version from .hg and .svn, which the command's Landlock
-// rules do not cover, and print names unquoted (a name holding a newline
-// could forge a section), so their output is not filtered afterwards.
+// the paths that the backend lists as changed (hg status, svn diff
+// --summarize), less those whose real path the policy denies, each named
+// explicitly: hg and svn read a file's stored version from .hg and .svn,
+// which the command's Landlock rules do not cover, and print names
+// unquoted (a name holding a newline could forge a section), so their
+// output is not filtered afterwards.
 
-// changed is one file of an hg or svn status, named relative to the
-// call's directory; left when the policy denies its content (or, for hg,
-// that of the copy source its diff would show).
+// changed is one path an hg or svn diff would show, named relative to
+// the call's directory; left when the policy denies its content (or, for
+// hg, that of the copy source its diff would show).
 type changed struct {
 	name string
 	left bool
 }
 
-// diffNamed runs diff on the files of list that are not left out, named
+// diffNamed runs diff on the paths of list that are not left out, named
 // as the call's files, and says on stderr which are left out. With no
-// file left to name, the diff is empty: it never falls back to the whole
+// path left to name, the diff is empty: it never falls back to the whole
 // working copy.
 func diffNamed(c *vcsCall, list []changed, diff func(*vcsCall) (*fsmcpv1.CommandResult, error)) (*fsmcpv1.CommandResult, error) {
 	named := *c
