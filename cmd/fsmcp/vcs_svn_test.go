@@ -140,11 +140,13 @@ func TestVcsHgSvnToolsAndFlags(t *testing.T) {
 // content of the changed secret.txt, nor the stored content of the
 // removed directory sub (read from .hg or .svn, which Landlock does not
 // deny), names them on stderr, and still shows the change of another
-// file (also when the files are named); a diff of secret.txt alone is empty (never the whole
-// repository's). A copy of secret.txt is never shown as a diff against
-// the secret's stored content: hg leaves it out, svn shows it as added.
-// An added directory's file shows once. Through a symlink to the repository, a glob naming its real path still
-// applies. Without a policy, the control shows the secrets.
+// file (also when the files are named); a diff of secret.txt alone is
+// empty (never the whole repository's). A copy of secret.txt is never
+// shown as a diff against the secret's stored content: hg leaves it out,
+// svn shows it as added. An added directory's file shows once; svn's
+// other changes (a name with "@", a property, a deletion) show. Through a
+// symlink to the repository, a glob naming its real path still applies.
+// Without a policy, the control shows the secrets.
 func TestVcsHgSvnDiffDenied(t *testing.T) {
 	const stored, changed, removed = "stored secret\n", "new secret value\n", "removed secret\n"
 	files := map[string]string{"secret.txt": stored, "other.txt": "other old\n", "sub/secret.txt": removed}
@@ -166,7 +168,7 @@ func TestVcsHgSvnDiffDenied(t *testing.T) {
 			env := []string{"HOME=" + t.TempDir()}
 			writeTree(t, wc, files)
 			runSetup(t, wc, env, "svn", "add", "-q", "secret.txt", "other.txt", "sub")
-			runSetup(t, wc, env, "svn", "commit", "-q", "-m", "secret")
+			runSetup(t, wc, env, "svn", "commit", "-q", "-m", "secret", "secret.txt", "other.txt", "sub")
 			runSetup(t, wc, env, "svn", "rm", "-q", "sub")
 			runSetup(t, wc, env, "svn", "cp", "-q", "secret.txt", "copy.txt")
 			writeTree(t, wc, map[string]string{"newdir/a.txt": "in new dir\n"})
@@ -198,7 +200,9 @@ func TestVcsHgSvnDiffDenied(t *testing.T) {
 					!strings.Contains(d.str("stderr"), `the diff of "sub/secret.txt" is left out`) ||
 					strings.Contains(d.str("stderr"), `the diff of "copy.txt" is left out`) != (backend == "hg") ||
 					strings.Contains(d.str("diff"), "+copy\n") != (backend == "svn") ||
-					strings.Count(d.str("diff"), "+in new dir\n") != 1 {
+					strings.Count(d.str("diff"), "+in new dir\n") != 1 ||
+					(backend == "svn" && (!strings.Contains(d.str("diff"), "Index: at@sign.txt\n") ||
+						!strings.Contains(d.str("diff"), "colour") || !strings.Contains(d.str("diff"), "-gone\n"))) {
 					t.Errorf("%s: diff %s", name, d.text)
 				}
 				one := s.wantOK("fs_vcs_diff", map[string]any{"backend": backend, "path": dir, "files": []string{"secret.txt"}})
