@@ -178,7 +178,7 @@ func TestContactHTTPSessionReaping(t *testing.T) {
 		sessions = append(sessions, cs)
 		// Uses far enough apart that which session is idle the longest
 		// does not hang on when the server handled each message.
-		time.Sleep(300 * time.Millisecond)
+		time.Sleep(time.Second)
 	}
 	if err := statErr(sessions[0]); err == nil {
 		t.Errorf("the session idle the longest still answers after a third session past --http-max-sessions 2")
