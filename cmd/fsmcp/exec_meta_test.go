@@ -154,11 +154,7 @@ func metaFlags(t *testing.T, dir string) []string {
 // looks at who owns the file.
 func TestExecMetadataReadOnlyRoot(t *testing.T) {
 	root := t.TempDir()
-	outside, err := os.MkdirTemp("/var/tmp", "fsmcp-meta-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(outside) })
+	outside := metaOutside(t)
 	readable := metaCanary(t, outside, "readable")
 	hidden := metaCanary(t, filepath.Dir(outside), filepath.Base(outside)+"-hidden")
 	t.Cleanup(func() { os.Remove(hidden) })
@@ -214,11 +210,7 @@ func TestExecMetadataReadOnlyRoot(t *testing.T) {
 // promises.
 func TestExecMetadataWritableRoot(t *testing.T) {
 	root := t.TempDir()
-	outside, err := os.MkdirTemp("/var/tmp", "fsmcp-meta-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(outside) })
+	outside := metaOutside(t)
 	readable := metaCanary(t, outside, "readable")
 	before := metaSnapshot(t, readable)
 	inRoot := metaCanary(t, root, "inroot")
@@ -409,4 +401,17 @@ func TestExecMetadataUnprivileged(t *testing.T) {
 			t.Errorf("%s changed:\nbefore %s\nafter  %s", f, b, after)
 		}
 	}
+}
+
+// metaOutside makes the directory outside the root that holds a test's
+// canaries, under /var/tmp (commands see /tmp as their own), removed when
+// the test ends.
+func metaOutside(t *testing.T) string {
+	t.Helper()
+	outside, err := os.MkdirTemp("/var/tmp", "fsmcp-meta-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(outside) })
+	return outside
 }
