@@ -38,7 +38,9 @@ import (
 //	stream       one long-lived bidirectional stream; a call is a message
 //	             carrying an id and the time it has left, a reply carries
 //	             the id back, and a caller that gives up sends a cancel
-//	             message
+//	             message; one goroutine sends, one receives
+//	stream-locked  the same, each caller sending under a lock: one
+//	             handoff fewer per call
 //	stat-unary   the worker's Stat of a 4 KiB file as the RPC it is today
 //	             (worker.Serve, with its root and rules interceptors)
 //	stat-stream  the same Stat behind the stream, without them
@@ -71,11 +73,16 @@ func BenchmarkHop(b *testing.B) {
 		err := wc.cc.Invoke(ctx, hopUnaryMethod, req, &reply, grpc.ForceCodecV2(hopCodec{}))
 		return reply, err
 	}
-	hs, err := openHopStream(ctx, wc.cc)
+	hs, err := openHopStream(ctx, wc.cc, false)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer hs.close()
+	locked, err := openHopStream(ctx, wc.cc, true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer locked.close()
 
 	root := b.TempDir()
 	if err := os.WriteFile(filepath.Join(root, "f4k"), make([]byte, 4096), 0o644); err != nil {
@@ -120,7 +127,7 @@ func BenchmarkHop(b *testing.B) {
 		return proto.Marshal(resp)
 	}
 	statConn := hopConn(b, func(srv *grpc.Server) { srv.RegisterService(&hopService, &hopServer{handle: stat}) })
-	ss, err := openHopStream(ctx, statConn.cc)
+	ss, err := openHopStream(ctx, statConn.cc, false)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -144,6 +151,7 @@ func BenchmarkHop(b *testing.B) {
 	}{
 		{"unary", call(unary)},
 		{"stream", call(hs.call)},
+		{"stream-locked", call(locked.call)},
 		{"stat-unary", statUnary},
 		{"stat-stream", statStream},
 	} {
@@ -156,6 +164,12 @@ func BenchmarkHop(b *testing.B) {
 // RPC's headers carry: a caller's cancellation reaches the handler's
 // context, and so does its deadline.
 func TestHopStreamCancel(t *testing.T) {
+	for _, locked := range []bool{false, true} {
+		t.Run(fmt.Sprintf("locked=%v", locked), func(t *testing.T) { testHopStreamCancel(t, locked) })
+	}
+}
+
+func testHopStreamCancel(t *testing.T, locked bool) {
 	seen := make(chan error, 1)
 	deadlines := make(chan time.Time, 1)
 	wait := func(ctx context.Context, _ []byte) ([]byte, error) {
@@ -166,7 +180,7 @@ func TestHopStreamCancel(t *testing.T) {
 		return nil, ctx.Err()
 	}
 	wc := hopConn(t, func(srv *grpc.Server) { srv.RegisterService(&hopService, &hopServer{handle: wait}) })
-	hs, err := openHopStream(context.Background(), wc.cc)
+	hs, err := openHopStream(context.Background(), wc.cc, locked)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -478,10 +492,13 @@ type hopResult struct {
 }
 
 // hopStream is the client side of one Calls stream: callers register an
-// id and hand their frame to the one sender; the one receiver hands each
+// id and hand their frame to the one sender goroutine (or, locked, send
+// it themselves under a lock); the one receiver goroutine hands each
 // reply to the caller waiting on its id.
 type hopStream struct {
 	stream grpc.ClientStream
+	locked bool
+	sendMu sync.Mutex
 	send   chan []byte
 	quit   chan struct{}
 	done   chan struct{} // closed when the receiver has ended
@@ -492,14 +509,16 @@ type hopStream struct {
 	err     error                     // why it ended
 }
 
-func openHopStream(ctx context.Context, cc *grpc.ClientConn) (*hopStream, error) {
+func openHopStream(ctx context.Context, cc *grpc.ClientConn, locked bool) (*hopStream, error) {
 	st, err := cc.NewStream(ctx, &hopService.Streams[0], hopStreamMethod, grpc.ForceCodecV2(hopCodec{}))
 	if err != nil {
 		return nil, err
 	}
-	s := &hopStream{stream: st, send: make(chan []byte), quit: make(chan struct{}), done: make(chan struct{}),
+	s := &hopStream{stream: st, locked: locked, send: make(chan []byte), quit: make(chan struct{}), done: make(chan struct{}),
 		pending: map[uint64]chan hopResult{}}
-	go s.sender()
+	if !locked {
+		go s.sender()
+	}
 	go s.receiver()
 	return s, nil
 }
@@ -587,13 +606,9 @@ func (s *hopStream) call(ctx context.Context, req []byte) ([]byte, error) {
 	id := s.next
 	s.pending[id] = ch
 	s.mu.Unlock()
-	select {
-	case s.send <- hopFrame(hopCallFrame, id, left, req):
-	case <-s.done:
-		return nil, s.ended()
-	case <-ctx.Done():
+	if err := s.put(ctx, hopFrame(hopCallFrame, id, left, req)); err != nil {
 		s.forget(id)
-		return nil, ctx.Err()
+		return nil, err
 	}
 	select {
 	case r := <-ch:
@@ -602,17 +617,45 @@ func (s *hopStream) call(ctx context.Context, req []byte) ([]byte, error) {
 		return nil, s.ended()
 	case <-ctx.Done():
 		s.forget(id)
-		select {
-		case s.send <- hopFrame(hopCancelFrame, id, 0, nil):
-		case <-s.done:
-		}
+		// Sent whatever the caller's context: the server must hear it.
+		_ = s.put(context.Background(), hopFrame(hopCancelFrame, id, 0, nil))
 		return nil, ctx.Err()
+	}
+}
+
+// put sends a frame: through the sender goroutine, or, when the stream
+// is locked, itself under the lock.
+func (s *hopStream) put(ctx context.Context, f []byte) error {
+	if s.locked {
+		s.sendMu.Lock()
+		err := s.stream.SendMsg(f)
+		s.sendMu.Unlock()
+		if err != nil {
+			// The stream has ended; the receiver gets its status.
+			<-s.done
+			return s.ended()
+		}
+		return nil
+	}
+	select {
+	case s.send <- f:
+		return nil
+	case <-s.done:
+		return s.ended()
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
 // close ends the client's side and waits for the server to end the
 // stream.
 func (s *hopStream) close() {
-	close(s.quit)
+	if s.locked {
+		s.sendMu.Lock()
+		s.stream.CloseSend()
+		s.sendMu.Unlock()
+	} else {
+		close(s.quit)
+	}
 	<-s.done
 }
