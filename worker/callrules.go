@@ -38,7 +38,7 @@ type callRules struct {
 	rules []rule
 	// policy is the operator's policy with rules' lines for tool: what
 	// the call judges content by (policyOf).
-	policy *sandbox.Rules
+	policy *sandbox.Matcher
 	// judged maps each of the call's paths and the real path Check found
 	// for it to its decision; nil when the call named no path.
 	judged map[judgedKey]fsmcpv1.RuleAction
@@ -141,7 +141,7 @@ func callRulesOf(ctx context.Context) *callRules {
 // a deny line hides content from its tool wherever --deny does: the
 // resolver's judge, copies and moves (judgeCarry), search results and
 // rg's exclusions (openSearch), hashes and hard links (links.go).
-func (s *Service) policyOf(ctx context.Context) *sandbox.Rules {
+func (s *Service) policyOf(ctx context.Context) *sandbox.Matcher {
 	if cr := callRulesOf(ctx); cr != nil {
 		return cr.policy
 	}

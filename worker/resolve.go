@@ -634,7 +634,7 @@ func (s *Service) openSearch(ctx context.Context, op string, raw []byte, kind ac
 }
 
 // policyError is a refusal by the policy: permission_denied, naming the
-// rule (why: "--protect GLOB", or what sandbox.Rules.Denied answered),
+// rule (why: "--protect GLOB", or what sandbox.Matcher.Denied answered),
 // marked as a policy violation.
 func policyError(op, p, rel, what, why string) *Error {
 	e := newError(fsmcpv1.ErrorCode_ERROR_CODE_PERMISSION_DENIED, p,

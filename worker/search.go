@@ -82,7 +82,7 @@ type searchTarget struct {
 	rel string
 	// deny, when set, drops every result whose real path it denies, and
 	// passes rg the deny rules as exclusions.
-	deny *sandbox.Rules
+	deny *sandbox.Matcher
 	// linkDenied, with deny, also drops a result that is another name
 	// of a remembered denied file (links.go).
 	linkDenied func(rgPath []byte) bool

@@ -29,7 +29,7 @@ type Service struct {
 	// rootPath is the kernel's name of the root, for realPath.
 	rootPath *rootPath
 	// policy is the operator's protected and denied paths.
-	policy *sandbox.Rules
+	policy *sandbox.Matcher
 	// renames is held shared by a mutation from its judgement to its
 	// last system call, and exclusively by a move of a directory, which
 	// changes the real path of everything beneath it.

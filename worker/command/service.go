@@ -44,7 +44,7 @@ type Service struct {
 	// without one.
 	rules *worker.Rules
 	// policy is --protect and --deny, compiled (gitDiff filters by it).
-	policy *sandbox.Rules
+	policy *sandbox.Matcher
 }
 
 // pidsBound is what bounds the tasks of all commands together.
