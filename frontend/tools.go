@@ -99,7 +99,7 @@ const (
 )
 
 // pathDecl declares one argument of a tool that names paths. The one
-// declaration serves the audit line, --rules (the front-end's gate and
+// declaration serves the audit line, --rules (the front-end's permit and
 // the worker's Check) and the approval question, so that no tool is
 // audited by one list and judged by another.
 type pathDecl struct {
@@ -514,7 +514,7 @@ func (s *server) handler(t *tool) mcp.ToolHandler {
 			return res
 		}
 		if s.approvals != nil {
-			run, md, res := s.gate(cctx, t, req)
+			run, md, res := s.permit(cctx, t, req)
 			if res != nil {
 				return res, nil
 			}
