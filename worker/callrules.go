@@ -5,6 +5,7 @@ import (
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/sandbox"
+	"github.com/fsmcp/fsmcp/worker/rulesfile"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
@@ -35,7 +36,7 @@ type callRules struct {
 	tool string
 	// rules are the rules in force when the call started: the whole
 	// call judges by them.
-	rules []rule
+	rules []rulesfile.Rule
 	// policy is the operator's policy with rules' lines for tool: what
 	// the call judges content by (policyOf).
 	policy *sandbox.Matcher
@@ -76,8 +77,8 @@ func (s *Service) callRulesFrom(ctx context.Context, method string) (*callRules,
 // newCallRules is the rule context of a call of tool, with the rules in
 // force now.
 func (s *Service) newCallRules(tool string) *callRules {
-	rules := s.rules.current()
-	return &callRules{tool: tool, rules: rules, policy: s.policy.WithLines(linesFor(rules, tool))}
+	rules := s.rules.Current()
+	return &callRules{tool: tool, rules: rules, policy: s.policy.WithLines(rulesfile.LinesFor(rules, tool))}
 }
 
 // unjudged are the methods that resolve no client path under the rules.
@@ -155,21 +156,21 @@ func (s *Service) judgeCallRules(cr *callRules, op, p, rel string) error {
 	if cr == nil {
 		return newError(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, p, "%s: resolved outside a call under --rules", op)
 	}
-	r, matched := first(cr.rules, cr.tool, rel)
+	r, matched := rulesfile.First(cr.rules, cr.tool, rel)
 	action := fsmcpv1.RuleAction_RULE_ACTION_UNSPECIFIED
 	if matched {
-		action = r.action
+		action = r.Action
 	}
 	if action == fsmcpv1.RuleAction_RULE_ACTION_DENY {
 		e := newError(fsmcpv1.ErrorCode_ERROR_CODE_PERMISSION_DENIED, p,
-			"%s: %q is denied by --rules line %d (%s), judged where the path leads as the call runs; nothing was done", cr.tool, rel, r.line, r.text)
+			"%s: %q is denied by --rules line %d (%s), judged where the path leads as the call runs; nothing was done", cr.tool, rel, r.Line, r.Text)
 		e.PolicyViolation = true
 		return e
 	}
 	if cr.judged == nil {
 		if action == fsmcpv1.RuleAction_RULE_ACTION_ASK {
 			return newError(fsmcpv1.ErrorCode_ERROR_CODE_PERMISSION_DENIED, p,
-				"%s: %q falls under --rules line %d (%s), but the call names no path the person could be asked about; nothing was done", cr.tool, rel, r.line, r.text)
+				"%s: %q falls under --rules line %d (%s), but the call names no path the person could be asked about; nothing was done", cr.tool, rel, r.Line, r.Text)
 		}
 		return nil
 	}

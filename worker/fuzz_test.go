@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/worker/rulesfile"
 	"github.com/fsmcp/fsmcp/worker/workertest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -74,7 +75,7 @@ func fuzzTree(f testing.TB) (base string, s *Service, canary map[string][]byte) 
 	must(err)
 	// Check resolves every fuzzed path against a rule that matches all.
 	must(os.WriteFile(filepath.Join(base, "rules"), []byte("ask * **\n"), 0o644))
-	rules, err := OpenRules(filepath.Join(base, "rules"))
+	rules, err := rulesfile.Open(filepath.Join(base, "rules"))
 	must(err)
 	s, err = New(r, Options{MaxRead: 1 << 16, RG: rg, DevNull: devNull, Quarantine: q, Rules: rules, State: stateFor(f, root)})
 	must(err)

@@ -52,7 +52,7 @@ func (s *Service) note(rel string, st *unix.Stat_t) {
 		_, protected = s.derivedProtected(rel, false)
 	}
 	_, denied := s.policy.Denied(rel)
-	denied = denied || s.rules != nil && s.rules.anyDeny(rel)
+	denied = denied || s.rules != nil && s.rules.AnyDeny(rel)
 	if !protected && !denied {
 		return
 	}

@@ -13,6 +13,7 @@ import (
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/sandbox"
+	"github.com/fsmcp/fsmcp/worker/rulesfile"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 )
@@ -125,9 +126,9 @@ func run(args []string, hooks Hooks) error {
 	// process of its own, started before the worker confines itself and
 	// confined to that file's directory: the worker is granted nothing
 	// there.
-	var rules *Rules
+	var rules *rulesfile.File
 	if cfg.Rules != "" {
-		if rules, err = StartRules(exe, cfg.Rules, cfg.AllowNoLandlock); err != nil {
+		if rules, err = rulesfile.Start(exe, cfg.Rules, cfg.AllowNoLandlock); err != nil {
 			return err
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/sandbox"
+	"github.com/fsmcp/fsmcp/worker/rulesfile"
 	"google.golang.org/grpc"
 )
 
@@ -52,7 +53,7 @@ type Service struct {
 	quarantine *Quarantine
 	// rules, when set, are the operator's --rules, for Check and for
 	// every call (callrules.go).
-	rules *Rules
+	rules *rulesfile.File
 	// state, when set, is the state directory that holds the patch
 	// journals (recover.go); rootDev and rootIno are the root's identity
 	// they record.
@@ -83,7 +84,7 @@ type Options struct {
 	// for Undo.
 	Quarantine *Quarantine
 	// Rules, when set, are the operator's --rules, for Check.
-	Rules *Rules
+	Rules *rulesfile.File
 	// State is the state directory for fs_patch's journals, outside the
 	// root; without it, fs_patch is unavailable.
 	State *os.File

@@ -14,6 +14,7 @@ import (
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/sandbox"
 	"github.com/fsmcp/fsmcp/worker"
+	"github.com/fsmcp/fsmcp/worker/rulesfile"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 )
@@ -87,7 +88,7 @@ func run(args []string) error {
 		if err != nil {
 			return fmt.Errorf("name the runner's executable: %w", err)
 		}
-		if svc.rules, err = worker.StartRules(exe, cfg.Rules, cfg.AllowNoLandlock); err != nil {
+		if svc.rules, err = rulesfile.Start(exe, cfg.Rules, cfg.AllowNoLandlock); err != nil {
 			return err
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/sandbox"
 	"github.com/fsmcp/fsmcp/worker"
+	"github.com/fsmcp/fsmcp/worker/rulesfile"
 	"golang.org/x/sys/unix"
 )
 
@@ -42,7 +43,7 @@ type Service struct {
 	selftest []*fsmcpv1.Probe
 	// rules is the --rules file, read again when it changes; nil
 	// without one.
-	rules *worker.Rules
+	rules *rulesfile.File
 	// policy is --protect and --deny, compiled (gitDiff filters by it).
 	policy *sandbox.Matcher
 }
