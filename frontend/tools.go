@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/proto/link"
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc/metadata"
@@ -244,7 +245,7 @@ func defineTool[In any](name, description string, readOnly, destructive, idempot
 	maxArgs := maxSmallArguments
 	for _, big := range []string{"content", "edits", "insert", "patch"} {
 		if _, ok := schema.Properties[big]; ok {
-			maxArgs = maxMessageBytes
+			maxArgs = link.MaxMessageBytes
 		}
 	}
 	t.maxArgs = maxArgs
@@ -310,7 +311,7 @@ func rawArguments(req *mcp.CallToolRequest) (json.RawMessage, error) {
 	}
 	if want, ok := req.Params.Meta["args_sha256"]; ok {
 		ws, ok := want.(string)
-		if !ok || len(ws) != 64 || !isLowerHex(ws) {
+		if !ok || !link.IsSHA256Hex(ws) {
 			return nil, invalidf("_meta.args_sha256 must be 64 lowercase hex digits")
 		}
 		sum := sha256.Sum256(raw)
@@ -341,15 +342,6 @@ func validateArguments(raw json.RawMessage, resolved *jsonschema.Resolved) (any,
 		return nil, invalidf("%s", explainInvalid(resolved.Schema(), v, err))
 	}
 	return v, nil
-}
-
-func isLowerHex(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // checkSurrogates refuses a \u escape of a UTF-16 surrogate that is not

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/proto/link"
 	"github.com/fsmcp/fsmcp/sandbox"
 	"github.com/fsmcp/fsmcp/worker/rulesfile"
 	"google.golang.org/grpc"
@@ -21,15 +22,6 @@ import (
 // judged: a denied path is refused there, and a path that now resolves to
 // a real path Check did not judge with the same decision (for an ask
 // rule: not the path the person approved) is refused, nothing done.
-
-// Metadata keys of a call under --rules.
-const (
-	// ToolMetadata is the call's tool name, without --tools-prefix.
-	ToolMetadata = "fsmcp-tool"
-	// JudgedMetadata is a JudgedPaths message: what Check judged for the
-	// call (absent when the call names no path).
-	JudgedMetadata = "fsmcp-judged-bin"
-)
 
 // callRules is a call's rule context.
 type callRules struct {
@@ -56,12 +48,12 @@ type callRulesKey struct{}
 // is refused.
 func (s *Service) callRulesFrom(ctx context.Context, method string) (*callRules, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
-	tools := md.Get(ToolMetadata)
+	tools := md.Get(link.ToolMetadata)
 	if len(tools) != 1 || tools[0] == "" {
 		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "", "%s: with --rules every call names its tool", method)
 	}
 	cr := s.newCallRules(tools[0])
-	if vals := md.Get(JudgedMetadata); len(vals) > 0 {
+	if vals := md.Get(link.JudgedMetadata); len(vals) > 0 {
 		var jp fsmcpv1.JudgedPaths
 		if len(vals) != 1 || proto.Unmarshal([]byte(vals[0]), &jp) != nil {
 			return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "", "%s: the judged paths do not decode", method)

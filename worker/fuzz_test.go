@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/proto/link"
 	"github.com/fsmcp/fsmcp/worker/rulesfile"
 	"github.com/fsmcp/fsmcp/worker/workertest"
 	"google.golang.org/grpc"
@@ -95,7 +96,7 @@ func serveInProcess(tb testing.TB, s *Service, opts ...grpc.DialOption) fsmcpv1.
 	cc, err := grpc.NewClient("passthrough:///worker", append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithContextDialer(func(context.Context, string) (net.Conn, error) { return mine, nil }),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes))}, opts...)...)
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(link.MaxMessageBytes))}, opts...)...)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -60,33 +60,6 @@ const (
 	accessRewrite
 )
 
-// clientPath turns a client path into a name for os.Root: one leading "/"
-// is stripped, "" names the root, and a NUL byte is refused. It does no
-// other canonicalisation: "..", further slashes and symlinks are the
-// Root's to resolve or refuse, and the policy judges what they resolved
-// to, not this string.
-func clientPath(p []byte) (string, error) {
-	if len(p) > 0 && bytesIndexNUL(p) >= 0 {
-		return "", newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "", "path contains a NUL byte")
-	}
-	if len(p) > 0 && p[0] == '/' {
-		p = p[1:]
-	}
-	if len(p) == 0 {
-		return ".", nil
-	}
-	return string(p), nil
-}
-
-func bytesIndexNUL(p []byte) int {
-	for i, c := range p {
-		if c == 0 {
-			return i
-		}
-	}
-	return -1
-}
-
 // rootPath is the kernel's name for the root directory, against which the
 // names of opened descriptors are made root-relative.
 type rootPath struct {

@@ -5,14 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime/debug"
 	"sync"
 	"syscall"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/sandbox"
 	"github.com/fsmcp/fsmcp/worker/rulesfile"
-	"google.golang.org/grpc"
 )
 
 // Service implements fsmcpv1.WorkerServiceServer over one *os.Root.
@@ -150,26 +148,4 @@ func (s *Service) Hello(ctx context.Context, req *fsmcpv1.HelloRequest) (*fsmcpv
 			"protocol version %v, want %v", req.GetVersion(), fsmcpv1.ProtocolVersion_PROTOCOL_VERSION_1)
 	}
 	return &fsmcpv1.HelloResponse{Version: fsmcpv1.ProtocolVersion_PROTOCOL_VERSION_1, Confinement: s.confinement}, nil
-}
-
-// recoverUnary answers a panicking handler with internal and keeps serving.
-func recoverUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			fmt.Fprintf(os.Stderr, "fsmcp worker: panic in %s: %v\n%s", info.FullMethod, r, debug.Stack())
-			resp, err = nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "", "internal error")
-		}
-	}()
-	return h(ctx, req)
-}
-
-// recoverStream is recoverUnary for streaming RPCs.
-func recoverStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			fmt.Fprintf(os.Stderr, "fsmcp worker: panic in %s: %v\n%s", info.FullMethod, r, debug.Stack())
-			err = newError(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "", "internal error")
-		}
-	}()
-	return h(srv, ss)
 }
