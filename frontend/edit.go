@@ -11,6 +11,7 @@ import (
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/proto/jsontext"
+	"github.com/fsmcp/fsmcp/proto/link"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -133,13 +134,13 @@ func editTools() []*tool {
 func guardArgs(ifSHA, ifTree *string) (string, string, error) {
 	var a, b string
 	if ifSHA != nil {
-		if len(*ifSHA) != 64 || !isLowerHex(*ifSHA) {
+		if !link.IsSHA256Hex(*ifSHA) {
 			return "", "", invalidf("if_sha256 must be 64 lowercase hex digits")
 		}
 		a = *ifSHA
 	}
 	if ifTree != nil {
-		if len(*ifTree) != 64 || !isLowerHex(*ifTree) {
+		if !link.IsSHA256Hex(*ifTree) {
 			return "", "", invalidf("if_tree_sha256 must be 64 lowercase hex digits")
 		}
 		b = *ifTree

@@ -13,6 +13,7 @@ import (
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/proto/jsontext"
+	"github.com/fsmcp/fsmcp/proto/link"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -420,7 +421,7 @@ func readRequest(p []byte, in *readIn, bound int64) (*fsmcpv1.ReadRequest, error
 		}
 	}
 	if in.IfSHA256 != nil {
-		if len(*in.IfSHA256) != 64 || !isLowerHex(*in.IfSHA256) {
+		if !link.IsSHA256Hex(*in.IfSHA256) {
 			return nil, invalidf("if_sha256 must be 64 lowercase hex digits")
 		}
 		req.IfSha256 = *in.IfSHA256

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/proto/link"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -77,7 +78,7 @@ func (s *server) readMany(ctx context.Context, in *readManyIn, _ *mcp.CallToolRe
 		whole := true
 		var refused *toolError
 		if e := res.GetError(); e != nil {
-			refused = toolErrorOf(e)
+			refused = toolErrorOf(link.FromDetail(e))
 			item = head.bool("ok", false).name("path", displayPath(r.GetPath())).object("error", errorDoc(refused))
 		} else {
 			head.bool("ok", true).name("path", displayPath(r.GetPath()))

@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/proto/link"
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc/metadata"
@@ -99,7 +100,7 @@ const (
 )
 
 // pathDecl declares one argument of a tool that names paths. The one
-// declaration serves the audit line, --rules (the front-end's gate and
+// declaration serves the audit line, --rules (the front-end's permit and
 // the worker's Check) and the approval question, so that no tool is
 // audited by one list and judged by another.
 type pathDecl struct {
@@ -244,7 +245,7 @@ func defineTool[In any](name, description string, readOnly, destructive, idempot
 	maxArgs := maxSmallArguments
 	for _, big := range []string{"content", "edits", "insert", "patch"} {
 		if _, ok := schema.Properties[big]; ok {
-			maxArgs = maxMessageBytes
+			maxArgs = link.MaxMessageBytes
 		}
 	}
 	t.maxArgs = maxArgs
@@ -310,7 +311,7 @@ func rawArguments(req *mcp.CallToolRequest) (json.RawMessage, error) {
 	}
 	if want, ok := req.Params.Meta["args_sha256"]; ok {
 		ws, ok := want.(string)
-		if !ok || len(ws) != 64 || !isLowerHex(ws) {
+		if !ok || !link.IsSHA256Hex(ws) {
 			return nil, invalidf("_meta.args_sha256 must be 64 lowercase hex digits")
 		}
 		sum := sha256.Sum256(raw)
@@ -341,15 +342,6 @@ func validateArguments(raw json.RawMessage, resolved *jsonschema.Resolved) (any,
 		return nil, invalidf("%s", explainInvalid(resolved.Schema(), v, err))
 	}
 	return v, nil
-}
-
-func isLowerHex(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // checkSurrogates refuses a \u escape of a UTF-16 surrogate that is not
@@ -514,7 +506,7 @@ func (s *server) handler(t *tool) mcp.ToolHandler {
 			return res
 		}
 		if s.approvals != nil {
-			run, md, res := s.gate(cctx, t, req)
+			run, md, res := s.permit(cctx, t, req)
 			if res != nil {
 				return res, nil
 			}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/proto/link"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -157,7 +158,7 @@ func precondition(ifSHA *string) (string, bool, error) {
 	if ifSHA == nil {
 		return "", true, nil
 	}
-	if len(*ifSHA) != 64 || !isLowerHex(*ifSHA) {
+	if !link.IsSHA256Hex(*ifSHA) {
 		return "", false, invalidf("if_sha256 must be 64 lowercase hex digits (a sha256 from fs_stat) or null to create the file")
 	}
 	return *ifSHA, false, nil

@@ -343,7 +343,7 @@ type Command struct {
 	// they deny out of the command's rules, as it does --deny.
 	Lines []RuleLine
 	// Protected are root-relative paths the command may not change,
-	// literally (Rules.WithPaths), beside --protect: the repositories'
+	// literally (Matcher.WithPaths), beside --protect: the repositories'
 	// derived protection when the call started.
 	Protected []string
 }

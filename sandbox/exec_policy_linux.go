@@ -64,12 +64,12 @@ type policyNode struct {
 // needsPolicyWalk reports whether commands need the tree walked: the
 // policy denies something, or protects something a writable command could
 // otherwise change.
-func needsPolicyWalk(p *Rules, writable bool) bool {
+func needsPolicyWalk(p *Matcher, writable bool) bool {
 	return p != nil && (p.Denies() || (writable && p.Protects()))
 }
 
 // rootRules are a command's Landlock rules beneath root under policy p.
-func rootRules(root string, writable bool, p *Rules) ([]landlock.Rule, error) {
+func rootRules(root string, writable bool, p *Matcher) ([]landlock.Rule, error) {
 	base := landlock.AccessFSSet(commandReadRights)
 	if writable {
 		base = commandWriteRights

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/proto/link"
 	"golang.org/x/sync/semaphore"
 	"google.golang.org/grpc/stats"
 )
@@ -16,7 +17,7 @@ import (
 // command line, never from an RPC. A zero field takes its default.
 //
 // They do not bound what gRPC itself allocates before a handler runs: a
-// request message (at most MaxMessageBytes) is decoded whole before the
+// request message (at most link.MaxMessageBytes) is decoded whole before the
 // worker can look at it. The front-end bounds the calls it has in flight.
 type Limits struct {
 	// MaxFileBytes is the largest file an edit may read into memory or
@@ -75,14 +76,14 @@ func DefaultMaxHeavy() int { return max(4, 4*runtime.NumCPU()) }
 // memory budget can honour: half of what is left after its reserve, and
 // never more than one gRPC message.
 func MaxFileBytesFor(memoryBytes int64) int64 {
-	return min(max((memoryBytes-memoryReserve)/2, 0), MaxMessageBytes)
+	return min(max((memoryBytes-memoryReserve)/2, 0), link.MaxMessageBytes)
 }
 
 // DefaultMaxFileBytes is --max-file-bytes when not given: a quarter of the
 // memory budget (two edits of the largest file fit at once), at most one
 // gRPC message.
 func DefaultMaxFileBytes(memoryBytes int64) int64 {
-	return min(max((memoryBytes-memoryReserve)/4, 0), MaxMessageBytes)
+	return min(max((memoryBytes-memoryReserve)/4, 0), link.MaxMessageBytes)
 }
 
 // Check validates l and fills in defaults.
@@ -98,7 +99,7 @@ func (l *Limits) Check() error {
 	}
 	if m := MaxFileBytesFor(l.MemoryBytes); l.MaxFileBytes < 1 || l.MaxFileBytes > m {
 		return fmt.Errorf("max file bytes %d: want 1 to %d (half of worker memory %d less %d, at most %d)",
-			l.MaxFileBytes, m, l.MemoryBytes, memoryReserve, MaxMessageBytes)
+			l.MaxFileBytes, m, l.MemoryBytes, memoryReserve, link.MaxMessageBytes)
 	}
 	if l.MaxRG == 0 {
 		l.MaxRG = DefaultMaxRG()

@@ -15,6 +15,7 @@ import (
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/sandbox"
 	"github.com/fsmcp/fsmcp/worker/internal/gitconfig"
+	"github.com/fsmcp/fsmcp/worker/rulesfile"
 	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/proto"
 )
@@ -70,7 +71,7 @@ type repo struct {
 // when they were derived (zero while it did not exist).
 type source struct {
 	rel   string
-	stamp fileStamp
+	stamp rulesfile.Stamp
 }
 
 // maxIncludeDepth is git's bound on nested includes.
@@ -213,12 +214,12 @@ func (r *repo) stale(s *Service) bool {
 
 // stampOf is the stamp of the root-relative file rel, followed (git
 // follows symlinks), zero when it cannot be reached.
-func (s *Service) stampOf(rel string) fileStamp {
+func (s *Service) stampOf(rel string) rulesfile.Stamp {
 	fi, err := s.root.Stat(rel)
 	if err != nil {
-		return fileStamp{}
+		return rulesfile.Stamp{}
 	}
-	return stampOf(toStat(fi))
+	return rulesfile.StampOf(toStat(fi))
 }
 
 // findRepos walks the root for ".git" entries, never following symlinks

@@ -90,7 +90,7 @@ func (s *Service) protectedBy(rel string) (string, bool) {
 }
 
 // deniedBy returns what hides the content of rel from the call, if
-// anything (sandbox.Rules.Denied of the call's policy), matched as names
+// anything (sandbox.Matcher.Denied of the call's policy), matched as names
 // compare where rel lies.
 func (s *Service) deniedBy(ctx context.Context, rel string) (string, bool) {
 	pol := s.policyOf(ctx)

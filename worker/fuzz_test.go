@@ -14,6 +14,8 @@ import (
 	"testing"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/proto/link"
+	"github.com/fsmcp/fsmcp/worker/rulesfile"
 	"github.com/fsmcp/fsmcp/worker/workertest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -74,7 +76,7 @@ func fuzzTree(f testing.TB) (base string, s *Service, canary map[string][]byte) 
 	must(err)
 	// Check resolves every fuzzed path against a rule that matches all.
 	must(os.WriteFile(filepath.Join(base, "rules"), []byte("ask * **\n"), 0o644))
-	rules, err := OpenRules(filepath.Join(base, "rules"))
+	rules, err := rulesfile.Open(filepath.Join(base, "rules"))
 	must(err)
 	s, err = New(r, Options{MaxRead: 1 << 16, RG: rg, DevNull: devNull, Quarantine: q, Rules: rules, State: stateFor(f, root)})
 	must(err)
@@ -94,7 +96,7 @@ func serveInProcess(tb testing.TB, s *Service, opts ...grpc.DialOption) fsmcpv1.
 	cc, err := grpc.NewClient("passthrough:///worker", append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithContextDialer(func(context.Context, string) (net.Conn, error) { return mine, nil }),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes))}, opts...)...)
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(link.MaxMessageBytes))}, opts...)...)
 	if err != nil {
 		tb.Fatal(err)
 	}

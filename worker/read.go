@@ -14,6 +14,7 @@ import (
 	"time"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/proto/link"
 	"golang.org/x/sys/unix"
 )
 
@@ -123,7 +124,7 @@ func (s *Service) linkTarget(p string) (string, bool, error) {
 	switch {
 	case err == nil:
 		return target, true, nil
-	case isEscape(err):
+	case link.IsEscape(err):
 		return "", false, nil
 	}
 	// The target dangles (or loops) before os.Root could tell whether it

@@ -60,33 +60,6 @@ const (
 	accessRewrite
 )
 
-// clientPath turns a client path into a name for os.Root: one leading "/"
-// is stripped, "" names the root, and a NUL byte is refused. It does no
-// other canonicalisation: "..", further slashes and symlinks are the
-// Root's to resolve or refuse, and the policy judges what they resolved
-// to, not this string.
-func clientPath(p []byte) (string, error) {
-	if len(p) > 0 && bytesIndexNUL(p) >= 0 {
-		return "", newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "", "path contains a NUL byte")
-	}
-	if len(p) > 0 && p[0] == '/' {
-		p = p[1:]
-	}
-	if len(p) == 0 {
-		return ".", nil
-	}
-	return string(p), nil
-}
-
-func bytesIndexNUL(p []byte) int {
-	for i, c := range p {
-		if c == 0 {
-			return i
-		}
-	}
-	return -1
-}
-
 // rootPath is the kernel's name for the root directory, against which the
 // names of opened descriptors are made root-relative.
 type rootPath struct {
@@ -634,7 +607,7 @@ func (s *Service) openSearch(ctx context.Context, op string, raw []byte, kind ac
 }
 
 // policyError is a refusal by the policy: permission_denied, naming the
-// rule (why: "--protect GLOB", or what sandbox.Rules.Denied answered),
+// rule (why: "--protect GLOB", or what sandbox.Matcher.Denied answered),
 // marked as a policy violation.
 func policyError(op, p, rel, what, why string) *Error {
 	e := newError(fsmcpv1.ErrorCode_ERROR_CODE_PERMISSION_DENIED, p,

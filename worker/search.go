@@ -21,6 +21,7 @@ import (
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/proto/jsontext"
+	"github.com/fsmcp/fsmcp/proto/link"
 	"github.com/fsmcp/fsmcp/sandbox"
 	"google.golang.org/grpc"
 )
@@ -82,7 +83,7 @@ type searchTarget struct {
 	rel string
 	// deny, when set, drops every result whose real path it denies, and
 	// passes rg the deny rules as exclusions.
-	deny *sandbox.Rules
+	deny *sandbox.Matcher
 	// linkDenied, with deny, also drops a result that is another name
 	// of a remembered denied file (links.go).
 	linkDenied func(rgPath []byte) bool
@@ -357,7 +358,7 @@ func (r *rgRun) run(args []string, consume func(io.Reader) error) error {
 	if err := cmd.Start(); err != nil {
 		// Out of descriptors, processes or memory is unavailable (retry),
 		// with the errno's reason; anything else is a bug.
-		if code, reason := classify(err); code == fsmcpv1.ErrorCode_ERROR_CODE_UNAVAILABLE {
+		if code, reason := link.Classify(err); code == fsmcpv1.ErrorCode_ERROR_CODE_UNAVAILABLE {
 			return newError(code, "", "%s: cannot start rg: %s", op, reason)
 		}
 		fmt.Fprintf(os.Stderr, "fsmcp worker: start rg: %v\n", err)

@@ -5,13 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime/debug"
 	"sync"
 	"syscall"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/sandbox"
-	"google.golang.org/grpc"
+	"github.com/fsmcp/fsmcp/worker/rulesfile"
 )
 
 // Service implements fsmcpv1.WorkerServiceServer over one *os.Root.
@@ -29,7 +28,7 @@ type Service struct {
 	// rootPath is the kernel's name of the root, for realPath.
 	rootPath *rootPath
 	// policy is the operator's protected and denied paths.
-	policy *sandbox.Rules
+	policy *sandbox.Matcher
 	// renames is held shared by a mutation from its judgement to its
 	// last system call, and exclusively by a move of a directory, which
 	// changes the real path of everything beneath it.
@@ -52,7 +51,7 @@ type Service struct {
 	quarantine *Quarantine
 	// rules, when set, are the operator's --rules, for Check and for
 	// every call (callrules.go).
-	rules *Rules
+	rules *rulesfile.File
 	// state, when set, is the state directory that holds the patch
 	// journals (recover.go); rootDev and rootIno are the root's identity
 	// they record.
@@ -83,7 +82,7 @@ type Options struct {
 	// for Undo.
 	Quarantine *Quarantine
 	// Rules, when set, are the operator's --rules, for Check.
-	Rules *Rules
+	Rules *rulesfile.File
 	// State is the state directory for fs_patch's journals, outside the
 	// root; without it, fs_patch is unavailable.
 	State *os.File
@@ -149,26 +148,4 @@ func (s *Service) Hello(ctx context.Context, req *fsmcpv1.HelloRequest) (*fsmcpv
 			"protocol version %v, want %v", req.GetVersion(), fsmcpv1.ProtocolVersion_PROTOCOL_VERSION_1)
 	}
 	return &fsmcpv1.HelloResponse{Version: fsmcpv1.ProtocolVersion_PROTOCOL_VERSION_1, Confinement: s.confinement}, nil
-}
-
-// recoverUnary answers a panicking handler with internal and keeps serving.
-func recoverUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			fmt.Fprintf(os.Stderr, "fsmcp worker: panic in %s: %v\n%s", info.FullMethod, r, debug.Stack())
-			resp, err = nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "", "internal error")
-		}
-	}()
-	return h(ctx, req)
-}
-
-// recoverStream is recoverUnary for streaming RPCs.
-func recoverStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			fmt.Fprintf(os.Stderr, "fsmcp worker: panic in %s: %v\n%s", info.FullMethod, r, debug.Stack())
-			err = newError(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "", "internal error")
-		}
-	}()
-	return h(srv, ss)
 }

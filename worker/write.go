@@ -188,7 +188,7 @@ func (s *Service) applyEdits(ctx context.Context, p string, data []byte, edits [
 			err.Count = n
 			return fail(err)
 		}
-		// n ≤ len(data) and each length ≤ MaxMessageBytes: no overflow.
+		// n ≤ len(data) and each length ≤ link.MaxMessageBytes: no overflow.
 		size := int64(len(data)) + n*(int64(len(repl))-int64(len(old)))
 		if err := s.CheckFileSize(fmt.Sprintf("replace: edit %d", i), p, size); err != nil {
 			return fail(err)
@@ -293,18 +293,6 @@ func checkPrecondition(p, ifSHA string, mustNotExist bool) error {
 		return newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, p, "if_sha256 must be 64 lowercase hex digits")
 	}
 	return nil
-}
-
-func isSHA256Hex(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // current is the file a write would replace, as it was hashed.

@@ -14,6 +14,7 @@ import (
 	"github.com/fsmcp/fsmcp/sandbox"
 	"github.com/fsmcp/fsmcp/worker"
 	"github.com/fsmcp/fsmcp/worker/command"
+	"github.com/fsmcp/fsmcp/worker/rulesfile"
 )
 
 func main() {
@@ -39,7 +40,7 @@ func subcommand(args []string, hooks worker.Hooks) (code int, ok bool) {
 	case sandbox.CommandSubcommand:
 		return sandbox.CommandMain(rest), true
 	case sandbox.RulesSubcommand:
-		return worker.RulesReaderMain(rest), true
+		return rulesfile.ReaderMain(rest), true
 	case sandbox.ReaperSubcommand:
 		return sandbox.ReaperMain(rest), true
 	}

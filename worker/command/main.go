@@ -12,8 +12,9 @@ import (
 	"time"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/proto/link"
 	"github.com/fsmcp/fsmcp/sandbox"
-	"github.com/fsmcp/fsmcp/worker"
+	"github.com/fsmcp/fsmcp/worker/rulesfile"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 )
@@ -35,7 +36,7 @@ func run(args []string) error {
 	}
 	// Start-up order: socket, programs, namespace, Landlock, seccomp,
 	// serve. Both confinements come before the first RPC is read.
-	conn, err := worker.SocketConn(cfg.SockFD)
+	conn, err := link.SocketConn(cfg.SockFD)
 	if err != nil {
 		return err
 	}
@@ -87,7 +88,7 @@ func run(args []string) error {
 		if err != nil {
 			return fmt.Errorf("name the runner's executable: %w", err)
 		}
-		if svc.rules, err = worker.StartRules(exe, cfg.Rules, cfg.AllowNoLandlock); err != nil {
+		if svc.rules, err = rulesfile.Start(exe, cfg.Rules, cfg.AllowNoLandlock); err != nil {
 			return err
 		}
 	}
@@ -143,7 +144,7 @@ func run(args []string) error {
 		return err
 	}
 	svc.confinement = svc.describe(st, sc, layout)
-	return worker.ServeConn(conn, func(srv *grpc.Server) { fsmcpv1.RegisterExecServiceServer(srv, svc) }, nil)
+	return link.Serve(conn, "fsmcp exec", func(srv *grpc.Server) { fsmcpv1.RegisterExecServiceServer(srv, svc) })
 }
 
 // probe is the runner's self-test: a command, confined as fs_exec's are,

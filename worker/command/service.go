@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -14,8 +13,9 @@ import (
 	"time"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/proto/link"
 	"github.com/fsmcp/fsmcp/sandbox"
-	"github.com/fsmcp/fsmcp/worker"
+	"github.com/fsmcp/fsmcp/worker/rulesfile"
 	"golang.org/x/sys/unix"
 )
 
@@ -42,9 +42,9 @@ type Service struct {
 	selftest []*fsmcpv1.Probe
 	// rules is the --rules file, read again when it changes; nil
 	// without one.
-	rules *worker.Rules
+	rules *rulesfile.File
 	// policy is --protect and --deny, compiled (gitDiff filters by it).
-	policy *sandbox.Rules
+	policy *sandbox.Matcher
 }
 
 // pidsBound is what bounds the tasks of all commands together.
@@ -132,8 +132,8 @@ func unique(v []string) []string {
 	return slices.Compact(v)
 }
 
-func errorf(code fsmcpv1.ErrorCode, format string, args ...any) *worker.Error {
-	return &worker.Error{Code: code, Message: fmt.Sprintf(format, args...)}
+func errorf(code fsmcpv1.ErrorCode, format string, args ...any) *link.Error {
+	return link.Errorf(code, "", format, args...)
 }
 
 // lookup finds the granted program argv0 names, by its path or base name.
@@ -182,7 +182,7 @@ func (s *Service) Exec(ctx context.Context, req *fsmcpv1.ExecRequest) (*fsmcpv1.
 		var second *sandbox.ErrSecondName
 		switch err := s.layout.CheckSecondNames(lines, protected); {
 		case errors.As(err, &second):
-			return nil, &worker.Error{Code: fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, Message: err.Error(), Path: second.Path}
+			return nil, &link.Error{Code: fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, Message: err.Error(), Path: second.Path}
 		case err != nil:
 			return nil, errorf(fsmcpv1.ErrorCode_ERROR_CODE_UNAVAILABLE, "apply the policy: %v", err)
 		}
@@ -276,7 +276,7 @@ func (s *Service) lines(tool string) []sandbox.RuleLine {
 // run runs spec confined and collects its bounded output. A command that
 // exits non-zero, is killed or times out is a result, not an error.
 func (s *Service) run(ctx context.Context, spec runSpec) (*fsmcpv1.CommandResult, error) {
-	dir, err := worker.OpenDir(s.root, spec.cwd)
+	dir, err := link.OpenDir(s.root, spec.cwd)
 	if err != nil {
 		return nil, err
 	}

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/proto/link"
 	"github.com/fsmcp/fsmcp/sandbox"
-	"github.com/fsmcp/fsmcp/worker"
 	"golang.org/x/sys/unix"
 )
 
@@ -115,7 +115,7 @@ func literalFile(f []byte) (string, error) {
 		}
 	}
 	if bad {
-		return "", &worker.Error{Code: fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, Path: string(f),
+		return "", &link.Error{Code: fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, Path: string(f),
 			Message: "a file must be a relative path without .. or NUL"}
 	}
 	return string(f), nil
@@ -320,7 +320,7 @@ func statusCut(backend string) error {
 // kernel names it (/proc/self/fd): symlinks on the way are resolved, as
 // they are for the command run in it.
 func (s *Service) realDir(p []byte) (string, error) {
-	dir, err := worker.OpenDir(s.root, p)
+	dir, err := link.OpenDir(s.root, p)
 	if err != nil {
 		return "", err
 	}

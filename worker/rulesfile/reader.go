@@ -1,4 +1,4 @@
-package worker
+package rulesfile
 
 import (
 	"encoding/binary"
@@ -39,9 +39,9 @@ const (
 	rulesReplyTimeout = 5 * time.Second
 )
 
-// RulesReaderMain is the reader process: args are those after
+// ReaderMain is the reader process: args are those after
 // sandbox.RulesSubcommand. It returns the exit code.
-func RulesReaderMain(args []string) int {
+func ReaderMain(args []string) int {
 	if err := runRulesReader(args); err != nil {
 		fmt.Fprintf(os.Stderr, "fsmcp rules reader: %v\n", err)
 		return 1
@@ -95,7 +95,7 @@ func runRulesReader(args []string) error {
 	}
 }
 
-func rulesFrame(status byte, st fileStamp, body []byte) []byte {
+func rulesFrame(status byte, st Stamp, body []byte) []byte {
 	b := make([]byte, 9, 9+stampBytes+len(body))
 	b[0] = status
 	binary.BigEndian.PutUint64(b[1:9], uint64(stampBytes+len(body)))
@@ -110,31 +110,31 @@ type readerSource struct {
 	conn net.Conn
 }
 
-func (r *readerSource) poll() ([]byte, fileStamp, bool, error) {
+func (r *readerSource) poll() ([]byte, Stamp, bool, error) {
 	r.conn.SetDeadline(time.Now().Add(rulesReplyTimeout))
 	if _, err := r.conn.Write([]byte{rulesAsk}); err != nil {
-		return nil, fileStamp{}, false, fmt.Errorf("the rules reader: %w", err)
+		return nil, Stamp{}, false, fmt.Errorf("the rules reader: %w", err)
 	}
 	var head [9]byte
 	if _, err := io.ReadFull(r.conn, head[:]); err != nil {
-		return nil, fileStamp{}, false, fmt.Errorf("the rules reader: %w", err)
+		return nil, Stamp{}, false, fmt.Errorf("the rules reader: %w", err)
 	}
 	n := binary.BigEndian.Uint64(head[1:])
 	switch {
 	case head[0] == rulesSame && n == 0:
-		return nil, fileStamp{}, false, nil
+		return nil, Stamp{}, false, nil
 	case head[0] != rulesNew && head[0] != rulesFailed, n < stampBytes, n > stampBytes+maxRulesBytes:
-		return nil, fileStamp{}, false, fmt.Errorf("the rules reader answered status %d with %d bytes", head[0], n)
+		return nil, Stamp{}, false, fmt.Errorf("the rules reader answered status %d with %d bytes", head[0], n)
 	}
 	body := make([]byte, n)
 	if _, err := io.ReadFull(r.conn, body); err != nil {
-		return nil, fileStamp{}, false, fmt.Errorf("the rules reader: %w", err)
+		return nil, Stamp{}, false, fmt.Errorf("the rules reader: %w", err)
 	}
 	var v [7]uint64
 	for i := range v {
 		v[i] = binary.BigEndian.Uint64(body[i*8:])
 	}
-	st := fileStamp{dev: v[0], ino: v[1], size: int64(v[2]),
+	st := Stamp{dev: v[0], ino: v[1], size: int64(v[2]),
 		mtime: unix.Timespec{Sec: int64(v[3]), Nsec: int64(v[4])}, ctime: unix.Timespec{Sec: int64(v[5]), Nsec: int64(v[6])}}
 	if head[0] == rulesFailed {
 		return nil, st, false, errors.New(string(body[stampBytes:]))
@@ -142,10 +142,10 @@ func (r *readerSource) poll() ([]byte, fileStamp, bool, error) {
 	return body[stampBytes:], st, true, nil
 }
 
-// StartRules starts the reader of the rules file at file (an absolute
-// path) as exe and reads the rules through it; they must parse.
-func StartRules(exe, file string, allowNoLandlock bool) (*Rules, error) {
-	d, name, err := openRulesDir(file)
+// Start starts the reader of the rules file at file (an absolute path) as
+// exe and reads the rules through it; they must parse.
+func Start(exe, file string, allowNoLandlock bool) (*File, error) {
+	d, name, err := openDir(file)
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +154,7 @@ func StartRules(exe, file string, allowNoLandlock bool) (*Rules, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--rules: %w", err)
 	}
-	r, err := newRules(&readerSource{conn: reader.Conn})
+	r, err := newFile(&readerSource{conn: reader.Conn})
 	if err != nil {
 		reader.Conn.Close()
 		return nil, fmt.Errorf("--rules %s: %w", file, err)

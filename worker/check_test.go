@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/worker/rulesfile"
 )
 
 func rulesService(t *testing.T, text string) (*Service, string, string) {
@@ -18,7 +19,7 @@ func rulesService(t *testing.T, text string) (*Service, string, string) {
 	if err := os.Mkdir(root, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	rules, err := OpenRules(file)
+	rules, err := rulesfile.Open(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,67 +104,6 @@ deny  fs_read  secret.txt
 		}
 		if strings.Contains(string(got.GetPath()), root) {
 			t.Errorf("Check names a host path: %q", got.GetPath())
-		}
-	}
-}
-
-// The file is read again when it changes, by atomic replace or in place; a
-// bad edit, or the file going away, keeps the rules in force.
-func TestRulesReload(t *testing.T) {
-	s, root, file := rulesService(t, "deny fs_read a\n")
-	wput(t, filepath.Join(root, "a"), "")
-	want := func(step string, action fsmcpv1.RuleAction) {
-		t.Helper()
-		if got := checkOf(t, s, "fs_read", "a").GetAction(); got != action {
-			t.Fatalf("%s: %v, want %v", step, got, action)
-		}
-	}
-	want("start", ruleDeny)
-	tmp := file + ".new"
-	wput(t, tmp, "allow fs_read a\n")
-	if err := os.Rename(tmp, file); err != nil {
-		t.Fatal(err)
-	}
-	want("atomic replace", ruleAllow)
-	f, err := os.OpenFile(file, os.O_WRONLY|os.O_TRUNC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.WriteString("ask fs_read a\n")
-	f.Close()
-	want("in-place edit", ruleAsk)
-	os.WriteFile(file, []byte("forbid fs_read a\n"), 0o644)
-	want("bad edit", ruleAsk)
-	os.Remove(file)
-	want("file gone", ruleAsk)
-	wput(t, file, "deny fs_read *\n")
-	want("file back", ruleDeny)
-}
-
-// A file that does not parse is refused with the line that is wrong.
-func TestRulesParseErrors(t *testing.T) {
-	for text, want := range map[string]string{
-		"permit fs_read a\n":       "line 1",
-		"allow fs_read\n":          "want: allow|deny|ask",
-		"\n\nallow fs_read a/\n":   "line 3",
-		"allow [ a\n":              "not a valid pattern",
-		"deny fs_read ../a\n":      "component",
-		"deny fs_read a\nask x\n":  "line 2",
-		"deny fs_read {a,b\n":      "not a valid glob",
-		"allow fs_read //a\n":      "//",
-		"deny fs_read a\x00b\n":    "NUL",
-		"deny fs_read docs/a b\n":  "",
-		"ask * my notes/**/*.md\n": "",
-	} {
-		_, err := parseRules([]byte(text))
-		if want == "" {
-			if err != nil {
-				t.Errorf("parse %q: %v, want ok", text, err)
-			}
-			continue
-		}
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("parse %q: %v, want %q", text, err, want)
 		}
 	}
 }

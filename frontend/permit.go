@@ -9,17 +9,19 @@ import (
 	"path/filepath"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/proto/link"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 )
 
-// --rules FILE: the worker reads and judges the rules (worker/rules.go),
-// because it alone can read the file once confined and it alone knows the
-// real path a call's path resolves to. The front-end asks it before each
-// call and acts on the answer: deny refuses, ask puts the call before the
-// person as --ask does, allow runs it without asking even where --ask
-// would. Calls no rule matches are what the other flags make them.
+// --rules FILE: the worker reads the rules (worker/rulesfile) and judges
+// a call's paths by them (worker/check.go), because it alone can read the
+// file once confined and it alone knows the real path a call's path
+// resolves to. The front-end asks it before each call and acts on the
+// answer (permit): deny refuses, ask puts the call before the person as
+// --ask does, allow runs it without asking even where --ask would. Calls
+// no rule matches are what the other flags make them.
 
 // checkRules resolves --rules to the real file and refuses one the agent
 // could write (inside the root) or that is not a regular file. Its syntax
@@ -53,8 +55,8 @@ func (c *Config) checkRules() error {
 	return nil
 }
 
-// gate decides, before a call runs, whether it may: the rules first, then
-// --ask. It returns the request to run (req, or req bound to what the
+// permit decides, after the call was admitted (callGate) and before it
+// runs, whether it may: the rules first, then --ask. It returns the request to run (req, or req bound to what the
 // person approved), else the result to answer with.
 // With --rules it also returns the metadata the call's worker RPCs carry:
 // the tool, and every real path Check judged with its decision, which the
@@ -62,7 +64,7 @@ func (c *Config) checkRules() error {
 // bound to those paths as well as to the arguments: the person is asked
 // about where the call leads, and a call that leads elsewhere by the time
 // it runs is refused.
-func (s *server) gate(ctx context.Context, t *tool, req *mcp.CallToolRequest) (*mcp.CallToolRequest, metadata.MD, *mcp.CallToolResult) {
+func (s *server) permit(ctx context.Context, t *tool, req *mcp.CallToolRequest) (*mcp.CallToolRequest, metadata.MD, *mcp.CallToolResult) {
 	ask := s.approvals.needed(t.name)
 	var md metadata.MD
 	var judged []*fsmcpv1.JudgedPath
@@ -77,14 +79,14 @@ func (s *server) gate(ctx context.Context, t *tool, req *mcp.CallToolRequest) (*
 		if err != nil {
 			return nil, nil, errorResult(s.callError(ctx, err))
 		}
-		md = metadata.Pairs(toolMetadata, t.name)
+		md = metadata.Pairs(link.ToolMetadata, t.name)
 		if len(paths) > 0 {
 			judged = resp.GetJudged()
 			b, err := proto.Marshal(&fsmcpv1.JudgedPaths{Paths: judged})
 			if err != nil {
 				return nil, nil, errorResult(asToolError(bug(err)))
 			}
-			md.Append(judgedMetadata, string(b))
+			md.Append(link.JudgedMetadata, string(b))
 		}
 		ctx = metadata.NewOutgoingContext(ctx, md)
 		switch resp.GetAction() {
@@ -107,11 +109,3 @@ func (s *server) gate(ctx context.Context, t *tool, req *mcp.CallToolRequest) (*
 	run, res := s.approve(ctx, t, req, judged)
 	return run, md, res
 }
-
-// The metadata keys of a call under --rules, as the worker reads them
-// (worker.ToolMetadata, worker.JudgedMetadata; the front-end does not link
-// the worker, and a test compares them).
-const (
-	toolMetadata   = "fsmcp-tool"
-	judgedMetadata = "fsmcp-judged-bin"
-)
