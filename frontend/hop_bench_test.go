@@ -18,6 +18,7 @@ import (
 	"time"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/proto/link"
 	"github.com/fsmcp/fsmcp/worker"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -29,7 +30,7 @@ import (
 
 // BenchmarkHop compares the two shapes a small worker call can take over
 // the socketpair. Both run on fsmcp's own gRPC ends (dialWorker and
-// worker.ServeConn: windows, buffers, message bounds, stream workers,
+// link.Serve: windows, buffers, message bounds, stream workers,
 // panic recovery, the reply-release stats handler) and carry the same
 // 100-byte request and reply as raw bytes, so only the shape differs:
 //
@@ -314,12 +315,12 @@ func hopSocketpair(tb testing.TB) (mine, theirs net.Conn) {
 	return mine, theirs
 }
 
-// hopConn serves register's services with worker.ServeConn on one end of
+// hopConn serves register's services with link.Serve on one end of
 // a socketpair and dials the other as the front-end dials the worker.
 func hopConn(tb testing.TB, register func(*grpc.Server)) *workerClient {
 	mine, theirs := hopSocketpair(tb)
 	served := make(chan error, 1)
-	go func() { served <- worker.ServeConn(theirs, register, nil) }()
+	go func() { served <- link.Serve(theirs, "fsmcp worker", register) }()
 	wc, err := dialWorker(mine)
 	if err != nil {
 		tb.Fatal(err)
