@@ -71,7 +71,7 @@ func TestParseFirstChunkWithoutAnchor(t *testing.T) {
 func TestParseRefusals(t *testing.T) {
 	for _, tc := range []struct {
 		name, patch, want string
-		line            int
+		line              int
 	}{
 		{"no begin", "*** Update File: a\n-x\n*** End Patch", "must start with", 1},
 		{"no end", "*** Begin Patch\n*** Update File: a\n-x\n+y", "must end with", 4},
