@@ -35,7 +35,7 @@ type patchFile struct {
 	envelope bool
 	chunks   []envelope.Chunk
 	to, from *patchFile
-	sha            string // the precondition: the current sha256, "" for must not exist
+	sha      string // the precondition: the current sha256, "" for must not exist
 	// unchecked: a dry run given no precondition for the file, which
 	// then only has to exist (or, created, not exist).
 	unchecked bool
