@@ -88,7 +88,7 @@ func (c *workerClient) hello(ctx context.Context) (*fsmcpv1.Confinement, error) 
 func toolErrorOf(e *fsmcpv1.Error) *toolError {
 	return &toolError{code: e.GetCode(), message: e.GetMessage(), path: e.GetPath(), hasPath: len(e.GetPath()) > 0,
 		currentSHA256: e.GetCurrentSha256(), count: e.GetCount(), nearest: e.GetNearest(),
-		policyViolation: e.GetPolicyViolation(), missingDirectory: e.GetMissingDirectory()}
+		policyViolation: e.GetPolicyViolation(), missingDirectory: e.GetMissingDirectory(), offset: e.Offset}
 }
 
 func fromRPC(err error) *toolError {

@@ -47,6 +47,9 @@ type Error struct {
 	// MissingDirectory is set on not_found when the directory a new name
 	// needs does not exist.
 	MissingDirectory string
+	// Offset is set on invalid_argument about text or a file in a
+	// charset: the byte offset where it stops holding.
+	Offset *int64
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -102,6 +105,7 @@ func (e *Error) detail() *fsmcpv1.Error {
 		PolicyViolation:  e.PolicyViolation,
 		Nearest:          e.Nearest,
 		MissingDirectory: []byte(clip(e.MissingDirectory, maxErrorPath)),
+		Offset:           e.Offset,
 	}
 }
 
