@@ -23,7 +23,8 @@ const newFileMode = 0o644
 
 // Write implements fsmcpv1.WorkerServiceServer. It replaces or creates the
 // regular file at the path atomically, if the precondition holds; with
-// append, it commits the current content followed by the new.
+// append, it writes the new content at the end of the existing file in
+// place (append.go).
 func (s *Service) Write(ctx context.Context, req *fsmcpv1.WriteRequest) (*fsmcpv1.WriteResponse, error) {
 	p, err := editPath(req.GetPath(), req.GetIfSha256(), req.GetMustNotExist())
 	if err != nil {
@@ -55,6 +56,13 @@ func (s *Service) Write(ctx context.Context, req *fsmcpv1.WriteRequest) (*fsmcpv
 	}
 	defer t.close()
 	cur := t.cur
+	if req.GetAppend() && cur.exists && !req.GetDryRun() {
+		res, err := s.appendInPlace(ctx, t, p, content)
+		if err != nil {
+			return nil, err
+		}
+		return &fsmcpv1.WriteResponse{Sha256: res.sha256, Size: res.size, Undo: res.undo}, nil
+	}
 	b := &body{data: content}
 	if req.GetAppend() && cur.exists {
 		b = &body{spliced: true, off: cur.st.Size, insert: content}
