@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -22,7 +23,10 @@ const appendCrashChunk = 8 << 20
 // moments of a large fs_write append (in place, journalled in the state
 // directory), restarts it, and checks that the file is exactly as it was
 // or exactly fully appended, never torn, that an append reported done is
-// there, and that the inode is the same throughout.
+// there, and that the inode is the same throughout. Even trials kill
+// anywhere in the call; odd ones wait for the append's record in the
+// journal slot, which exists only while the bytes are being written, and
+// kill inside the write.
 // FSMCP_APPEND_CRASH_TRIALS sets the number of trials
 // (scripts/crash-append runs the full count).
 func TestEditAppendCrash(t *testing.T) {
@@ -62,7 +66,8 @@ func TestEditAppendCrash(t *testing.T) {
 		t.Fatal("the calibrating append did not write what it was given")
 	}
 	t.Logf("seed %d, %d trials, one append of %d bytes takes %v", *crashSeed, trials, appendCrashChunk, whole)
-	var appended, unchanged, reportedOK int
+	journals := stateSub(t, stateDir, root)
+	var appended, unchanged, reportedOK, inWrite int
 	for trial := range trials {
 		if len(cur) > 48<<20 {
 			// Keep the file bounded: cut it back while no server runs.
@@ -83,7 +88,14 @@ func TestEditAppendCrash(t *testing.T) {
 			res, err := s.session.CallTool(ctx, &mcp.CallToolParams{Name: "fs_write", Arguments: a})
 			done <- err == nil && !res.IsError
 		}()
-		time.Sleep(time.Duration(rng.Int64N(int64(whole * 3 / 2))))
+		if trial%2 == 0 {
+			time.Sleep(time.Duration(rng.Int64N(int64(whole * 3 / 2))))
+		} else if waitAppendRecord(journals, 2*whole) {
+			time.Sleep(time.Duration(rng.Int64N(int64(20 * time.Millisecond))))
+		}
+		if appendRecordOnDisk(journals) {
+			inWrite++
+		}
 		if err := syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL); err != nil {
 			t.Fatalf("trial %d: kill the process group: %v", trial, err)
 		}
@@ -113,9 +125,42 @@ func TestEditAppendCrash(t *testing.T) {
 			t.Fatalf("trial %d: the file is another inode", trial)
 		}
 	}
-	t.Logf("%d kills during appends: after each restart the file as it was (%d) or fully appended (%d), never torn; %d appends reported done before the kill",
-		trials, unchanged, appended, reportedOK)
-	if trials >= 20 && (unchanged == 0 || appended == 0) {
-		t.Errorf("the kills do not cover the call: %d unchanged, %d appended", unchanged, appended)
+	t.Logf("%d kills during appends: after each restart the file as it was (%d) or fully appended (%d), never torn; %d kills inside the write (its record in the journal slot); %d appends reported done before the kill",
+		trials, unchanged, appended, inWrite, reportedOK)
+	if trials >= 20 && (unchanged == 0 || appended == 0 || inWrite == 0) {
+		t.Errorf("the kills do not cover the call: %d unchanged, %d appended, %d inside the write", unchanged, appended, inWrite)
 	}
+}
+
+// appendRecordOnDisk reports whether an append slot in the state
+// directory dir holds a record: an append is writing.
+func appendRecordOnDisk(dir string) bool {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), "append-slot-") {
+			continue
+		}
+		f, err := os.Open(filepath.Join(dir, e.Name()))
+		if err != nil {
+			continue
+		}
+		b := make([]byte, 1)
+		n, _ := f.Read(b)
+		f.Close()
+		if n == 1 && b[0] != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// waitAppendRecord polls dir until an append record is on disk, at most
+// for d.
+func waitAppendRecord(dir string, d time.Duration) bool {
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(200 * time.Microsecond) {
+		if appendRecordOnDisk(dir) {
+			return true
+		}
+	}
+	return false
 }
