@@ -51,8 +51,9 @@ func (s *server) readCharset(ctx context.Context, p []byte, in *readIn, cs strin
 		var ce *charset.Error
 		text, n, err = charset.DecodePrefix(cs, data[:n])
 		if errors.As(err, &ce) {
-			e := invalidf("the file is not %s: %s (file byte offset %d)", cs, ce.Msg, resp.GetOffset()+ce.Offset)
 			off := resp.GetOffset() + ce.Offset
+			e := invalidf("the file is not %s from byte offset %d: its bytes there do not round-trip (not %s, or a sequence with two encodings); "+
+				"read them without charset", cs, off, cs)
 			e.offset = &off
 			return nil, e
 		}
