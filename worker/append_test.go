@@ -142,3 +142,41 @@ func TestAppendUndo(t *testing.T) {
 		t.Errorf("after the refused undo, log = %q", got)
 	}
 }
+
+// Concurrent appends to several files each take a slot of their own and
+// free it: all land whole, and the slots are reused, not multiplied.
+func TestAppendConcurrentSlots(t *testing.T) {
+	s, dir := newWriteService(t)
+	const files, rounds = 4, 8
+	for i := range files {
+		wput(t, filepath.Join(dir, string(rune('a'+i))), "")
+	}
+	errs := make(chan error, files)
+	for i := range files {
+		go func() {
+			name := string(rune('a' + i))
+			sum := wsum(nil)
+			for range rounds {
+				var err error
+				if sum, err = appendOnce(t, s, name, sum, []byte("line\n")); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range files {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range files {
+		if got := wcontent(t, filepath.Join(dir, string(rune('a'+i)))); got != string(bytes.Repeat([]byte("line\n"), rounds)) {
+			t.Errorf("%c = %q", 'a'+i, got)
+		}
+	}
+	if n := len(s.appends.free); n > files || n != s.appends.made {
+		t.Errorf("%d slots made, %d free, want at most %d, all free", s.appends.made, n, files)
+	}
+}
