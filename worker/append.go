@@ -38,7 +38,7 @@ import (
 
 const (
 	// appendSlotName starts the name of an append slot in the state
-	// directory.
+	// directory (append-slot-<random>).
 	appendSlotName = "append-slot-"
 	// appendSlotSize is a slot's size, allocated once: a record (two
 	// names as base64 in JSON) fits, so each use is one pwrite and one
@@ -65,7 +65,7 @@ type appendRecord struct {
 }
 
 // appendSlots are the slots not in use; more are made as concurrent
-// appends need them.
+// appends need them. made counts the slots this process holds.
 type appendSlots struct {
 	mu   sync.Mutex
 	free []*os.File
@@ -73,7 +73,8 @@ type appendSlots struct {
 }
 
 // take returns a free slot, making one in the state directory stateFD
-// (zero-filled to appendSlotSize and made durable) if none is.
+// (zero-filled to appendSlotSize and made durable) if none is. A new slot
+// has a random name, so two servers of one root never share one.
 func (a *appendSlots) take(stateFD int) (*os.File, error) {
 	a.mu.Lock()
 	if n := len(a.free); n > 0 {
@@ -83,9 +84,9 @@ func (a *appendSlots) take(stateFD int) (*os.File, error) {
 		return f, nil
 	}
 	a.made++
-	name := appendSlotName + strconv.Itoa(a.made)
 	a.mu.Unlock()
-	fd, err := unix.Openat(stateFD, name, unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	name := appendSlotName + strings.TrimPrefix(tempName(), tempPrefix)
+	fd, err := unix.Openat(stateFD, name, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return nil, err
 	}
@@ -271,9 +272,7 @@ func (s *Service) recoverAppends() error {
 			return err
 		}
 		slot := os.NewFile(uintptr(fd), n)
-		if k, err := strconv.Atoi(strings.TrimPrefix(n, appendSlotName)); err == nil {
-			s.appends.made = max(s.appends.made, k)
-		}
+		s.appends.made++
 		r, err := readRecord(slot)
 		if err == nil && r != nil {
 			err = s.settleAppend(ctx, r)
