@@ -151,11 +151,11 @@ var originalTools = []string{"fs_stat", "fs_list", "fs_read", "fs_glob", "fs_gre
 var laterArguments = map[string][]string{
 	"fs_stat":    {"hash"},
 	"fs_list":    {"sort", "totals"},
-	"fs_read":    {"line", "lines", "if_sha256"},
+	"fs_read":    {"line", "lines", "if_sha256", "charset"},
 	"fs_glob":    {"max_depth", "sort", "exclude"},
 	"fs_grep":    {"before", "after", "output", "type", "multiline", "max_results"},
-	"fs_write":   {"append", "dry_run"},
-	"fs_replace": {"dry_run"},
+	"fs_write":   {"append", "dry_run", "charset"},
+	"fs_replace": {"dry_run", "charset", "eol"},
 	"fs_move":    {"if_sha256", "if_tree_sha256"},
 	"fs_delete":  {"if_sha256", "if_tree_sha256"},
 }

@@ -224,7 +224,7 @@ func (s *server) copy(ctx context.Context, in *copyIn, _ *mcp.CallToolRequest) (
 // fs_patch
 
 type patchIn struct {
-	Patch          string             `json:"patch" jsonschema:"a unified diff as diff -u or git diff write it; one or more files"`
+	Patch          string             `json:"patch" jsonschema:"a unified diff as diff -u or git diff write it, or a *** Begin Patch envelope; one or more files"`
 	Encoding       *string            `json:"encoding,omitempty" jsonschema:"how patch is encoded; default utf8 (base64 for bytes that are not UTF-8)"`
 	IfSHA256       map[string]*string `json:"if_sha256,omitempty" jsonschema:"every path the patch touches, as the patch names it, to its sha256 now, or to null for a file the patch creates; a dry run needs none and answers them"`
 	IfSHA256Base64 map[string]*string `json:"if_sha256_base64,omitempty" jsonschema:"as if_sha256, keyed by each path as base64, for names that are not UTF-8"`
@@ -232,7 +232,8 @@ type patchIn struct {
 }
 
 func patchTool() *tool {
-	return defineTool("fs_patch", "Apply a unified diff to one or more files: all change or none do, even across a crash. "+
+	return defineTool("fs_patch", "Apply a unified diff or a *** Begin Patch envelope to one or more files: all change or none do, even across a crash. "+
+		"In an envelope, an @@ anchor line moves the search past its first match; the lines after it must then match once. "+
 		"Each hunk's lines must match the file exactly (no fuzz) at exactly one place, else no_match (with the nearest "+
 		"candidate) or ambiguous_match. if_sha256 maps every touched path to its sha256 from fs_stat or fs_read, or to null "+
 		"for a file it creates. /dev/null creates or deletes a file; missing parent directories are created and directories "+
@@ -259,7 +260,7 @@ func (s *server) patch(ctx context.Context, in *patchIn, _ *mcp.CallToolRequest)
 	if err != nil {
 		return nil, err
 	}
-	doc := newObj().bool("ok", true)
+	doc := newObj().bool("ok", true).str("format", resp.GetFormat())
 	if dry {
 		doc.bool("dry_run", true)
 	}
@@ -271,6 +272,9 @@ func (s *server) patch(ctx context.Context, in *patchIn, _ *mcp.CallToolRequest)
 			int("hunks", f.GetHunks())
 		if !f.GetDeleted() {
 			e.str("sha256", f.GetSha256()).int("size", f.GetSize())
+		}
+		if len(f.GetMovedTo()) > 0 {
+			e.name("moved_to", f.GetMovedTo())
 		}
 		if !dry {
 			e.bool("broke_hard_link", f.GetBrokeHardLink())

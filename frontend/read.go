@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/fsmcp/fsmcp/proto/charset"
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/proto/jsontext"
 	"github.com/fsmcp/fsmcp/proto/link"
@@ -39,6 +40,7 @@ type readIn struct {
 	Line       *int64  `json:"line,omitempty" jsonschema:"first line instead of offset, 1-based; -1 is the last"`
 	Lines      *int64  `json:"lines,omitempty" jsonschema:"with line: how many; default as many as fit"`
 	IfSHA256   *string `json:"if_sha256,omitempty" jsonschema:"sha256 of an earlier reply: refused if the file changed since"`
+	Charset    *string `json:"charset,omitempty" jsonschema:"decode the bytes from this charset into text; offsets stay in the file's bytes"`
 }
 
 func readTools() []*tool {
@@ -375,6 +377,9 @@ func (s *server) read(ctx context.Context, in *readIn, _ *mcp.CallToolRequest) (
 	p, err := requiredPath("path", in.Path, in.PathBase64)
 	if err != nil {
 		return nil, err
+	}
+	if in.Charset != nil && *in.Charset != charset.UTF8 {
+		return s.readCharset(ctx, p, in, *in.Charset)
 	}
 	req, err := readRequest(p, in, s.cfg.MaxResponseBytes)
 	if err != nil {

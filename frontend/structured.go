@@ -176,6 +176,7 @@ type errorDetail struct {
 	Nearest       *nearestShape `json:"nearest,omitempty"`
 	MissingDir    *string       `json:"missing_directory,omitempty"`
 	MissingDirB64 *string       `json:"missing_directory_base64,omitempty"`
+	Offset        *int64        `json:"offset,omitempty"`
 }
 
 type nearestShape struct {
@@ -313,6 +314,7 @@ type readShape struct {
 	Binary        *bool   `json:"binary,omitempty"`
 	SHA256        *string `json:"sha256,omitempty"`
 	SHA256Omitted *bool   `json:"sha256_omitted,omitempty"`
+	Charset       *string `json:"charset,omitempty"`
 }
 
 type readManyShape struct {
@@ -484,7 +486,10 @@ type patchShape struct {
 		Diff          *string `json:"diff,omitempty"`
 		DiffBase64    *string `json:"diff_base64,omitempty"`
 		DiffTruncated *bool   `json:"diff_truncated,omitempty"`
+		MovedTo       *string `json:"moved_to,omitempty"`
+		MovedToBase64 *string `json:"moved_to_base64,omitempty"`
 	} `json:"files"`
+	Format         string             `json:"format"`
 	DiffTruncated  *bool              `json:"diff_truncated,omitempty"`
 	IfSHA256       map[string]*string `json:"if_sha256,omitempty"`
 	IfSHA256Base64 map[string]*string `json:"if_sha256_base64,omitempty"`

@@ -16,7 +16,7 @@ func everyTool() []*tool {
 // TestPathDeclarations: a new argument must be declared one or the
 // other.
 var notPaths = []string{
-	"after", "all", "append", "argv", "backend", "before", "content", "context", "cursor", "delete",
+	"after", "all", "append", "argv", "backend", "before", "charset", "content", "context", "cursor", "delete", "eol",
 	"dry_run", "edits", "encoding", "exclude", "glob", "grep", "hash", "hidden", "ignore_case", "if_sha256", "if_tree_sha256",
 	"insert", "length", "line", "lines", "literal", "max_bytes", "max_count", "max_depth", "max_results",
 	"multiline", "no_ignore", "offset", "output", "pattern", "patch", "recursive", "sort", "staged", "stdin",

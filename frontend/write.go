@@ -56,6 +56,7 @@ type writeIn struct {
 	Content  string  `json:"content" jsonschema:"the whole new content"`
 	Encoding *string `json:"encoding,omitempty" jsonschema:"how content is encoded; default utf8"`
 	Append   *bool   `json:"append,omitempty" jsonschema:"add content at the end; if_sha256 is the hash before, so a retry fails"`
+	Charset  *string `json:"charset,omitempty" jsonschema:"the file's charset: content is encoded into it; default utf-8"`
 }
 
 type editIn struct {
@@ -69,6 +70,8 @@ type replaceIn struct {
 	PathBase64 *string  `json:"path_base64,omitempty" jsonschema:"path as base64, for non-UTF-8 names"`
 	Edits      []editIn `json:"edits" jsonschema:"applied in order; all or none"`
 	Encoding   *string  `json:"encoding,omitempty" jsonschema:"how old and new are encoded; default utf8"`
+	Charset    *string  `json:"charset,omitempty" jsonschema:"the file's charset: old and new are encoded into it, and the file must round-trip; default utf-8"`
+	EOL        *string  `json:"eol,omitempty" jsonschema:"file: a \n in old and new stands for \r\n when the file uses \r\n throughout"`
 	IfSHA256   *string  `json:"if_sha256" jsonschema:"the file's sha256 now"`
 	DryRun     *bool    `json:"dry_run,omitempty" jsonschema:"change nothing; answer the sha256, size and diff it would give"`
 }
@@ -173,8 +176,12 @@ func (s *server) write(ctx context.Context, in *writeIn, _ *mcp.CallToolRequest)
 	if err != nil {
 		return nil, err
 	}
+	cs, err := charsetArg(in.Charset, in.Encoding)
+	if err != nil {
+		return nil, err
+	}
 	resp, err := s.wc.Write(ctx, &fsmcpv1.WriteRequest{Path: p, Content: content, IfSha256: sum, MustNotExist: mustNotExist,
-		Append: boolArg(in.Append), DryRun: dry})
+		Append: boolArg(in.Append), DryRun: dry, Charset: cs})
 	if err != nil {
 		return nil, err
 	}
@@ -206,7 +213,15 @@ func (s *server) replace(ctx context.Context, in *replaceIn, _ *mcp.CallToolRequ
 		return nil, err
 	}
 	dry := in.DryRun != nil && *in.DryRun
-	resp, err := s.wc.Replace(ctx, &fsmcpv1.ReplaceRequest{Path: p, Edits: edits, IfSha256: sum, DryRun: dry})
+	cs, err := charsetArg(in.Charset, in.Encoding)
+	if err != nil {
+		return nil, err
+	}
+	var eol string
+	if in.EOL != nil {
+		eol = *in.EOL
+	}
+	resp, err := s.wc.Replace(ctx, &fsmcpv1.ReplaceRequest{Path: p, Edits: edits, IfSha256: sum, DryRun: dry, Charset: cs, Eol: eol})
 	if err != nil {
 		return nil, err
 	}

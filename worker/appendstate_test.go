@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -107,9 +108,9 @@ func TestAppendStateOutsideWriteRefused(t *testing.T) {
 // A write by another process into the new file under its temp name,
 // between the worker's last write and the rename, changes its mtime: the
 // cache makes no entry for the placed version, so the next precondition
-// hashes the file and sees the difference. The write lands a tick after
-// the worker's own, so even a kernel without multigrain timestamps sees
-// it.
+// (an append's) hashes the file and sees the difference. The write lands
+// a tick after the worker's own, so even a kernel without multigrain
+// timestamps sees it.
 func TestAppendStateTempWriteNotCached(t *testing.T) {
 	s, dir, _, content := newLogService(t)
 	s.beforeCommit = func(string) {
@@ -127,10 +128,11 @@ func TestAppendStateTempWriteNotCached(t *testing.T) {
 			}
 		}
 	}
-	sum, err := appendOnce(t, s, "log", wsum(content), []byte("one\n"))
+	resp, err := s.Write(context.Background(), &fsmcpv1.WriteRequest{Path: []byte("log"), Content: append(slices.Clone(content), "one\n"...), IfSha256: wsum(content)})
 	if err != nil {
 		t.Fatal(err)
 	}
+	sum := resp.GetSha256()
 	s.beforeCommit = nil
 	if sum != wsum(append(content, "one\n"...)) {
 		t.Fatalf("reply sha256 %s is not of the worker's bytes", sum)

@@ -136,6 +136,9 @@ func (s *Service) Recover(discard string) (*Recovery, error) {
 			r.setAside(s.setAsideJournal(jn, "discarded by --discard-journal"))
 		}
 	}
+	if err := s.recoverAppends(); err != nil {
+		return r, err
+	}
 	if s.quarantine != nil {
 		s.quarantine.settle()
 	}

@@ -57,6 +57,8 @@ type Service struct {
 	// they record.
 	state            *os.File
 	rootDev, rootIno uint64
+	// appends are the append journal's slots (append.go).
+	appends appendSlots
 }
 
 var _ fsmcpv1.WorkerServiceServer = (*Service)(nil)

@@ -23,7 +23,8 @@ const newFileMode = 0o644
 
 // Write implements fsmcpv1.WorkerServiceServer. It replaces or creates the
 // regular file at the path atomically, if the precondition holds; with
-// append, it commits the current content followed by the new.
+// append, it writes the new content at the end of the existing file in
+// place (append.go).
 func (s *Service) Write(ctx context.Context, req *fsmcpv1.WriteRequest) (*fsmcpv1.WriteResponse, error) {
 	p, err := editPath(req.GetPath(), req.GetIfSha256(), req.GetMustNotExist())
 	if err != nil {
@@ -38,6 +39,13 @@ func (s *Service) Write(ctx context.Context, req *fsmcpv1.WriteRequest) (*fsmcpv
 	if err := s.CheckFileSize(op, p, int64(len(req.GetContent()))); err != nil {
 		return nil, err
 	}
+	if err := checkCharset(p, req.GetCharset()); err != nil {
+		return nil, err
+	}
+	content, err := encodeText(p, op+": content", req.GetCharset(), req.GetContent(), false)
+	if err != nil {
+		return nil, err
+	}
 	// A dry run reads the old content for its diff; an append splices it.
 	t, err := s.openEdit(ctx, op, p, req.GetDryRun() && !req.GetAppend(), req.GetIfSha256())
 	if err != nil {
@@ -48,9 +56,16 @@ func (s *Service) Write(ctx context.Context, req *fsmcpv1.WriteRequest) (*fsmcpv
 	}
 	defer t.close()
 	cur := t.cur
-	b := &body{data: req.GetContent()}
+	if req.GetAppend() && cur.exists && !req.GetDryRun() {
+		res, err := s.appendInPlace(ctx, t, p, content)
+		if err != nil {
+			return nil, err
+		}
+		return &fsmcpv1.WriteResponse{Sha256: res.sha256, Size: res.size, Undo: res.undo}, nil
+	}
+	b := &body{data: content}
 	if req.GetAppend() && cur.exists {
-		b = &body{spliced: true, off: cur.st.Size, insert: req.GetContent()}
+		b = &body{spliced: true, off: cur.st.Size, insert: content}
 	}
 	res, err := s.commitOrPreview(ctx, t.d, t.base, p, cur, b, req.GetDryRun())
 	if err != nil {
@@ -81,6 +96,9 @@ func (s *Service) Replace(ctx context.Context, req *fsmcpv1.ReplaceRequest) (*fs
 	if err := checkPrecondition(p, req.GetIfSha256(), req.GetIfSha256() == ""); err != nil {
 		return nil, err
 	}
+	if err := checkCharset(p, req.GetCharset()); err != nil {
+		return nil, err
+	}
 	t, err := s.openEdit(ctx, "replace", p, true, req.GetIfSha256())
 	if err != nil {
 		return nil, err
@@ -91,7 +109,11 @@ func (s *Service) Replace(ctx context.Context, req *fsmcpv1.ReplaceRequest) (*fs
 		// if_sha256 was null, which the check lets pass for no file.
 		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_NOT_FOUND, p, "replace: the file does not exist")
 	}
-	data, n, release, err := s.applyEdits(ctx, p, cur.data, req.GetEdits())
+	edits, err := replaceEdits(p, cur.data, req.GetEdits(), req.GetCharset(), req.GetEol())
+	if err != nil {
+		return nil, err
+	}
+	data, n, release, err := s.applyEdits(ctx, p, cur.data, edits)
 	if err != nil {
 		return nil, err
 	}
