@@ -90,14 +90,6 @@ type spliceIn struct {
 	Encoding *string `json:"encoding,omitempty" jsonschema:"how insert is encoded; default utf8"`
 }
 
-func spliceTool() *tool {
-	return defineTool("fs_splice", "Replace delete bytes at a byte offset with insert, atomically like fs_write. "+
-		"It inserts, cuts or overwrites without resending the file. if_sha256 is the sha256 from fs_stat or fs_read (or null "+
-		"to create the file at offset 0); the reply's sha256 is the next one. Offsets come from fs_read or fs_grep; an "+
-		"offset past the end is refused. dry_run: true answers the diff and writes nothing.",
-		false, true, false, (*server).splice).titled("Splice file").paths(onePath("path"))
-}
-
 func (s *server) splice(ctx context.Context, in *spliceIn, _ *mcp.CallToolRequest) (*obj, error) {
 	p, sum, mustNotExist, dry, err := in.args()
 	if err != nil {
@@ -122,11 +114,6 @@ func (s *server) splice(ctx context.Context, in *spliceIn, _ *mcp.CallToolReques
 		return nil, err
 	}
 	return s.fileEditDoc(ctx, p, resp, dry), nil
-}
-
-// editTools lists the editing tools in the order tools/list shows them.
-func editTools() []*tool {
-	return []*tool{spliceTool(), patchTool(), copyTool(), digestTool()}
 }
 
 // guardArgs checks the optional preconditions of fs_delete and fs_move.
@@ -155,13 +142,6 @@ func guardArgs(ifSHA, ifTree *string) (string, string, error) {
 type digestIn struct {
 	Path       *string `json:"path,omitempty" jsonschema:"file or directory; root if left out, \"\" or \".\""`
 	PathBase64 *string `json:"path_base64,omitempty" jsonschema:"path as base64, for non-UTF-8 names"`
-}
-
-func digestTool() *tool {
-	return defineTool("fs_digest", "Hash a directory's whole subtree, or one file, into tree_sha256. "+
-		"It covers names as bytes, types, modes, file contents and symlink targets that stay inside; ignore files do not "+
-		"apply. Pass it to fs_delete or fs_move as if_tree_sha256 to act only on the tree you saw. Large trees report progress.",
-		true, false, true, (*server).digest).titled("Digest tree").paths(onePath("path"))
 }
 
 func (s *server) digest(ctx context.Context, in *digestIn, req *mcp.CallToolRequest) (*obj, error) {
@@ -195,14 +175,6 @@ type copyIn struct {
 	Recursive  *bool   `json:"recursive,omitempty" jsonschema:"copy a directory and everything in it"`
 }
 
-func copyTool() *tool {
-	return defineTool("fs_copy", "Copy a file, or with recursive: true a directory tree, to a new path. "+
-		"to must not exist (fs_delete it first); it is never replaced. Content, mode, owner, extended attributes and ACLs "+
-		"are copied, or the copy is refused. A directory appears whole or not at all; a tree holding a symlink, fifo, "+
-		"socket or device is refused and nothing is copied.",
-		false, false, false, (*server).copy).titled("Copy path").paths(onePath("from").acted(), onePath("to"))
-}
-
 func (s *server) copy(ctx context.Context, in *copyIn, _ *mcp.CallToolRequest) (*obj, error) {
 	from, err := requiredPath("from", in.From, in.FromBase64)
 	if err != nil {
@@ -228,17 +200,6 @@ type patchIn struct {
 	IfSHA256       map[string]*string `json:"if_sha256,omitempty" jsonschema:"every path the patch touches, as the patch names it, to its sha256 now, or to null for a file the patch creates; a dry run needs none and answers them"`
 	IfSHA256Base64 map[string]*string `json:"if_sha256_base64,omitempty" jsonschema:"as if_sha256, keyed by each path as base64, for names that are not UTF-8"`
 	DryRun         *bool              `json:"dry_run,omitempty" jsonschema:"change nothing; answer each file's sha256, size and diff, and the if_sha256 the real call needs"`
-}
-
-func patchTool() *tool {
-	return defineTool("fs_patch", "Apply a unified diff to one or more files: all change or none do, even across a crash. "+
-		"Each hunk's lines must match the file exactly (no fuzz) at exactly one place, else no_match (with the nearest "+
-		"candidate) or ambiguous_match. if_sha256 maps every touched path to its sha256 from fs_stat or fs_read, or to null "+
-		"for a file it creates. /dev/null creates or deletes a file; missing parent directories are created and directories "+
-		"the patch leaves empty are removed. dry_run: true answers the diffs and writes nothing; it needs no if_sha256 and answers "+
-		"the if_sha256 (and if_sha256_base64) to pass to the real call. "+
-		"A reply's undo token, when the server keeps what changes replace, reverses the whole patch with fs_undo.",
-		false, true, false, (*server).patch).titled("Apply patch").paths(keyedPaths("if_sha256"))
 }
 
 func (s *server) patch(ctx context.Context, in *patchIn, _ *mcp.CallToolRequest) (*obj, error) {

@@ -40,23 +40,6 @@ type readIn struct {
 	IfSHA256   *string `json:"if_sha256,omitempty" jsonschema:"sha256 of an earlier reply: refused if the file changed since"`
 }
 
-func readTools() []*tool {
-	return []*tool{
-		defineTool("fs_stat", "Describe one path: type, size, mtime, mode, and a file's sha256. Pass that sha256 as "+
-			"if_sha256 to fs_write or fs_replace. Symlinks are not followed; path \"\" shows the confinement.",
-			true, false, true, (*server).stat).titled("Inspect path").paths(onePath("path")),
-		defineTool("fs_list", "List one directory's entries (name, type, size, mtime, mode), sorted by name. "+
-			"When truncated is true, call again with the reply's cursor. To find files in a whole tree use fs_glob.",
-			true, false, true, (*server).list).titled("List directory").paths(onePath("path")),
-		defineTool("fs_read", "Read a file by lines (line, lines) or bytes (offset, length), as utf8 text or base64. "+
-			"Lines are numbered as fs_grep's line_number. When truncated is true, call again with next_line (or "+
-			"next_offset). The reply's sha256 is the if_sha256 for later pages and for fs_write or fs_replace. "+
-			"Binary: 4 KiB unless length.",
-			true, false, true, (*server).read).titled("Read file").paths(onePath("path")),
-		readManyTool(),
-	}
-}
-
 func entryFields(o *obj, e *fsmcpv1.Entry) *obj {
 	return o.str("type", typeName(e.GetType())).
 		int("size", e.GetSize()).

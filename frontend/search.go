@@ -53,21 +53,6 @@ type grepIn struct {
 // maxContext bounds the context lines asked for around each match.
 const maxContext = 1000
 
-func searchTools() []*tool {
-	return []*tool{
-		defineTool("fs_glob", "Find files below path whose path matches a glob, sorted by path. Hidden and .gitignored "+
-			"files are left out unless hidden or no_ignore. When truncated is true, call again with the reply's cursor. "+
-			"To search inside files use fs_grep.",
-			true, false, true, (*server).glob).titled("Find files").paths(onePath("path")),
-		defineTool("fs_grep", "Search file contents for a regular expression, or text with literal. Each result "+
-			"is one line: path, line_number, offset (of the line, for fs_read), text and submatch byte ranges. "+
-			"On a large tree, try output files first. When truncated is true, call again with the reply's cursor. To find files by name use fs_glob.",
-			true, false, true, (*server).grep).titled("Search contents").paths(onePath("path")),
-		treeTool(),
-		viewTool(),
-	}
-}
-
 // rgHints are the advice rg appends to a pattern it refuses, naming its
 // own flags, and what fs_grep's caller can do instead.
 var rgHints = []struct{ advice, instead string }{

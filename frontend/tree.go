@@ -30,14 +30,6 @@ const (
 	maxTreeDepth     = 16
 )
 
-func treeTool() *tool {
-	return defineTool("fs_tree", "List the files and directories below path, empty ones too, to max_depth levels. "+
-		"The list is flat, sorted by path, with each file's size; a directory with more below the limit says "+
-		"more: call again on it. Hidden and .gitignored files are left out as fs_glob leaves them out; "+
-		"symlinks are listed, never followed. When truncated is true, call again with the reply's cursor.",
-		true, false, true, (*server).tree).titled("Show tree").paths(onePath("path"))
-}
-
 // excludeArg checks a list of exclusion globs.
 func excludeArg(globs []string) error {
 	for _, g := range globs {

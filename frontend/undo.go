@@ -89,16 +89,6 @@ type undoIn struct {
 	Undo string `json:"undo" jsonschema:"the undo token of an earlier reply (fs_write, fs_replace, fs_splice, fs_patch, fs_delete or fs_undo)"`
 }
 
-func undoTools() []*tool {
-	t := defineTool("fs_undo", "Restore what an earlier call replaced or removed, from its reply's undo token: "+
-		"a deleted entry comes back to its path if that is free; a replaced file only if it is still exactly the file "+
-		"that call wrote; a patch's files all or none. Otherwise precondition_failed and nothing changes. "+
-		"The reply's own undo token reverses the undo.",
-		false, true, false, (*server).undo).titled("Undo a change").paths()
-	t.enabled = func(c *Config) bool { return c.Quarantine != "" }
-	return []*tool{t}
-}
-
 func (s *server) undo(ctx context.Context, in *undoIn, _ *mcp.CallToolRequest) (*obj, error) {
 	if in.Undo == "" {
 		return nil, invalidf("undo must not be empty")

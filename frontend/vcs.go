@@ -25,15 +25,7 @@ func vcsTools(cfg *Config) []*tool {
 	if len(cfg.Exec.VCS) == 0 {
 		return nil
 	}
-	return []*tool{
-		defineTool("fs_vcs_status", "The working copy's status (git status --porcelain=v2, hg status, svn status --xml; parsed): git's branch and one entry "+
-			"per changed, renamed, unmerged, untracked path. Runs read-only in the command confinement; the repository's own "+
-			"configuration (hooks, fsmonitor, filters, pagers) runs nothing.",
-			true, false, true, (*server).vcsStatus).titled("Version-control status").paths(onePath("path"), pathsUnder("files")),
-		defineTool("fs_vcs_diff", "The working copy's unstaged diff (or, with staged, the index's), as text or base64, "+
-			"bounded by max_bytes. Runs read-only in the command confinement; external diffs and textconv filters never run.",
-			true, false, true, (*server).vcsDiff).titled("Version-control diff").paths(onePath("path"), pathsUnder("files")),
-	}
+	return []*tool{vcsStatusTool.tool(), vcsDiffTool.tool()}
 }
 
 // vcsArgs checks what both tools share.

@@ -94,31 +94,6 @@ type deleteIn struct {
 	IfTree     *string `json:"if_tree_sha256,omitempty" jsonschema:"delete only if the path is a directory with this fs_digest tree_sha256"`
 }
 
-func writeTools() []*tool {
-	return []*tool{
-		defineTool("fs_write", "Create or replace a whole file atomically. if_sha256: the sha256 from fs_stat (fails if "+
-			"it changed since), or null to create; the reply's sha256 is the next one. "+
-			"The directory must exist (fs_mkdir); for small edits use fs_replace. append: true adds at the end; "+
-			"dry_run: true shows the diff. Drops setuid/setgid/capabilities.",
-			false, true, false, (*server).write).titled("Write file").paths(onePath("path")),
-		defineTool("fs_replace", "Replace exact text in a file atomically. Each edit's old must occur exactly once "+
-			"(or set all); edits apply in order, all or none. if_sha256: the sha256 from fs_stat or the last "+
-			"write; the reply's sha256 is the next one. Read it first with fs_read. no_match names the nearest "+
-			"candidate; dry_run: true shows the diff. Mode as fs_write.",
-			false, true, false, (*server).replace).titled("Edit file").paths(onePath("path")),
-		defineTool("fs_mkdir", "Create a directory and any missing parents; an existing directory is success. "+
-			"fs_write needs the directory of a new file to exist.",
-			false, false, true, (*server).mkdir).titled("Make directory").paths(onePath("path")),
-		defineTool("fs_move", "Rename or move a file or directory within the root. It never replaces an existing "+
-			"to: fs_delete that first if it must go. Optional if_sha256 (fs_stat) or if_tree_sha256 (fs_digest) guard it.",
-			false, true, false, (*server).move).titled("Move path").paths(onePath("from").acted(), onePath("to")),
-		defineTool("fs_delete", "Remove a file, a symlink (never its target) or an empty directory. A directory "+
-			"with entries needs recursive: true; fs_list shows what it holds. The root cannot be removed. "+
-			"Optional if_sha256 (fs_stat) or if_tree_sha256 (fs_digest) guard it.",
-			false, true, false, (*server).delete).titled("Delete path").paths(onePath("path").acted()),
-	}
-}
-
 // requiredPath is pathArg for a path that must be given.
 func requiredPath(field string, text, b64 *string) ([]byte, error) {
 	if text == nil && b64 == nil {
