@@ -1,48 +1,5 @@
 package frontend
 
-var statTool = toolDecl[statIn]{
-	name:  "fs_stat",
-	title: "Inspect path",
-	description: "Describe one path: type, size, mtime, mode, and a file's sha256. Pass that sha256 as " +
-		"if_sha256 to fs_write or fs_replace. Symlinks are not followed; path \"\" shows the confinement.",
-	hints: hints{readOnly: true, idempotent: true},
-	paths: []pathDecl{onePath("path")},
-	run:   (*server).stat,
-}
-
-var listTool = toolDecl[listIn]{
-	name:  "fs_list",
-	title: "List directory",
-	description: "List one directory's entries (name, type, size, mtime, mode), sorted by name. " +
-		"When truncated is true, call again with the reply's cursor. To find files in a whole tree use fs_glob.",
-	hints: hints{readOnly: true, idempotent: true},
-	paths: []pathDecl{onePath("path")},
-	run:   (*server).list,
-}
-
-var readTool = toolDecl[readIn]{
-	name:  "fs_read",
-	title: "Read file",
-	description: "Read a file by lines (line, lines) or bytes (offset, length), as utf8 text or base64. " +
-		"Lines are numbered as fs_grep's line_number. When truncated is true, call again with next_line (or " +
-		"next_offset). The reply's sha256 is the if_sha256 for later pages and for fs_write or fs_replace. " +
-		"Binary: 4 KiB unless length.",
-	hints: hints{readOnly: true, idempotent: true},
-	paths: []pathDecl{onePath("path")},
-	run:   (*server).read,
-}
-
-var readManyTool = toolDecl[readManyIn]{
-	name:  "fs_read_many",
-	title: "Read files",
-	description: "Read several files in one call, in order: each entry is what fs_read returns for " +
-		"it, or its own error. complete says how many entries came whole; a cut entry carries next_offset (continue it " +
-		"with fs_read), and paths after it were not read: ask for them again.",
-	hints: hints{readOnly: true, idempotent: true},
-	paths: []pathDecl{listOfPaths("paths")},
-	run:   (*server).readMany,
-}
-
 var globTool = toolDecl[globIn]{
 	name:  "fs_glob",
 	title: "Find files",

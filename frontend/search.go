@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -268,73 +267,6 @@ func pathOfObject(o []byte) ([]byte, error) {
 // maxGlobDepth bounds fs_glob's max_depth: no tree an agent lists is
 // deeper, and rg needs a number.
 const maxGlobDepth = 1 << 16
-
-// keyCursor encodes the position after an entry of a listing sorted by a
-// number (mtime, size): the number, then the path or name.
-func keyCursor(key int64, path []byte) string {
-	return cursorFor(append(binary.AppendVarint(nil, key), path...))
-}
-
-func parseKeyCursor(c *string) (path []byte, key int64, ok bool, err error) {
-	b, ok, err := parseCursor(c)
-	if err != nil || !ok {
-		return nil, 0, false, err
-	}
-	key, n := binary.Varint(b)
-	if n <= 0 {
-		return nil, 0, false, invalidf("cursor: not a cursor this server issued")
-	}
-	return b[n:], key, true, nil
-}
-
-// grepCursor encodes the position after a line: its offset, then its
-// path. A search bounded by max_results (bound) starts with how many
-// results the pages so far returned, so that the next page returns no
-// more than the bound leaves.
-func grepCursor(path []byte, offset int64, bound *resultBound) string {
-	var b []byte
-	if bound != nil {
-		b = binary.AppendUvarint(b, uint64(bound.returned))
-	}
-	b = binary.AppendUvarint(b, uint64(offset))
-	return cursorFor(append(b, path...))
-}
-
-// parseGrepCursor reads a cursor grepCursor made, with the count of
-// results returned so far when bounded.
-func parseGrepCursor(c *string, bounded bool) (path []byte, offset, returned int64, ok bool, err error) {
-	b, ok, err := parseCursor(c)
-	if err != nil || !ok {
-		return nil, 0, 0, false, err
-	}
-	notOurs := invalidf("cursor: not a cursor this server issued for these arguments")
-	if bounded {
-		r, n := binary.Uvarint(b)
-		if n <= 0 || r > 1<<62 {
-			return nil, 0, 0, false, notOurs
-		}
-		returned, b = int64(r), b[n:]
-	}
-	off, n := binary.Uvarint(b)
-	if n <= 0 || n == len(b) || off > 1<<62 {
-		return nil, 0, 0, false, notOurs
-	}
-	return b[n:], int64(off), returned, true, nil
-}
-
-// resultBound is fs_grep's max_results on one page: the bound of the
-// whole search, and how many results the pages before returned.
-type resultBound struct {
-	max, returned int64
-}
-
-// left is how many results this page may still return.
-func (b *resultBound) left() int64 {
-	if b == nil {
-		return math.MaxInt64
-	}
-	return max(b.max-b.returned, 0)
-}
 
 func (s *server) grep(ctx context.Context, in *grepIn, req *mcp.CallToolRequest) (*obj, error) {
 	p, err := rootedPath("path", in.Path, in.PathBase64)
@@ -603,18 +535,6 @@ func grepItem(o *obj, l *fsmcpv1.GrepLine, text []byte) []byte {
 	}
 	o.b = append(o.b, '}')
 	return o.b
-}
-
-// reset empties o for reuse.
-func (o *obj) reset() {
-	o.b = append(o.b[:0], '{')
-	o.n = 0
-}
-
-// pageObj returns an empty document with room for a page of up to max
-// bytes, so that building it does not copy it over and over.
-func pageObj(max int) *obj {
-	return &obj{b: append(make([]byte, 0, min(max, 1<<20)+64), '{')}
 }
 
 // fitGrepItem renders l with as much of its text as fits in avail bytes,

@@ -7,18 +7,23 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// fs_read_many: several files in one call, in the order asked, each entry
-// the ordinary fs_read reply or its own error document, all within one
-// reply bound. Entries are whole while they fit; the first that does not
-// is cut (truncated, with next_offset) if any of it fits, and the ones
-// after it are left out: complete says how many came whole.
-
 type readManyIn struct {
 	Paths  []any  `json:"paths" jsonschema:"1 to 64 files, each a path or {\"path_base64\": ...}"`
 	Length *int64 `json:"length,omitempty" jsonschema:"bytes per file; default: as much as fits"`
 }
 
 const maxReadManyPaths = 64
+
+var readManyTool = toolDecl[readManyIn]{
+	name:  "fs_read_many",
+	title: "Read files",
+	description: "Read several files in one call, in order: each entry is what fs_read returns for " +
+		"it, or its own error. complete says how many entries came whole; a cut entry carries next_offset (continue it " +
+		"with fs_read), and paths after it were not read: ask for them again.",
+	hints: hints{readOnly: true, idempotent: true},
+	paths: []pathDecl{listOfPaths("paths")},
+	run:   (*server).readMany,
+}
 
 // manyPath is one entry of paths: a path, or {"path_base64": ...}.
 func manyPath(i int, v any) ([]byte, error) {
