@@ -1,50 +1,5 @@
 package frontend
 
-var globTool = toolDecl[globIn]{
-	name:  "fs_glob",
-	title: "Find files",
-	description: "Find files below path whose path matches a glob, sorted by path. Hidden and .gitignored " +
-		"files are left out unless hidden or no_ignore. When truncated is true, call again with the reply's cursor. " +
-		"To search inside files use fs_grep.",
-	hints: hints{readOnly: true, idempotent: true},
-	paths: []pathDecl{onePath("path")},
-	run:   (*server).glob,
-}
-
-var grepTool = toolDecl[grepIn]{
-	name:  "fs_grep",
-	title: "Search contents",
-	description: "Search file contents for a regular expression, or text with literal. Each result " +
-		"is one line: path, line_number, offset (of the line, for fs_read), text and submatch byte ranges. " +
-		"On a large tree, try output files first. When truncated is true, call again with the reply's cursor. To find files by name use fs_glob.",
-	hints: hints{readOnly: true, idempotent: true},
-	paths: []pathDecl{onePath("path")},
-	run:   (*server).grep,
-}
-
-var treeTool = toolDecl[treeIn]{
-	name:  "fs_tree",
-	title: "Show tree",
-	description: "List the files and directories below path, empty ones too, to max_depth levels. " +
-		"The list is flat, sorted by path, with each file's size; a directory with more below the limit says " +
-		"more: call again on it. Hidden and .gitignored files are left out as fs_glob leaves them out; " +
-		"symlinks are listed, never followed. When truncated is true, call again with the reply's cursor.",
-	hints: hints{readOnly: true, idempotent: true},
-	paths: []pathDecl{onePath("path")},
-	run:   (*server).tree,
-}
-
-var viewTool = toolDecl[viewIn]{
-	name:  "fs_view",
-	title: "View media",
-	description: "Look at a picture or listen to a sound: PNG, JPEG, GIF, WebP, WAV, MP3, OGG or FLAC, " +
-		"judged by its bytes. The reply is a document (mime_type, size, sha256), then the image or audio itself. " +
-		"Other files are unsupported: read them with fs_read.",
-	hints: hints{readOnly: true, idempotent: true},
-	paths: []pathDecl{onePath("path")},
-	run:   (*server).view,
-}
-
 var writeTool = toolDecl[writeIn]{
 	name:  "fs_write",
 	title: "Write file",

@@ -7,6 +7,12 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
+// fs_read_many: several files in one call, in the order asked, each entry
+// the ordinary fs_read reply or its own error document, all within one
+// reply bound. Entries are whole while they fit; the first that does not
+// is cut (truncated, with next_offset) if any of it fits, and the ones
+// after it are left out: complete says how many came whole.
+
 type readManyIn struct {
 	Paths  []any  `json:"paths" jsonschema:"1 to 64 files, each a path or {\"path_base64\": ...}"`
 	Length *int64 `json:"length,omitempty" jsonschema:"bytes per file; default: as much as fits"`

@@ -670,3 +670,15 @@ func (s *server) build() *mcp.Server {
 	}
 	return srv
 }
+
+func boolArg(b *bool) bool { return b != nil && *b }
+
+// excludeArg checks a list of exclusion globs.
+func excludeArg(globs []string) error {
+	for _, g := range globs {
+		if g == "" {
+			return invalidf("exclude: an empty glob excludes nothing")
+		}
+	}
+	return nil
+}

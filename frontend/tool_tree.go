@@ -30,14 +30,16 @@ const (
 	maxTreeDepth     = 16
 )
 
-// excludeArg checks a list of exclusion globs.
-func excludeArg(globs []string) error {
-	for _, g := range globs {
-		if g == "" {
-			return invalidf("exclude: an empty glob excludes nothing")
-		}
-	}
-	return nil
+var treeTool = toolDecl[treeIn]{
+	name:  "fs_tree",
+	title: "Show tree",
+	description: "List the files and directories below path, empty ones too, to max_depth levels. " +
+		"The list is flat, sorted by path, with each file's size; a directory with more below the limit says " +
+		"more: call again on it. Hidden and .gitignored files are left out as fs_glob leaves them out; " +
+		"symlinks are listed, never followed. When truncated is true, call again with the reply's cursor.",
+	hints: hints{readOnly: true, idempotent: true},
+	paths: []pathDecl{onePath("path")},
+	run:   (*server).tree,
 }
 
 func (s *server) tree(ctx context.Context, in *treeIn, req *mcp.CallToolRequest) (*obj, error) {
