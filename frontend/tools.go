@@ -682,3 +682,21 @@ func excludeArg(globs []string) error {
 	}
 	return nil
 }
+
+// requiredPath is pathArg for a path that must be given.
+func requiredPath(field string, text, b64 *string) ([]byte, error) {
+	if text == nil && b64 == nil {
+		return nil, invalidf("%s is required: a path relative to the root, such as \"src/main.go\", or \".\" for the root itself; "+
+			"%s_base64 for a name that is not UTF-8", field, field)
+	}
+	return pathArg(field, text, b64)
+}
+
+// rootedPath is pathArg for a tool that works on a directory: left out, it
+// is the root, for clients that cannot send an empty string.
+func rootedPath(field string, text, b64 *string) ([]byte, error) {
+	if text == nil && b64 == nil {
+		return []byte{}, nil
+	}
+	return pathArg(field, text, b64)
+}
