@@ -25,9 +25,26 @@ func parseCursor(c *string) ([]byte, bool, error) {
 	return b, true, nil
 }
 
+// cursorLen is the length of a cursor of n bytes.
+func cursorLen(n int) int { return base64.RawURLEncoding.EncodedLen(n) }
+
 // pageTail is the most a truncated page adds after its last item, besides
 // the cursor itself.
 const pageTail = len(`],"truncated":true,"cursor":""}`)
+
+// A page is a reply that lists items and, when more remain, ends with a
+// cursor that continues after its last item. fs_list, fs_glob, fs_tree
+// and fs_grep place an item only if the cursor continuing after it would
+// still fit: a page that took its last item without that room could not
+// say where to go on, and would be refused as too large.
+//
+// pageRoom is how many bytes the next item, its comma included, may take
+// in doc, a page bounded by max: what is left once tail (what the reply
+// adds after its items, pageTail included) and cursor (the length of the
+// cursor continuing after that item) are set aside.
+func pageRoom(doc *obj, max, tail, cursor int) int {
+	return max - len(doc.b) - tail - cursor
+}
 
 // fs_list's cursors. A listing by name continues after the last name
 // returned: its cursor is that name. One sorted by size or mtime continues

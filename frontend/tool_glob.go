@@ -2,7 +2,6 @@ package frontend
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -119,7 +118,7 @@ func (s *server) glob(ctx context.Context, in *globIn, req *mcp.CallToolRequest)
 		}
 		// The cursor holds the path, which is never longer than its
 		// object.
-		if len(doc.b)+1+len(it)+tail+base64.RawURLEncoding.EncodedLen(len(it)+binary.MaxVarintLen64) > max {
+		if 1+len(it) > pageRoom(doc, max, tail, cursorLen(len(it)+binary.MaxVarintLen64)) {
 			truncated = true
 			break
 		}

@@ -189,7 +189,7 @@ func (s *server) grepFilesPage(p []byte, output fsmcpv1.GrepOutput, resp *fsmcpv
 	doc.b = append(doc.b, '[')
 	// The cursor: an offset, and with max_results a count, then the path.
 	tail := len(`,"files_matched":,"matches":,"unreadable":`) + 3*20 + pageTail +
-		base64.RawURLEncoding.EncodedLen(2*binary.MaxVarintLen64)
+		cursorLen(2*binary.MaxVarintLen64)
 	var last []byte
 	truncated := resp.GetMore()
 	item := &obj{b: make([]byte, 0, 256)}
@@ -202,7 +202,7 @@ func (s *server) grepFilesPage(p []byte, output fsmcpv1.GrepOutput, resp *fsmcpv
 		item.reset()
 		item.name("path", f.GetPath()).int(field, f.GetCount())
 		item.b = append(item.b, '}')
-		if len(doc.b)+1+len(item.b)+tail+base64.RawURLEncoding.EncodedLen(len(f.GetPath())) > max {
+		if 1+len(item.b) > pageRoom(doc, max, tail, cursorLen(len(f.GetPath()))) {
 			truncated = true
 			break
 		}
@@ -250,7 +250,7 @@ func (s *server) grepPage(p []byte, resp *fsmcpv1.GrepResponse, bound *resultBou
 	doc.b = append(doc.b, '[')
 	// The cursor: an offset, and with max_results a count, then the path.
 	tail := len(`,"files_matched":,"matches":,"unreadable":`) + 3*20 + pageTail +
-		base64.RawURLEncoding.EncodedLen(2*binary.MaxVarintLen64)
+		cursorLen(2*binary.MaxVarintLen64)
 	var last, lastMatch *fsmcpv1.GrepLine
 	truncated := resp.GetMore()
 	buf := &obj{b: make([]byte, 0, 1024)}
@@ -262,14 +262,15 @@ func (s *server) grepPage(p []byte, resp *fsmcpv1.GrepResponse, bound *resultBou
 			reached = true
 			break
 		}
-		fixed := len(doc.b) + 1 + tail + base64.RawURLEncoding.EncodedLen(len(l.GetPath()))
+		// What the line itself may take: the room less its comma.
+		room := pageRoom(doc, max, tail, cursorLen(len(l.GetPath()))) - 1
 		item := grepItem(buf, l, l.GetText())
-		if fixed+len(item) > max {
+		if len(item) > room {
 			if i > 0 {
 				truncated = true
 				break
 			}
-			if item = fitGrepItem(l, max-fixed); item == nil {
+			if item = fitGrepItem(l, room); item == nil {
 				return nil, errf(fsmcpv1.ErrorCode_ERROR_CODE_TOO_LARGE, "one result does not fit in --max-response-bytes")
 			}
 		}

@@ -84,7 +84,7 @@ func (s *server) list(ctx context.Context, in *listIn, _ *mcp.CallToolRequest) (
 			doc.b = append(doc.b, ',')
 		}
 		doc.b = appendEntry(doc.b, name, c.Types[i], c.Sizes[i], c.MtimesUnixNano[i], c.Modes[i])
-		if len(doc.b)+tail+base64.RawURLEncoding.EncodedLen(len(name)+binary.MaxVarintLen64+2) > max {
+		if pageRoom(doc, max, tail, cursorLen(len(name)+binary.MaxVarintLen64+2)) < 0 {
 			doc.b = doc.b[:mark]
 			truncated = true
 			break

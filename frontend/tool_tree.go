@@ -2,7 +2,6 @@ package frontend
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
@@ -91,7 +90,7 @@ func (s *server) tree(ctx context.Context, in *treeIn, req *mcp.CallToolRequest)
 			item.bool("more", true)
 		}
 		item.b = append(item.b, '}')
-		if len(doc.b)+1+len(item.b)+tail+base64.RawURLEncoding.EncodedLen(len(e.GetPath())) > max {
+		if 1+len(item.b) > pageRoom(doc, max, tail, cursorLen(len(e.GetPath()))) {
 			truncated = true
 			break
 		}
