@@ -193,6 +193,7 @@ type syncBuffer = fronttest.SyncBuffer
 
 var (
 	tree         = fronttest.Tree
+	editRoot     = fronttest.EditRoot
 	sha          = fronttest.SHA
 	noHostPath   = fronttest.NoHostPath
 	readFile     = fronttest.ReadFile

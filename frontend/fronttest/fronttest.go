@@ -72,6 +72,23 @@ func Tree(t testing.TB) (root, outside string) {
 	return root, outside
 }
 
+// EditRoot is a fresh root holding the named files.
+func EditRoot(t testing.TB, files map[string]string) string {
+	t.Helper()
+	root := filepath.Join(t.TempDir(), "root")
+	if err := os.Mkdir(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range files {
+		p := filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		WriteFile(t, p, []byte(content), 0o644)
+	}
+	return root
+}
+
 // SHA is the lowercase hex sha256 of b, as the tools write it.
 func SHA(b []byte) string {
 	s := sha256.Sum256(b)
