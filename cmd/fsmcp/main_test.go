@@ -194,6 +194,7 @@ type syncBuffer = fronttest.SyncBuffer
 var (
 	tree         = fronttest.Tree
 	editRoot     = fronttest.EditRoot
+	fileLines    = fronttest.FileLines
 	sha          = fronttest.SHA
 	noHostPath   = fronttest.NoHostPath
 	readFile     = fronttest.ReadFile

@@ -7,6 +7,7 @@ package fronttest
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -120,6 +121,37 @@ func (r Reply) Str(key string) string {
 func (r Reply) Num(key string) int64 {
 	f, _ := r.Doc[key].(float64)
 	return int64(f)
+}
+
+// Content is the bytes a read reply's content holds, in its encoding.
+func Content(t testing.TB, r Reply) []byte {
+	t.Helper()
+	switch r.Str("encoding") {
+	case "utf8":
+		return []byte(r.Str("content"))
+	case "base64":
+		b, err := base64.StdEncoding.DecodeString(r.Str("content"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	t.Fatalf("encoding %q", r.Str("encoding"))
+	return nil
+}
+
+// FileLines splits b into lines as rg counts them.
+func FileLines(b []byte) [][]byte {
+	var out [][]byte
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			return append(out, b)
+		}
+		out = append(out, b[:i+1])
+		b = b[i+1:]
+	}
+	return out
 }
 
 // Check reads a tool's result and checks its shape: one text block with
