@@ -20,9 +20,10 @@ import (
 // over a real worker (the worker package's Service on an os.Root of the
 // test's directory) served on a real socketpair, and go-sdk's client on
 // in-memory transports. Nothing is confined: no Landlock, no seccomp, no
-// other process but rg. What a tool does and answers is tested here;
-// what needs the confinement, a crash, a transport or a process's
-// lifetime is tested end to end in cmd/fsmcp.
+// other process but rg. Nor is the worker's start-up run (the recovery
+// of an interrupted patch, the temp sweep, the self-test). What a tool
+// does and answers is tested here; what needs the confinement, a crash,
+// a transport or a process's lifetime is tested end to end in cmd/fsmcp.
 
 // harness is one front-end and its worker, with a connected client.
 type harness struct {
