@@ -52,7 +52,7 @@ var mentionedTool = regexp.MustCompile(`\b[A-Za-z0-9_.-]*fs_[a-z0-9_]+\b`)
 func descriptionProblems(tl *mcp.Tool, registered map[string]bool, prefix string) []string {
 	var p []string
 	if tl.Title == "" || len(tl.Title) > 32 {
-		p = append(p, "a title of 1 to 32 characters (defineTool(...).titled)")
+		p = append(p, "a title of 1 to 32 characters (toolDecl.title)")
 	}
 	d := tl.Description
 	first, rest, _ := strings.Cut(d, ". ")

@@ -65,7 +65,7 @@ func between(lo, hi float64) func(*jsonschema.Schema) {
 
 // refineSchema adds argumentRules to a tool's top-level properties, and
 // refuses null for the optional fields of objects inside lists, as
-// defineTool does for the top level.
+// newTool does for the top level.
 func refineSchema(s *jsonschema.Schema) {
 	for name, prop := range s.Properties {
 		if rule, ok := argumentRules[name]; ok {

@@ -30,7 +30,7 @@ var notPaths = []string{
 func TestPathDeclarations(t *testing.T) {
 	for _, tl := range everyTool() {
 		if !tl.pathsDeclared {
-			t.Errorf("%s declares no path arguments (tool.paths)", tl.name)
+			t.Errorf("%s declares no path arguments (toolDecl.paths)", tl.name)
 			continue
 		}
 		declared := map[string]bool{}
@@ -50,7 +50,7 @@ func TestPathDeclarations(t *testing.T) {
 			case twin:
 				t.Errorf("%s: %q has a _base64 twin, so it names a path, and is not declared", tl.name, name)
 			case !slices.Contains(notPaths, name):
-				t.Errorf("%s: property %q is neither declared a path (tool.paths) nor listed in notPaths", tl.name, name)
+				t.Errorf("%s: property %q is neither declared a path (toolDecl.paths) nor listed in notPaths", tl.name, name)
 			}
 		}
 	}

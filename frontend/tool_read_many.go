@@ -21,11 +21,15 @@ type readManyIn struct {
 
 const maxReadManyPaths = 64
 
-func readManyTool() *tool {
-	return defineTool("fs_read_many", "Read several files in one call, in order: each entry is what fs_read returns for "+
-		"it, or its own error. complete says how many entries came whole; a cut entry carries next_offset (continue it "+
+var readManyTool = toolDecl[readManyIn]{
+	name:  "fs_read_many",
+	title: "Read files",
+	description: "Read several files in one call, in order: each entry is what fs_read returns for " +
+		"it, or its own error. complete says how many entries came whole; a cut entry carries next_offset (continue it " +
 		"with fs_read), and paths after it were not read: ask for them again.",
-		true, false, true, (*server).readMany).titled("Read files").paths(listOfPaths("paths"))
+	hints: hints{readOnly: true, idempotent: true},
+	paths: []pathDecl{listOfPaths("paths")},
+	run:   (*server).readMany,
 }
 
 // manyPath is one entry of paths: a path, or {"path_base64": ...}.

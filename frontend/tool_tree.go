@@ -2,7 +2,6 @@ package frontend
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
@@ -30,22 +29,16 @@ const (
 	maxTreeDepth     = 16
 )
 
-func treeTool() *tool {
-	return defineTool("fs_tree", "List the files and directories below path, empty ones too, to max_depth levels. "+
-		"The list is flat, sorted by path, with each file's size; a directory with more below the limit says "+
-		"more: call again on it. Hidden and .gitignored files are left out as fs_glob leaves them out; "+
+var treeTool = toolDecl[treeIn]{
+	name:  "fs_tree",
+	title: "Show tree",
+	description: "List the files and directories below path, empty ones too, to max_depth levels. " +
+		"The list is flat, sorted by path, with each file's size; a directory with more below the limit says " +
+		"more: call again on it. Hidden and .gitignored files are left out as fs_glob leaves them out; " +
 		"symlinks are listed, never followed. When truncated is true, call again with the reply's cursor.",
-		true, false, true, (*server).tree).titled("Show tree").paths(onePath("path"))
-}
-
-// excludeArg checks a list of exclusion globs.
-func excludeArg(globs []string) error {
-	for _, g := range globs {
-		if g == "" {
-			return invalidf("exclude: an empty glob excludes nothing")
-		}
-	}
-	return nil
+	hints: hints{readOnly: true, idempotent: true},
+	paths: []pathDecl{onePath("path")},
+	run:   (*server).tree,
 }
 
 func (s *server) tree(ctx context.Context, in *treeIn, req *mcp.CallToolRequest) (*obj, error) {
@@ -97,7 +90,7 @@ func (s *server) tree(ctx context.Context, in *treeIn, req *mcp.CallToolRequest)
 			item.bool("more", true)
 		}
 		item.b = append(item.b, '}')
-		if len(doc.b)+1+len(item.b)+tail+base64.RawURLEncoding.EncodedLen(len(e.GetPath())) > max {
+		if 1+len(item.b) > pageRoom(doc, max, tail, cursorLen(len(e.GetPath()))) {
 			truncated = true
 			break
 		}

@@ -1,4 +1,4 @@
-package main
+package frontend
 
 import (
 	"bytes"
@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/fsmcp/fsmcp/frontend/fronttest"
 )
 
 // fs_read_many under a 4 KiB bound, with good, missing, escaping, binary,
@@ -18,7 +20,7 @@ func TestReadManyMix(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(root, "dir"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, filepath.Join(base, "secret"), []byte("outside secret"), 0o644)
+	fronttest.WriteFile(t, filepath.Join(base, "secret"), []byte("outside secret"), 0o644)
 	files := map[string][]byte{
 		"a.txt":   []byte("alpha\n"),
 		"b.bin":   {0xff, 0x00, 0xfe, 'b', '\n'},
@@ -28,7 +30,7 @@ func TestReadManyMix(t *testing.T) {
 		"d.txt":   []byte("delta\n"),
 	}
 	for name, b := range files {
-		writeFile(t, filepath.Join(root, name), b, 0o644)
+		fronttest.WriteFile(t, filepath.Join(root, name), b, 0o644)
 	}
 	if err := os.Symlink("../secret", filepath.Join(root, "out")); err != nil {
 		t.Fatal(err)
@@ -50,15 +52,15 @@ func TestReadManyMix(t *testing.T) {
 			args = append(args, p)
 		}
 		r := s.wantOK("fs_read_many", map[string]any{"paths": args})
-		if len(r.text) > 4096 {
-			t.Fatalf("reply of %d bytes", len(r.text))
+		if len(r.Text) > 4096 {
+			t.Fatalf("reply of %d bytes", len(r.Text))
 		}
-		noHostPath(t, r.text, base)
-		if strings.Contains(r.text, "outside secret") {
+		fronttest.NoHostPath(t, r.Text, base)
+		if strings.Contains(r.Text, "outside secret") {
 			t.Fatal("the outside file was read")
 		}
-		entries := r.doc["files"].([]any)
-		complete := int(r.num("complete"))
+		entries := r.Doc["files"].([]any)
+		complete := int(r.Num("complete"))
 		if complete > len(entries) || len(entries) == 0 {
 			t.Fatalf("complete %d of %d entries", complete, len(entries))
 		}
@@ -77,9 +79,9 @@ func TestReadManyMix(t *testing.T) {
 				}
 				continue
 			}
-			entry := reply{doc: m}
-			got[p] = append(got[p], content(t, entry)...)
-			if m["sha256"] != sha(files[p]) {
+			entry := fronttest.Reply{Doc: m}
+			got[p] = append(got[p], fronttest.Content(t, entry)...)
+			if m["sha256"] != fronttest.SHA(files[p]) {
 				t.Errorf("%s: sha256 %v", p, m["sha256"])
 			}
 			if i < complete {
@@ -92,18 +94,18 @@ func TestReadManyMix(t *testing.T) {
 			if i != len(entries)-1 || m["truncated"] != true {
 				t.Fatalf("%s: a cut entry that is not the last: %v", p, m)
 			}
-			for off := entry.num("next_offset"); ; {
-				rr := s.wantOK("fs_read", map[string]any{"path": p, "offset": off, "if_sha256": sha(files[p])})
-				got[p] = append(got[p], content(t, rr)...)
-				if rr.doc["eof"] == true {
+			for off := entry.Num("next_offset"); ; {
+				rr := s.wantOK("fs_read", map[string]any{"path": p, "offset": off, "if_sha256": fronttest.SHA(files[p])})
+				got[p] = append(got[p], fronttest.Content(t, rr)...)
+				if rr.Doc["eof"] == true {
 					break
 				}
-				off = rr.num("next_offset")
+				off = rr.Num("next_offset")
 			}
 		}
 		left = left[len(entries):]
-		if len(left) > 0 && r.doc["truncated"] != true {
-			t.Fatalf("paths left out without truncated: %s", r.text)
+		if len(left) > 0 && r.Doc["truncated"] != true {
+			t.Fatalf("paths left out without truncated: %s", r.Text)
 		}
 	}
 	if strings.Join(order, ",") != strings.Join(paths, ",") {
@@ -122,10 +124,10 @@ func TestReadManyMix(t *testing.T) {
 	// length bounds each file; base64 twins address names; bad entries
 	// are the call's refusal.
 	r := s.wantOK("fs_read_many", map[string]any{"paths": []any{"big.txt", map[string]any{"path_base64": "YS50eHQ="}}, "length": 5})
-	es := r.doc["files"].([]any)
-	if len(es) != 2 || r.num("complete") != 2 || es[0].(map[string]any)["content"] != "01234" || es[1].(map[string]any)["content"] != "alpha" ||
+	es := r.Doc["files"].([]any)
+	if len(es) != 2 || r.Num("complete") != 2 || es[0].(map[string]any)["content"] != "01234" || es[1].(map[string]any)["content"] != "alpha" ||
 		es[0].(map[string]any)["next_offset"] != float64(5) {
-		t.Errorf("length 5 = %s", r.text)
+		t.Errorf("length 5 = %s", r.Text)
 	}
 	many := make([]any, 65)
 	for i := range many {
@@ -148,24 +150,24 @@ func TestReadManyViolationMeta(t *testing.T) {
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, filepath.Join(base, "secret"), []byte("outside secret"), 0o644)
-	writeFile(t, filepath.Join(root, "a.txt"), []byte("alpha\n"), 0o644)
-	writeFile(t, filepath.Join(root, "id.key"), []byte("private\n"), 0o644)
+	fronttest.WriteFile(t, filepath.Join(base, "secret"), []byte("outside secret"), 0o644)
+	fronttest.WriteFile(t, filepath.Join(root, "a.txt"), []byte("alpha\n"), 0o644)
+	fronttest.WriteFile(t, filepath.Join(root, "id.key"), []byte("private\n"), 0o644)
 	s := start(t, root, "--deny", "*.key")
 
 	r := s.wantOK("fs_read_many", map[string]any{"paths": []any{"a.txt", "missing"}})
-	if len(r.meta) != 0 {
-		t.Fatalf("ordinary entries: _meta %v", r.meta)
+	if len(r.Meta) != 0 {
+		t.Fatalf("ordinary entries: _meta %v", r.Meta)
 	}
 	r = s.wantOK("fs_read_many", map[string]any{"paths": []any{"a.txt", "../secret"}})
-	if r.meta["scope_violation"] != true || r.meta["policy_violation"] != nil {
-		t.Fatalf("escaping entry: _meta %v", r.meta)
+	if r.Meta["scope_violation"] != true || r.Meta["policy_violation"] != nil {
+		t.Fatalf("escaping entry: _meta %v", r.Meta)
 	}
 	r = s.wantOK("fs_read_many", map[string]any{"paths": []any{"id.key", "a.txt"}})
-	if r.meta["policy_violation"] != true || r.meta["scope_violation"] != nil {
-		t.Fatalf("denied entry: _meta %v", r.meta)
+	if r.Meta["policy_violation"] != true || r.Meta["scope_violation"] != nil {
+		t.Fatalf("denied entry: _meta %v", r.Meta)
 	}
-	if strings.Contains(r.text, "private") {
+	if strings.Contains(r.Text, "private") {
 		t.Fatal("the denied file was read")
 	}
 }

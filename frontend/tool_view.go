@@ -20,11 +20,15 @@ type viewIn struct {
 	PathBase64 *string `json:"path_base64,omitempty" jsonschema:"path as base64, for non-UTF-8 names"`
 }
 
-func viewTool() *tool {
-	return defineTool("fs_view", "Look at a picture or listen to a sound: PNG, JPEG, GIF, WebP, WAV, MP3, OGG or FLAC, "+
-		"judged by its bytes. The reply is a document (mime_type, size, sha256), then the image or audio itself. "+
+var viewTool = toolDecl[viewIn]{
+	name:  "fs_view",
+	title: "View media",
+	description: "Look at a picture or listen to a sound: PNG, JPEG, GIF, WebP, WAV, MP3, OGG or FLAC, " +
+		"judged by its bytes. The reply is a document (mime_type, size, sha256), then the image or audio itself. " +
 		"Other files are unsupported: read them with fs_read.",
-		true, false, true, (*server).view).titled("View media").paths(onePath("path"))
+	hints: hints{readOnly: true, idempotent: true},
+	paths: []pathDecl{onePath("path")},
+	run:   (*server).view,
 }
 
 // mediaTypes are what fs_view shows. http.DetectContentType (the WHATWG

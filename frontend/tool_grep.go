@@ -5,10 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
-	"io"
-	"math"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -17,18 +14,6 @@ import (
 	"github.com/fsmcp/fsmcp/proto/jsontext"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
-
-type globIn struct {
-	Pattern    string   `json:"pattern" jsonschema:"glob, e.g. **/*.go"`
-	Path       *string  `json:"path,omitempty" jsonschema:"root if left out, \"\" or \".\""`
-	PathBase64 *string  `json:"path_base64,omitempty" jsonschema:"path as base64, for non-UTF-8 names"`
-	Hidden     *bool    `json:"hidden,omitempty" jsonschema:"include hidden files"`
-	NoIgnore   *bool    `json:"no_ignore,omitempty" jsonschema:"include .gitignored files"`
-	MaxDepth   *int64   `json:"max_depth,omitempty" jsonschema:"directories to descend below path; 1 is path's own entries"`
-	Exclude    []string `json:"exclude,omitempty" jsonschema:"globs of paths to leave out, e.g. [\"node_modules\", \"*.log\"]"`
-	Sort       *string  `json:"sort,omitempty" jsonschema:"path (default) or mtime: newest first, each with its mtime"`
-	Cursor     *string  `json:"cursor,omitempty" jsonschema:"cursor from a truncated reply"`
-}
 
 type grepIn struct {
 	Pattern    string   `json:"pattern" jsonschema:"regular expression (Rust syntax), or text with literal"`
@@ -53,302 +38,15 @@ type grepIn struct {
 // maxContext bounds the context lines asked for around each match.
 const maxContext = 1000
 
-func searchTools() []*tool {
-	return []*tool{
-		defineTool("fs_glob", "Find files below path whose path matches a glob, sorted by path. Hidden and .gitignored "+
-			"files are left out unless hidden or no_ignore. When truncated is true, call again with the reply's cursor. "+
-			"To search inside files use fs_grep.",
-			true, false, true, (*server).glob).titled("Find files").paths(onePath("path")),
-		defineTool("fs_grep", "Search file contents for a regular expression, or text with literal. Each result "+
-			"is one line: path, line_number, offset (of the line, for fs_read), text and submatch byte ranges. "+
-			"On a large tree, try output files first. When truncated is true, call again with the reply's cursor. To find files by name use fs_glob.",
-			true, false, true, (*server).grep).titled("Search contents").paths(onePath("path")),
-		treeTool(),
-		viewTool(),
-	}
-}
-
-// rgHints are the advice rg appends to a pattern it refuses, naming its
-// own flags, and what fs_grep's caller can do instead.
-var rgHints = []struct{ advice, instead string }{
-	{"Consider enabling multiline mode with the --multiline flag (or -U for short).\n" +
-		"When multiline mode is enabled, new line characters can be matched.",
-		"fs_grep matches one line at a time, so the pattern cannot contain a line terminator: " +
-			"search for one line's text, then read around the result with fs_read"},
-	{"Consider enabling PCRE2 with the --pcre2 flag, which can handle backreferences\nand look-around.",
-		"fs_grep's patterns are Rust regular expressions, without look-around or backreferences: " +
-			"rewrite the pattern without them, or search for literal text with literal: true"},
-}
-
-// translateRGHints replaces, in an invalid_argument from rg, the advice
-// that names rg's flags with what the tool offers instead.
-func translateRGHints(err error, toolsPrefix string) error {
-	te := fromRPC(err)
-	if te.code != fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT {
-		return err
-	}
-	for _, h := range rgHints {
-		if strings.Contains(te.message, h.advice) {
-			c := *te
-			c.message = strings.TrimSpace(strings.Replace(te.message, h.advice, prefixToolNames(h.instead, toolsPrefix), 1))
-			return &c
-		}
-	}
-	return err
-}
-
-func boolArg(b *bool) bool { return b != nil && *b }
-
-// progressFunc returns a function that sends MCP progress notifications
-// for the call, or one that does nothing when the client sent no token.
-func progressFunc(ctx context.Context, req *mcp.CallToolRequest) func(progress float64, message string) {
-	var token any
-	if req != nil && req.Params != nil {
-		token = req.Params.GetProgressToken()
-	}
-	if token == nil || req.Session == nil {
-		return func(float64, string) {}
-	}
-	return func(progress float64, message string) {
-		// A failed notification must not fail the search.
-		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
-			ProgressToken: token, Progress: progress, Message: message,
-		})
-	}
-}
-
-// searchMessage is what Glob and Grep stream: progress, then one message
-// marked done that carries the page.
-type searchMessage interface {
-	GetDone() bool
-	GetProgress() *fsmcpv1.Progress
-}
-
-// finalMessage reads a search stream up to its page, passing each progress
-// message to progress.
-func finalMessage[M searchMessage](stream interface{ Recv() (M, error) }, progress func(*fsmcpv1.Progress)) (M, error) {
-	for {
-		m, err := stream.Recv()
-		if err == io.EOF {
-			var zero M
-			return zero, errf(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "the worker ended the search without a reply")
-		}
-		if err != nil || m.GetDone() {
-			return m, err
-		}
-		if pr := m.GetProgress(); pr != nil {
-			progress(pr)
-		}
-	}
-}
-
-func (s *server) glob(ctx context.Context, in *globIn, req *mcp.CallToolRequest) (*obj, error) {
-	p, err := rootedPath("path", in.Path, in.PathBase64)
-	if err != nil {
-		return nil, err
-	}
-	greq := &fsmcpv1.GlobRequest{Pattern: in.Pattern, Path: p, Hidden: boolArg(in.Hidden),
-		NoIgnore: boolArg(in.NoIgnore), MaxBytes: s.cfg.MaxResponseBytes}
-	if in.MaxDepth != nil {
-		if *in.MaxDepth < 1 || *in.MaxDepth > maxGlobDepth {
-			return nil, invalidf("max_depth must be between 1 and %d", maxGlobDepth)
-		}
-		greq.MaxDepth = int32(*in.MaxDepth)
-	}
-	if err := excludeArg(in.Exclude); err != nil {
-		return nil, err
-	}
-	greq.Excludes = in.Exclude
-	byMtime := false
-	if in.Sort != nil {
-		switch *in.Sort {
-		case "path":
-		case "mtime":
-			byMtime = true
-			greq.Sort = fsmcpv1.ListingSort_LISTING_SORT_MTIME
-		default:
-			return nil, invalidf("sort must be path or mtime")
-		}
-	}
-	if byMtime {
-		greq.After, greq.AfterMtimeUnixNano, greq.HasAfter, err = parseKeyCursor(in.Cursor)
-	} else {
-		greq.After, greq.HasAfter, err = parseCursor(in.Cursor)
-	}
-	if err != nil {
-		return nil, err
-	}
-	stream, err := s.wc.Glob(ctx, greq)
-	if err != nil {
-		return nil, err
-	}
-	notify := progressFunc(ctx, req)
-	resp, err := finalMessage(stream, func(pr *fsmcpv1.Progress) {
-		notify(float64(pr.GetFilesSearched()), fmt.Sprintf("%d files listed", pr.GetFilesSearched()))
-	})
-	if err != nil {
-		return nil, err
-	}
-
-	objs, ends := resp.GetEntriesJson(), resp.GetEntryEnds()
-	paths, mtimes := resp.GetPaths(), resp.GetMtimesUnixNano()
-	n := len(ends)
-	if byMtime {
-		n = len(paths)
-		if len(mtimes) != n {
-			return nil, errf(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "the worker sent %d mtimes for %d paths", len(mtimes), n)
-		}
-	} else if !jsontext.NameObjects(objs, ends, "path") {
-		return nil, errf(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "the worker sent a page that is not path objects")
-	}
-
-	max := int(s.cfg.MaxResponseBytes)
-	doc := pageObj(max)
-	doc.bool("ok", true).name("path", displayPath(p))
-	doc.key("files")
-	doc.b = append(doc.b, '[')
-	tail := len(`,"total":,"unreadable":`) + 2*20 + pageTail
-	// last is the index of the last entry placed, -1 for none.
-	last := -1
-	truncated := resp.GetMore()
-	item := &obj{b: make([]byte, 0, 256)}
-	start := 0
-	for i := range n {
-		var it []byte
-		if byMtime {
-			item.reset()
-			item.name("path", paths[i])
-			item.str("mtime", formatTime(mtimes[i]))
-			item.b = append(item.b, '}')
-			it = item.b
-		} else {
-			it, start = objs[start:ends[i]], int(ends[i])
-		}
-		// The cursor holds the path, which is never longer than its
-		// object.
-		if len(doc.b)+1+len(it)+tail+base64.RawURLEncoding.EncodedLen(len(it)+binary.MaxVarintLen64) > max {
-			truncated = true
-			break
-		}
-		if i > 0 {
-			doc.b = append(doc.b, ',')
-		}
-		doc.b = append(doc.b, it...)
-		last = i
-	}
-	doc.b = append(doc.b, ']')
-	doc.int("total", resp.GetTotal())
-	if n := resp.GetErrors(); n > 0 {
-		doc.int("unreadable", n)
-	}
-	if truncated {
-		if last < 0 {
-			return nil, errf(fsmcpv1.ErrorCode_ERROR_CODE_TOO_LARGE, "one path does not fit in --max-response-bytes")
-		}
-		var c string
-		if byMtime {
-			c = keyCursor(mtimes[last], paths[last])
-		} else {
-			from := 0
-			if last > 0 {
-				from = int(ends[last-1])
-			}
-			path, err := pathOfObject(objs[from:ends[last]])
-			if err != nil {
-				return nil, err
-			}
-			c = cursorFor(path)
-		}
-		doc.bool("truncated", true).str("cursor", c)
-	}
-	return doc, nil
-}
-
-// pathOfObject is the path an object {"path":…} or {"path_base64":…} of
-// a page names.
-func pathOfObject(o []byte) ([]byte, error) {
-	var v struct {
-		Path       *string `json:"path"`
-		PathBase64 []byte  `json:"path_base64"`
-	}
-	if err := json.Unmarshal(o, &v); err != nil {
-		return nil, errf(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "the worker sent a page entry that is not JSON: %v", err)
-	}
-	if v.Path != nil {
-		return []byte(*v.Path), nil
-	}
-	return v.PathBase64, nil
-}
-
-// maxGlobDepth bounds fs_glob's max_depth: no tree an agent lists is
-// deeper, and rg needs a number.
-const maxGlobDepth = 1 << 16
-
-// keyCursor encodes the position after an entry of a listing sorted by a
-// number (mtime, size): the number, then the path or name.
-func keyCursor(key int64, path []byte) string {
-	return cursorFor(append(binary.AppendVarint(nil, key), path...))
-}
-
-func parseKeyCursor(c *string) (path []byte, key int64, ok bool, err error) {
-	b, ok, err := parseCursor(c)
-	if err != nil || !ok {
-		return nil, 0, false, err
-	}
-	key, n := binary.Varint(b)
-	if n <= 0 {
-		return nil, 0, false, invalidf("cursor: not a cursor this server issued")
-	}
-	return b[n:], key, true, nil
-}
-
-// grepCursor encodes the position after a line: its offset, then its
-// path. A search bounded by max_results (bound) starts with how many
-// results the pages so far returned, so that the next page returns no
-// more than the bound leaves.
-func grepCursor(path []byte, offset int64, bound *resultBound) string {
-	var b []byte
-	if bound != nil {
-		b = binary.AppendUvarint(b, uint64(bound.returned))
-	}
-	b = binary.AppendUvarint(b, uint64(offset))
-	return cursorFor(append(b, path...))
-}
-
-// parseGrepCursor reads a cursor grepCursor made, with the count of
-// results returned so far when bounded.
-func parseGrepCursor(c *string, bounded bool) (path []byte, offset, returned int64, ok bool, err error) {
-	b, ok, err := parseCursor(c)
-	if err != nil || !ok {
-		return nil, 0, 0, false, err
-	}
-	notOurs := invalidf("cursor: not a cursor this server issued for these arguments")
-	if bounded {
-		r, n := binary.Uvarint(b)
-		if n <= 0 || r > 1<<62 {
-			return nil, 0, 0, false, notOurs
-		}
-		returned, b = int64(r), b[n:]
-	}
-	off, n := binary.Uvarint(b)
-	if n <= 0 || n == len(b) || off > 1<<62 {
-		return nil, 0, 0, false, notOurs
-	}
-	return b[n:], int64(off), returned, true, nil
-}
-
-// resultBound is fs_grep's max_results on one page: the bound of the
-// whole search, and how many results the pages before returned.
-type resultBound struct {
-	max, returned int64
-}
-
-// left is how many results this page may still return.
-func (b *resultBound) left() int64 {
-	if b == nil {
-		return math.MaxInt64
-	}
-	return max(b.max-b.returned, 0)
+var grepTool = toolDecl[grepIn]{
+	name:  "fs_grep",
+	title: "Search contents",
+	description: "Search file contents for a regular expression, or text with literal. Each result " +
+		"is one line: path, line_number, offset (of the line, for fs_read), text and submatch byte ranges. " +
+		"On a large tree, try output files first. When truncated is true, call again with the reply's cursor. To find files by name use fs_glob.",
+	hints: hints{readOnly: true, idempotent: true},
+	paths: []pathDecl{onePath("path")},
+	run:   (*server).grep,
 }
 
 func (s *server) grep(ctx context.Context, in *grepIn, req *mcp.CallToolRequest) (*obj, error) {
@@ -432,6 +130,35 @@ func (s *server) grep(ctx context.Context, in *grepIn, req *mcp.CallToolRequest)
 	return s.grepPage(p, resp, bound, after)
 }
 
+// rgHints are the advice rg appends to a pattern it refuses, naming its
+// own flags, and what fs_grep's caller can do instead.
+var rgHints = []struct{ advice, instead string }{
+	{"Consider enabling multiline mode with the --multiline flag (or -U for short).\n" +
+		"When multiline mode is enabled, new line characters can be matched.",
+		"fs_grep matches one line at a time, so the pattern cannot contain a line terminator: " +
+			"search for one line's text, then read around the result with fs_read"},
+	{"Consider enabling PCRE2 with the --pcre2 flag, which can handle backreferences\nand look-around.",
+		"fs_grep's patterns are Rust regular expressions, without look-around or backreferences: " +
+			"rewrite the pattern without them, or search for literal text with literal: true"},
+}
+
+// translateRGHints replaces, in an invalid_argument from rg, the advice
+// that names rg's flags with what the tool offers instead.
+func translateRGHints(err error, toolsPrefix string) error {
+	te := fromRPC(err)
+	if te.code != fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT {
+		return err
+	}
+	for _, h := range rgHints {
+		if strings.Contains(te.message, h.advice) {
+			c := *te
+			c.message = strings.TrimSpace(strings.Replace(te.message, h.advice, prefixToolNames(h.instead, toolsPrefix), 1))
+			return &c
+		}
+	}
+	return err
+}
+
 // isTypeName reports whether t can name one of rg's built-in types: a
 // short word, never an rg option or a type definition.
 func isTypeName(t string) bool {
@@ -462,7 +189,7 @@ func (s *server) grepFilesPage(p []byte, output fsmcpv1.GrepOutput, resp *fsmcpv
 	doc.b = append(doc.b, '[')
 	// The cursor: an offset, and with max_results a count, then the path.
 	tail := len(`,"files_matched":,"matches":,"unreadable":`) + 3*20 + pageTail +
-		base64.RawURLEncoding.EncodedLen(2*binary.MaxVarintLen64)
+		cursorLen(2*binary.MaxVarintLen64)
 	var last []byte
 	truncated := resp.GetMore()
 	item := &obj{b: make([]byte, 0, 256)}
@@ -475,7 +202,7 @@ func (s *server) grepFilesPage(p []byte, output fsmcpv1.GrepOutput, resp *fsmcpv
 		item.reset()
 		item.name("path", f.GetPath()).int(field, f.GetCount())
 		item.b = append(item.b, '}')
-		if len(doc.b)+1+len(item.b)+tail+base64.RawURLEncoding.EncodedLen(len(f.GetPath())) > max {
+		if 1+len(item.b) > pageRoom(doc, max, tail, cursorLen(len(f.GetPath()))) {
 			truncated = true
 			break
 		}
@@ -523,7 +250,7 @@ func (s *server) grepPage(p []byte, resp *fsmcpv1.GrepResponse, bound *resultBou
 	doc.b = append(doc.b, '[')
 	// The cursor: an offset, and with max_results a count, then the path.
 	tail := len(`,"files_matched":,"matches":,"unreadable":`) + 3*20 + pageTail +
-		base64.RawURLEncoding.EncodedLen(2*binary.MaxVarintLen64)
+		cursorLen(2*binary.MaxVarintLen64)
 	var last, lastMatch *fsmcpv1.GrepLine
 	truncated := resp.GetMore()
 	buf := &obj{b: make([]byte, 0, 1024)}
@@ -535,14 +262,15 @@ func (s *server) grepPage(p []byte, resp *fsmcpv1.GrepResponse, bound *resultBou
 			reached = true
 			break
 		}
-		fixed := len(doc.b) + 1 + tail + base64.RawURLEncoding.EncodedLen(len(l.GetPath()))
+		// What the line itself may take: the room less its comma.
+		room := pageRoom(doc, max, tail, cursorLen(len(l.GetPath()))) - 1
 		item := grepItem(buf, l, l.GetText())
-		if fixed+len(item) > max {
+		if len(item) > room {
 			if i > 0 {
 				truncated = true
 				break
 			}
-			if item = fitGrepItem(l, max-fixed); item == nil {
+			if item = fitGrepItem(l, room); item == nil {
 				return nil, errf(fsmcpv1.ErrorCode_ERROR_CODE_TOO_LARGE, "one result does not fit in --max-response-bytes")
 			}
 		}
@@ -618,18 +346,6 @@ func grepItem(o *obj, l *fsmcpv1.GrepLine, text []byte) []byte {
 	}
 	o.b = append(o.b, '}')
 	return o.b
-}
-
-// reset empties o for reuse.
-func (o *obj) reset() {
-	o.b = append(o.b[:0], '{')
-	o.n = 0
-}
-
-// pageObj returns an empty document with room for a page of up to max
-// bytes, so that building it does not copy it over and over.
-func pageObj(max int) *obj {
-	return &obj{b: append(make([]byte, 0, min(max, 1<<20)+64), '{')}
 }
 
 // fitGrepItem renders l with as much of its text as fits in avail bytes,
