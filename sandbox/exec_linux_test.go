@@ -22,8 +22,8 @@ func TestExecSeccompPrograms(t *testing.T) {
 	)
 	native := uint32(info.ID)
 	nr := func(name string) uint32 { return uint32(info.SyscallNames[name]) }
-	runner, _ := policiesCond(info, commandDeny(false), commandConditional(nsFlags&^commandNS))
-	command, _ := policiesCond(info, commandDeny(false), commandConditional(nsFlags))
+	runner, _ := policiesCond(info, commandDeny(false, false), commandConditional(nsFlags&^commandNS, false, false))
+	command, _ := policiesCond(info, commandDeny(false, false), commandConditional(nsFlags, false, false))
 	fork := uint64(unix.CLONE_VM | unix.CLONE_VFORK | unix.CLONE_PIDFD | uint64(unix.SIGCHLD))
 	cases := []struct {
 		what            string
@@ -39,7 +39,9 @@ func TestExecSeccompPrograms(t *testing.T) {
 		{"plain fork", nr("clone"), []uint64{fork}, allow, allow},
 		{"unshare", nr("unshare"), []uint64{unix.CLONE_NEWUSER}, eperm, eperm},
 		{"socket", nr("socket"), []uint64{unix.AF_INET, unix.SOCK_DGRAM}, eperm, eperm},
-		{"socketpair", nr("socketpair"), []uint64{unix.AF_UNIX, unix.SOCK_STREAM}, eperm, eperm},
+		{"socketpair", nr("socketpair"), []uint64{unix.AF_INET, unix.SOCK_STREAM}, eperm, eperm},
+		{"socketpair of the unix family", nr("socketpair"), []uint64{unix.AF_UNIX, unix.SOCK_STREAM}, allow, allow},
+		{"socketpair with high bits", nr("socketpair"), []uint64{1<<32 | unix.AF_UNIX, unix.SOCK_STREAM}, eperm, eperm},
 		{"connect", nr("connect"), []uint64{3}, eperm, eperm},
 		{"mount", nr("mount"), nil, eperm, eperm},
 		{"ptrace", nr("ptrace"), nil, eperm, eperm},
@@ -60,7 +62,55 @@ func TestExecSeccompPrograms(t *testing.T) {
 			t.Errorf("command: %s answers %#x, want %#x", c.what, got, c.command)
 		}
 	}
-	if n := CommandSeccompDenied(false); n < 100 {
-		t.Errorf("CommandSeccompDenied(false) = %d", n)
+	if n := CommandSeccompDenied(false, false); n < 100 {
+		t.Errorf("CommandSeccompDenied(false, false) = %d", n)
+	}
+}
+
+// TestCommandFilterNativeChmod: chmod by path is allowed, without set-id
+// bits, only to native commands of a read-only root.
+func TestCommandFilterNativeChmod(t *testing.T) {
+	info, err := arch.GetInfo("")
+	if err != nil {
+		t.Skipf("no system call table for this CPU: %v", err)
+	}
+	const (
+		allow = unix.SECCOMP_RET_ALLOW
+		eperm = unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)
+	)
+	cpu := uint32(info.ID)
+	nr := func(name string) uint32 { return uint32(info.SyscallNames[name]) }
+	for _, c := range []struct {
+		writable, native bool
+		plain, setID     uint32
+	}{
+		{false, false, eperm, eperm},
+		{true, false, eperm, eperm},
+		{true, true, eperm, eperm},
+		{false, true, allow, eperm},
+	} {
+		for _, filter := range []struct {
+			what string
+			ns   uint64
+		}{{"runner", nsFlags &^ commandNS}, {"command", nsFlags}} {
+			prog, _ := policiesCond(info, commandDeny(c.writable, c.native), commandConditional(filter.ns, c.writable, c.native))
+			for _, call := range []struct {
+				name string
+				mode int
+			}{{"chmod", 1}, {"fchmodat", 2}, {"fchmodat2", 2}} {
+				if _, ok := info.SyscallNames[call.name]; !ok {
+					continue
+				}
+				args := []uint64{0, 0, 0}
+				args[call.mode] = 0o755
+				if got := run(t, prog, cpu, nr(call.name), args...); got != c.plain {
+					t.Errorf("%s writable=%v native=%v: %s 0755 answers %#x, want %#x", filter.what, c.writable, c.native, call.name, got, c.plain)
+				}
+				args[call.mode] = 0o4755
+				if got := run(t, prog, cpu, nr(call.name), args...); got != c.setID {
+					t.Errorf("%s writable=%v native=%v: %s 04755 answers %#x, want %#x", filter.what, c.writable, c.native, call.name, got, c.setID)
+				}
+			}
+		}
 	}
 }

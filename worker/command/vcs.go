@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -127,6 +128,22 @@ func (s *Service) git(ctx context.Context, c *vcsCall, capture int64, args ...st
 	if err != nil {
 		return nil, err
 	}
+	env, err := s.gitHardening(ctx, c, timeout)
+	if err != nil {
+		return nil, err
+	}
+	argv := append([]string{"git"}, gitFlags...)
+	argv = append(argv, args...)
+	argv = append(argv, "--")
+	argv = append(argv, c.files...)
+	return s.run(ctx, runSpec{prog: c.prog, argv: argv, env: env, cwd: c.path, lines: c.lines,
+		files: c.prog.files, readDirs: c.prog.readDirs, timeout: timeout, capture: capture})
+}
+
+// gitHardening is the environment of every git command fsmcp runs, for
+// fs_vcs_* and a git granted to fs_exec alike: gitEnv, and gitConfig with
+// each filter driver the repository at c.path defines switched off.
+func (s *Service) gitHardening(ctx context.Context, c *vcsCall, timeout time.Duration) ([]string, error) {
 	config := append([][2]string{}, gitConfig...)
 	drivers, err := s.filterDrivers(ctx, c, timeout)
 	if err != nil {
@@ -138,12 +155,13 @@ func (s *Service) git(ctx context.Context, c *vcsCall, capture int64, args ...st
 		}
 		config = append(config, [2]string{"filter." + d + ".required", "false"})
 	}
-	argv := append([]string{"git"}, gitFlags...)
-	argv = append(argv, args...)
-	argv = append(argv, "--")
-	argv = append(argv, c.files...)
-	return s.run(ctx, runSpec{prog: c.prog, argv: argv, env: append(gitEnv, configEnv(config)...), cwd: c.path, lines: c.lines,
-		files: c.prog.files, readDirs: c.prog.readDirs, timeout: timeout, capture: capture})
+	return append(append([]string{}, gitEnv...), configEnv(config)...), nil
+}
+
+// isGit reports whether the program is git, by the name granted or the
+// file it resolves to.
+func (p *program) isGit() bool {
+	return p.base == "git" || filepath.Base(p.files[0]) == "git"
 }
 
 // filterDrivers lists the filter drivers the repository's configuration
