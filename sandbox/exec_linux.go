@@ -295,7 +295,13 @@ func FilterRunner(writable, native bool) (Seccomp, error) {
 // thread, the one that executes the command: the worker's refusals, no
 // namespaces of any kind.
 func filterCommand(writable, native bool) (Seccomp, error) {
-	return installCond(commandDeny(writable, native), commandConditional(nsFlags, writable, native), false)
+	sc, err := installCond(commandDeny(writable, native), commandConditional(nsFlags, writable, native), false)
+	if err != nil {
+		return sc, err
+	}
+	// Last, so that its success prevails over the refusals (see
+	// sameIDsProgram).
+	return sc, filterSameIDs()
 }
 
 // commandReads are system calls the worker never makes but ordinary

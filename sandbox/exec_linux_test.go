@@ -1,9 +1,11 @@
 package sandbox
 
 import (
+	"encoding/binary"
 	"testing"
 
 	"github.com/elastic/go-seccomp-bpf/arch"
+	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 )
 
@@ -111,6 +113,60 @@ func TestCommandFilterNativeChmod(t *testing.T) {
 					t.Errorf("%s writable=%v native=%v: %s 04755 answers %#x, want %#x", filter.what, c.writable, c.native, call.name, got, c.setID)
 				}
 			}
+		}
+	}
+}
+
+// TestSameIDsProgram: a set*id call to the caller's own ids (or -1) is
+// answered with success, any other id left to the other filters' EPERM.
+func TestSameIDsProgram(t *testing.T) {
+	info, err := arch.GetInfo("")
+	if err != nil {
+		t.Skipf("no system call table for this CPU: %v", err)
+	}
+	const uid, gid, minus1 = 65534, 65533, 0xffffffff
+	vm, err := bpf.NewVM(sameIDsProgram(info, uid, gid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nr := func(name string) uint32 { return uint32(info.SyscallNames[name]) }
+	ret0, allow := uint32(unix.SECCOMP_RET_ERRNO), uint32(unix.SECCOMP_RET_ALLOW)
+	for _, c := range []struct {
+		what string
+		arch uint32
+		nr   uint32
+		args []uint64
+		want uint32
+	}{
+		{"setresuid(-1, own, -1)", uint32(info.ID), nr("setresuid"), []uint64{minus1, uid, minus1}, ret0},
+		{"setresgid(-1, own, -1)", uint32(info.ID), nr("setresgid"), []uint64{minus1, gid, minus1}, ret0},
+		{"setuid(own)", uint32(info.ID), nr("setuid"), []uint64{uid}, ret0},
+		{"setuid(0)", uint32(info.ID), nr("setuid"), []uint64{0}, allow},
+		{"setresuid(-1, 0, -1)", uint32(info.ID), nr("setresuid"), []uint64{minus1, 0, minus1}, allow},
+		{"setresuid(own, own, 0)", uint32(info.ID), nr("setresuid"), []uint64{uid, uid, 0}, allow},
+		{"setresgid with the uid", uint32(info.ID), nr("setresgid"), []uint64{uid, uid, uid}, allow},
+		{"setreuid(own, own)", uint32(info.ID), nr("setreuid"), []uint64{uid, uid}, ret0},
+		{"another architecture", uint32(info.ID) ^ 1, nr("setuid"), []uint64{uid}, allow},
+		{"getpid", uint32(info.ID), nr("getpid"), nil, allow},
+	} {
+		data := make([]byte, 64)
+		put := func(off int, v uint32) { binary.BigEndian.PutUint32(data[off:], v) }
+		put(0, c.nr)
+		put(4, c.arch)
+		for i, a := range c.args {
+			lo, hi := 16+8*i, 16+8*i+4
+			if nativeBigEndian() {
+				lo, hi = hi, lo
+			}
+			put(lo, uint32(a))
+			put(hi, uint32(a>>32))
+		}
+		out, err := vm.Run(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if uint32(out) != c.want {
+			t.Errorf("%s answers %#x, want %#x", c.what, out, c.want)
 		}
 	}
 }

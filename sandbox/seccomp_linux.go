@@ -325,6 +325,11 @@ func load(pol seccomp.Policy, flags uintptr) error {
 	if err != nil {
 		return err
 	}
+	return loadBPF(insts, flags)
+}
+
+// loadBPF attaches the program insts as load does.
+func loadBPF(insts []bpf.Instruction, flags uintptr) error {
 	raw, err := bpf.Assemble(insts)
 	if err != nil {
 		return err
