@@ -209,7 +209,7 @@ func (s *Service) Exec(ctx context.Context, req *fsmcpv1.ExecRequest) (*fsmcpv1.
 		// A granted git gets fs_vcs's hardening: no system or global
 		// configuration, the repository's programs switched off.
 		c := &vcsCall{backend: "git", prog: prog, path: req.GetCwd(), timeout: timeout.Milliseconds(), lines: lines}
-		hardening, err := s.gitHardening(ctx, c, timeout)
+		hardening, err := s.gitHardening(ctx, c, timeout, gitExecConfig)
 		if err != nil {
 			return nil, err
 		}

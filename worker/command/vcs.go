@@ -6,6 +6,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -128,7 +129,7 @@ func (s *Service) git(ctx context.Context, c *vcsCall, capture int64, args ...st
 	if err != nil {
 		return nil, err
 	}
-	env, err := s.gitHardening(ctx, c, timeout)
+	env, err := s.gitHardening(ctx, c, timeout, gitConfig)
 	if err != nil {
 		return nil, err
 	}
@@ -140,11 +141,18 @@ func (s *Service) git(ctx context.Context, c *vcsCall, capture int64, args ...st
 		files: c.prog.files, readDirs: c.prog.readDirs, timeout: timeout, capture: capture})
 }
 
+// gitExecConfig is gitConfig for a git granted to fs_exec, without
+// diff.external: git runs an empty one as a program named "" (fs_vcs_diff
+// passes --no-ext-diff, a command's own git diff does not). A
+// repository's own diff.external is still not executable to the command.
+var gitExecConfig = slices.DeleteFunc(slices.Clone(gitConfig), func(kv [2]string) bool { return kv[0] == "diff.external" })
+
 // gitHardening is the environment of every git command fsmcp runs, for
-// fs_vcs_* and a git granted to fs_exec alike: gitEnv, and gitConfig with
-// each filter driver the repository at c.path defines switched off.
-func (s *Service) gitHardening(ctx context.Context, c *vcsCall, timeout time.Duration) ([]string, error) {
-	config := append([][2]string{}, gitConfig...)
+// fs_vcs_* (with gitConfig) and a git granted to fs_exec (gitExecConfig)
+// alike: gitEnv, and the configuration with each filter driver the
+// repository at c.path defines switched off.
+func (s *Service) gitHardening(ctx context.Context, c *vcsCall, timeout time.Duration, base [][2]string) ([]string, error) {
+	config := slices.Clone(base)
 	drivers, err := s.filterDrivers(ctx, c, timeout)
 	if err != nil {
 		return nil, err
