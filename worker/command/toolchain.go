@@ -38,7 +38,8 @@ func toolHelpers(path, real string) ([]string, error) {
 	base, realBase := filepath.Base(path), filepath.Base(real)
 	switch {
 	case base == "go" || realBase == "go":
-		dir, err := version([]string{path, "env", "GOTOOLDIR"}, []string{"GOTOOLCHAIN=local", "HOME=/nonexistent"})
+		// No HOME: go would make its telemetry directory there.
+		dir, err := version([]string{path, "env", "GOTOOLDIR"}, []string{"GOTOOLCHAIN=local"})
 		if err != nil {
 			return nil, err
 		}
