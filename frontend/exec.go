@@ -158,9 +158,16 @@ func commandTools(cfg *Config) []*tool {
 	var ts []*tool
 	if len(cfg.Exec.Programs) > 0 {
 		writable := cfg.Exec.Writable
+		runs := "nothing beneath the root executable"
+		if cfg.Exec.Native {
+			runs = "what commands build may run"
+		}
+		if cfg.Exec.Cache != "" {
+			runs += ", a persistent build cache at $FSMCP_CACHE"
+		}
 		t := defineTool(execToolName, "Run one of the operator's granted programs (an argv, never a shell string) in a kernel "+
 			"confinement: the root read-only unless the operator allowed writes, a private scratch HOME and TMPDIR, no network, "+
-			"nothing beneath the root executable. Reply: exit or signal, timed_out, duration_ms, stdout and stderr each with "+
+			runs+". Reply: exit or signal, timed_out, duration_ms, stdout and stderr each with "+
 			"its encoding (utf8 or base64) and truncated. A non-zero exit is an ordinary result.",
 			!writable, writable, false, (*server).exec).titled("Run command").paths(onePath("cwd"))
 		t.ownDeadline = true
