@@ -10,6 +10,7 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/sys/unix"
@@ -51,7 +52,10 @@ func ExecMain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	var serverErr bytes.Buffer
+	// The server's stderr (its start line, the audit log, what its
+	// processes say) is shown only when it fails. Several goroutines
+	// write it: the processes' copiers, the audit log, the server.
+	var serverErr lockedBuffer
 	served := make(chan int, 1)
 	go func() {
 		code := Main(ctx, flags, inR, outW, &serverErr, Hooks{})
@@ -65,7 +69,7 @@ func ExecMain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	inW.Close()
 	if c := <-served; err != nil {
 		if c != 0 {
-			stderr.Write(serverErr.Bytes())
+			serverErr.writeTo(stderr)
 		}
 		fmt.Fprintf(stderr, "fsmcp exec: %v\n", err)
 		return execRefused
@@ -143,4 +147,22 @@ func execCall(ctx context.Context, r io.ReadCloser, w io.WriteCloser, tool strin
 		return 128 + int(n), nil
 	}
 	return 0, fmt.Errorf("the command ended by %s", strconv.Quote(doc.Signal))
+}
+
+// lockedBuffer is a bytes.Buffer that goroutines may write at once.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) writeTo(w io.Writer) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	w.Write(l.b.Bytes())
 }
