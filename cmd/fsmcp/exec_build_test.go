@@ -418,3 +418,39 @@ func withNative(flags []string) []string {
 	}
 	return flags
 }
+
+// TestExecBuildFlagValidation: the build flags need --exec, the cache
+// must exist outside the root, and --exec-env takes a name that fsmcp
+// does not set itself, from fsmcp's environment when no value is given.
+func TestExecBuildFlagValidation(t *testing.T) {
+	root := t.TempDir()
+	for _, c := range []struct {
+		flags []string
+		want  string
+	}{
+		{[]string{"--exec-native"}, "need --exec"},
+		{[]string{"--exec-cache", t.TempDir()}, "need --exec"},
+		{[]string{"--exec-env", "A=1"}, "need --exec"},
+		{[]string{"--exec", "/bin/sh", "--exec-cache", "cache"}, "not an absolute path"},
+		{[]string{"--exec", "/bin/sh", "--exec-cache", "/nonexistent-cache"}, "no such file"},
+		{[]string{"--exec", "/bin/sh", "--exec-cache", "/etc/passwd"}, "not a directory"},
+		{[]string{"--exec", "/bin/sh", "--exec-cache", root}, "overlaps the root"},
+		{[]string{"--exec", "/bin/sh", "--exec-cache", filepath.Dir(root)}, "overlaps the root"},
+		{[]string{"--exec", "/bin/sh", "--exec-env", "1A=x"}, "want NAME or NAME=VALUE"},
+		{[]string{"--exec", "/bin/sh", "--exec-env", "HOME=/"}, "set by fsmcp"},
+		{[]string{"--exec", "/bin/sh", "--exec-env", "FSMCP_CACHE"}, "set by fsmcp"},
+		{[]string{"--exec", "/bin/sh", "--exec-env", "FSMCP_TEST_UNSET_VARIABLE"}, "not set in fsmcp's environment"},
+	} {
+		out, err := fsmcpCommand(root, c.flags...).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), c.want) {
+			t.Errorf("flags %q: err %v, output %q, want %q", c.flags, err, out, c.want)
+		}
+	}
+	// NAME alone passes fsmcp's own value.
+	sp := spawn(t, root, "--exec", "/bin/sh", "--exec-env", "FSMCP_TEST_PASSED")
+	sp.cmd.Env = append(sp.cmd.Env, "FSMCP_TEST_PASSED=from fsmcp")
+	r := connectWith(t, sp, nil, "").execCall(sh(`echo "$FSMCP_TEST_PASSED"`))
+	if string(r.stream(t, "stdout")) != "from fsmcp\n" {
+		t.Errorf("--exec-env NAME: %s", r.text)
+	}
+}
