@@ -202,9 +202,9 @@ func gitIn(t *testing.T, dir string, args ...string) {
 }
 
 // TestExecGitGranted: a git granted to fs_exec reads no system or global
-// configuration (this host's /etc/gitconfig is unreadable to commands)
-// and runs none of the repository's programs: a required clean filter is
-// switched off, so status and diff work.
+// configuration (a host's /etc/gitconfig is unreadable to commands), also
+// when a shell runs it, and runs none of the repository's programs: a
+// required clean filter is switched off, so status and diff work.
 func TestExecGitGranted(t *testing.T) {
 	root := t.TempDir()
 	gitRepo(t, root)
@@ -213,12 +213,14 @@ func TestExecGitGranted(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, ".git/info/attributes"), []byte("* filter=evil\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s := start(t, root, "--exec", "/usr/bin/git")
+	s := start(t, root, "--exec", "/usr/bin/git", "--exec", "/bin/sh")
 	for _, c := range []struct {
 		argv []string
 		want string
 	}{
 		{[]string{"git", "log", "--oneline"}, " first\n"},
+		{[]string{"sh", "-c", "git log --oneline"}, " first\n"},
+		{[]string{"sh", "-c", "echo $GIT_CONFIG_NOSYSTEM $GIT_CONFIG_GLOBAL"}, "1 /dev/null\n"},
 		{[]string{"git", "status", "--short"}, " M f\n"},
 		{[]string{"git", "diff"}, "+b\n"},
 	} {

@@ -64,6 +64,7 @@ func run(args []string) error {
 		svc.programs = append(svc.programs, prog)
 		execFiles = append(execFiles, prog.files...)
 		svc.helpers = append(svc.helpers, prog.helpers...)
+		svc.gitGranted = svc.gitGranted || prog.isGit()
 	}
 	var vcsReadDirs []string
 	for _, v := range cfg.VCS {
