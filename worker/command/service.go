@@ -42,6 +42,8 @@ type Service struct {
 	env    []string
 	// helpers are what granting the programs granted besides them.
 	helpers []string
+	// gitGranted: git is one of the programs.
+	gitGranted bool
 	// calls are the running Exec calls that asked for progress, by
 	// call_id.
 	callsMu    sync.Mutex
@@ -205,15 +207,20 @@ func (s *Service) Exec(ctx context.Context, req *fsmcpv1.ExecRequest) (*fsmcpv1.
 		}
 	}
 	env := s.env
-	if prog.isGit() {
-		// A granted git gets fs_vcs's hardening: no system or global
-		// configuration, the repository's programs switched off.
-		c := &vcsCall{backend: "git", prog: prog, path: req.GetCwd(), timeout: timeout.Milliseconds(), lines: lines}
-		hardening, err := s.gitHardening(ctx, c, timeout, gitExecConfig)
-		if err != nil {
-			return nil, err
+	if s.gitGranted {
+		// A granted git gets fs_vcs's hardening, however it is run (by
+		// a shell, by make): no system or global configuration, the
+		// repository's programs switched off. Each filter driver is
+		// named when git itself is argv[0]. The operator's --exec-env
+		// comes last, and so prevails.
+		hardening := append(slices.Clone(gitEnv), configEnv(gitExecConfig)...)
+		if prog.isGit() {
+			c := &vcsCall{backend: "git", prog: prog, path: req.GetCwd(), timeout: timeout.Milliseconds(), lines: lines}
+			if hardening, err = s.gitHardening(ctx, c, timeout, gitExecConfig); err != nil {
+				return nil, err
+			}
 		}
-		env = append(append([]string{}, env...), hardening...)
+		env = append(hardening, env...)
 	}
 	spec := runSpec{prog: prog, argv: argv, env: env, cwd: req.GetCwd(), stdin: req.GetStdin(), lines: lines, protected: protected,
 		writable: s.writable, native: s.native, cache: s.cache != "", files: s.execFiles, readDirs: s.readDirs, timeout: timeout, capture: capture}
