@@ -274,6 +274,9 @@ type execConfinementShape struct {
 		Result  string `json:"result"`
 		Refused bool   `json:"refused"`
 	} `json:"selftest"`
+	Native  bool     `json:"native"`
+	Cache   string   `json:"cache"`
+	Helpers []string `json:"helpers"`
 }
 
 type listShape struct {
@@ -521,6 +524,7 @@ type execShape struct {
 	Stdout          string `json:"stdout"`
 	StdoutEncoding  string `json:"stdout_encoding"`
 	StdoutTruncated bool   `json:"stdout_truncated"`
+	PastCallTimeout bool   `json:"past_call_timeout,omitempty"`
 }
 
 type vcsStatusShape struct {

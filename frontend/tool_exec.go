@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"sync/atomic"
 	"time"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
@@ -24,6 +26,8 @@ type execClient struct {
 	confinement *fsmcpv1.ExecConfinement
 	// pids is the commands' pids cgroup, nil without one.
 	pids *sandbox.PidsCgroup
+	// calls numbers the Exec calls that ask for progress (call_id).
+	calls atomic.Uint64
 }
 
 // startExec starts the command runner when a command flag asks for one,
@@ -56,6 +60,9 @@ func startExec(ctx context.Context, cfg *Config, stderr io.Writer) (*execClient,
 		Programs:        cfg.Exec.Programs,
 		ReadDirs:        cfg.Exec.ReadDirs,
 		Writable:        cfg.Exec.Writable,
+		Native:          cfg.Exec.Native,
+		Cache:           cfg.Exec.Cache,
+		Env:             cfg.Exec.EnvVars,
 		MaxTimeoutS:     cfg.Exec.MaxTimeoutS,
 		VCS:             cfg.Exec.VCSPrograms,
 		AllowNoLandlock: cfg.AllowNoLandlock,
@@ -151,9 +158,16 @@ func commandTools(cfg *Config) []*tool {
 	var ts []*tool
 	if len(cfg.Exec.Programs) > 0 {
 		writable := cfg.Exec.Writable
+		runs := "nothing beneath the root executable"
+		if cfg.Exec.Native {
+			runs = "what commands build may run"
+		}
+		if cfg.Exec.Cache != "" {
+			runs += ", a persistent build cache at $FSMCP_CACHE"
+		}
 		t := defineTool(execToolName, "Run one of the operator's granted programs (an argv, never a shell string) in a kernel "+
 			"confinement: the root read-only unless the operator allowed writes, a private scratch HOME and TMPDIR, no network, "+
-			"nothing beneath the root executable. Reply: exit or signal, timed_out, duration_ms, stdout and stderr each with "+
+			runs+". Reply: exit or signal, timed_out, duration_ms, stdout and stderr each with "+
 			"its encoding (utf8 or base64) and truncated. A non-zero exit is an ordinary result.",
 			!writable, writable, false, (*server).exec).titled("Run command").paths(onePath("cwd"))
 		t.ownDeadline = true
@@ -186,7 +200,7 @@ func maxBytesArg(v *int64) (int64, error) {
 	return *v, nil
 }
 
-func (s *server) exec(ctx context.Context, in *execIn, _ *mcp.CallToolRequest) (*obj, error) {
+func (s *server) exec(ctx context.Context, in *execIn, req *mcp.CallToolRequest) (*obj, error) {
 	if len(in.Argv) == 0 {
 		return nil, invalidf("argv must name a program")
 	}
@@ -221,24 +235,68 @@ func (s *server) exec(ctx context.Context, in *execIn, _ *mcp.CallToolRequest) (
 	if err != nil {
 		return nil, err
 	}
-	req := &fsmcpv1.ExecRequest{Argv: in.Argv, Cwd: cwd, Stdin: stdin, TimeoutMs: timeout.Milliseconds(), MaxBytes: maxBytes}
+	ereq := &fsmcpv1.ExecRequest{Argv: in.Argv, Cwd: cwd, Stdin: stdin, TimeoutMs: timeout.Milliseconds(), MaxBytes: maxBytes}
 	if in.Grep != nil {
-		req.Grep, req.HasGrep = *in.Grep, true
+		ereq.Grep, ereq.HasGrep = *in.Grep, true
 	}
 	if s.cfg.Exec.Writable {
-		if req.Protected, err = s.derivedPaths(ctx); err != nil {
+		if ereq.Protected, err = s.derivedPaths(ctx); err != nil {
 			return nil, err
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout+execGrace)
 	defer cancel()
-	resp, err := s.ec.Exec(ctx, req)
+	if req != nil && req.Params != nil && req.Params.GetProgressToken() != nil {
+		ereq.CallId = strconv.FormatUint(s.ec.calls.Add(1), 10)
+		defer s.execProgress(ctx, ereq.CallId, progressFunc(ctx, req))()
+	}
+	resp, err := s.ec.Exec(ctx, ereq)
 	if err != nil {
 		return nil, err
 	}
 	doc := newObj().bool("ok", true)
 	commandResult(doc, resp.GetResult(), true, int(s.cfg.MaxResponseBytes)-doc.size()-commandFields)
+	if time.Duration(resp.GetResult().GetDurationMs())*time.Millisecond > s.cfg.CallTimeout {
+		// A client that does not reset its timeout on progress gave up
+		// on this call before the command ended.
+		doc.bool("past_call_timeout", true)
+	}
 	return doc, nil
+}
+
+// execProgressEvery is how often a running command's progress is asked
+// for and sent: well within the 5 s the contract allows between two
+// notifications.
+const execProgressEvery = 2 * time.Second
+
+// execProgress sends a progress notification for the running command
+// callID every execProgressEvery: elapsed seconds as the progress, and
+// the output bytes so far in the message. The returned function stops it
+// and waits for the last notification to be sent.
+func (s *server) execProgress(ctx context.Context, callID string, notify func(float64, string)) (stop func()) {
+	done := make(chan struct{})
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		tick := time.NewTicker(execProgressEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			p, err := s.ec.ExecProgress(ctx, &fsmcpv1.ExecProgressRequest{CallId: callID})
+			if err != nil || !p.GetRunning() {
+				continue
+			}
+			elapsed := float64(p.GetElapsedMs()) / 1000
+			notify(elapsed, fmt.Sprintf("running for %.0f s, %d bytes of output", elapsed, p.GetOutputBytes()))
+		}
+	}()
+	return func() { close(done); <-ended }
 }
 
 // derivedPaths are the paths the worker's derived protection covers now
@@ -341,7 +399,10 @@ func execConfinementDoc(c *fsmcpv1.ExecConfinement) *obj {
 		rawValue("vcs_read_dirs", strs(c.GetVcsReadDirs())).
 		object("pids", pidsDoc(c)).
 		rawValue("metadata_guards", strs(c.GetMetadataGuards())).
-		rawValue("selftest", selftestDoc(c.GetSelftest()))
+		rawValue("selftest", selftestDoc(c.GetSelftest())).
+		bool("native", c.GetNative()).
+		str("cache", c.GetCache()).
+		rawValue("helpers", strs(c.GetHelpers()))
 }
 
 // pidsDoc attests what bounds the tasks of all commands together.

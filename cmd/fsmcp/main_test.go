@@ -70,7 +70,7 @@ func stateDirIn(t *testing.T, parent string, uid, gid int) string {
 
 // fsmcpCommand is the command line of a front-end serving root.
 func fsmcpCommand(root string, flags ...string) *exec.Cmd {
-	cmd := exec.Command(os.Args[0], append([]string{"--root", root}, flags...)...)
+	cmd := exec.Command(os.Args[0], append([]string{"--root", root}, withNative(flags)...)...)
 	cmd.Env = append(os.Environ(), "FSMCP_TEST_FRONTEND=1", "GORACE=atexit_sleep_ms=0")
 	return cmd
 }
