@@ -22,6 +22,7 @@ import (
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/proto/jsontext"
 	"github.com/fsmcp/fsmcp/sandbox"
+	"github.com/fsmcp/fsmcp/worker/internal/rgjson"
 	"google.golang.org/grpc"
 )
 
@@ -752,17 +753,17 @@ func (s *Service) Grep(req *fsmcpv1.GrepRequest, stream grpc.ServerStreamingServ
 	run := s.newRG(stream.Context(), op, t, grepProgress(stream))
 	var sawSummary bool
 	consume := func(r io.Reader) error {
-		rd := newRGReader(r, maxText, maxSubmatches)
-		var ev rgEvent
+		rd := rgjson.NewReader(r, maxText, maxSubmatches)
+		var ev rgjson.Event
 		// rg writes each file's messages together, from its begin to its
 		// end: while the current file's lines cannot be kept, only their
 		// type is decoded, to count them.
 		var cur *lineBlock
-		passOver := func(typ eventType) bool {
-			return (typ == eventMatch || typ == eventContext) && cur != nil && (cur.skip || cur.full)
+		passOver := func(typ rgjson.Type) bool {
+			return (typ == rgjson.Match || typ == rgjson.Context) && cur != nil && (cur.skip || cur.full)
 		}
 		for {
-			err := rd.next(&ev, passOver)
+			err := rd.Next(&ev, passOver)
 			if err == io.EOF {
 				page.closeAll()
 				return nil
@@ -770,32 +771,32 @@ func (s *Service) Grep(req *fsmcpv1.GrepRequest, stream grpc.ServerStreamingServ
 			if err != nil {
 				return err
 			}
-			if ev.passedOver {
+			if ev.PassedOver {
 				// Counted, not kept.
-				if ev.typ == eventMatch && cur.path != nil {
+				if ev.Type == rgjson.Match && cur.path != nil {
 					run.matches.Add(1)
 				}
 				continue
 			}
-			switch ev.typ {
-			case eventBegin:
-				cur = page.block(t, ev.path)
-			case eventMatch, eventContext:
-				if !ev.hasPath {
+			switch ev.Type {
+			case rgjson.Begin:
+				cur = page.block(t, ev.Path)
+			case rgjson.Match, rgjson.Context:
+				if !ev.HasPath {
 					return errors.New("a line without a path")
 				}
 				if !page.line(t, &ev) {
 					continue
 				}
-				if ev.typ == eventMatch {
+				if ev.Type == rgjson.Match {
 					run.matches.Add(1)
 				}
-			case eventEnd:
+			case rgjson.End:
 				cur = nil
-				if page.end(ev.path) {
+				if page.end(ev.Path) {
 					run.files.Add(1)
 				}
-			case eventSummary:
+			case rgjson.Summary:
 				sawSummary = true
 			}
 		}
@@ -872,15 +873,15 @@ func (lp *linePage) block(t *searchTarget, rgPath []byte) *lineBlock {
 
 // line records a match or context line; it reports false if the line's
 // file must not be shown at all.
-func (lp *linePage) line(t *searchTarget, ev *rgEvent) bool {
-	b := lp.block(t, ev.path)
+func (lp *linePage) line(t *searchTarget, ev *rgjson.Event) bool {
+	b := lp.block(t, ev.Path)
 	if b.path == nil && b.skip {
 		return false
 	}
 	switch {
 	case b.skip:
 		return true
-	case lp.hasAfter && bytes.Equal(b.path, lp.after) && ev.offset <= lp.afterOffset:
+	case lp.hasAfter && bytes.Equal(b.path, lp.after) && ev.Offset <= lp.afterOffset:
 		return true
 	case b.cost >= lp.budget:
 		b.full = true
@@ -888,17 +889,17 @@ func (lp *linePage) line(t *searchTarget, ev *rgEvent) bool {
 	}
 	l := &fsmcpv1.GrepLine{
 		Path:                b.path,
-		LineNumber:          ev.lineNumber,
-		Offset:              ev.offset,
-		Text:                bytes.Clone(ev.text),
-		Context:             ev.typ == eventContext,
-		LineLength:          ev.textLen,
-		SubmatchesTruncated: ev.moreSubmatches,
+		LineNumber:          ev.LineNumber,
+		Offset:              ev.Offset,
+		Text:                bytes.Clone(ev.Text),
+		Context:             ev.Type == rgjson.Context,
+		LineLength:          ev.TextLen,
+		SubmatchesTruncated: ev.MoreSubmatches,
 	}
-	if len(ev.submatches) > 0 {
-		l.Submatches = make([]*fsmcpv1.Submatch, len(ev.submatches))
-		for i, m := range ev.submatches {
-			l.Submatches[i] = &fsmcpv1.Submatch{Start: m.start, End: m.end}
+	if len(ev.Submatches) > 0 {
+		l.Submatches = make([]*fsmcpv1.Submatch, len(ev.Submatches))
+		for i, m := range ev.Submatches {
+			l.Submatches[i] = &fsmcpv1.Submatch{Start: m.Start, End: m.End}
 		}
 	}
 	b.lines = append(b.lines, l)

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sort"
 	"testing"
+
+	"github.com/fsmcp/fsmcp/worker/internal/rgjson"
 )
 
 // feedLines gives page the lines of files the way rg reports them: each
@@ -16,8 +18,8 @@ func feedLines(t *searchTarget, page *linePage, files map[string][]int64, order 
 		rgPath := []byte("./" + name)
 		page.block(t, rgPath)
 		for i, off := range files[name] {
-			ev := rgEvent{typ: eventMatch, path: rgPath, hasPath: true, lineNumber: int64(i + 1), offset: off,
-				text: bytes.Repeat([]byte("x"), int(off%50)), textLen: off % 50}
+			ev := rgjson.Event{Type: rgjson.Match, Path: rgPath, HasPath: true, LineNumber: int64(i + 1), Offset: off,
+				Text: bytes.Repeat([]byte("x"), int(off%50)), TextLen: off % 50}
 			page.line(t, &ev)
 		}
 		page.end(rgPath)

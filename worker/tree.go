@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/worker/internal/rgjson"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 )
@@ -229,7 +230,7 @@ func (l *treeLog) line(b []byte) {
 		l.skipped[string(rest[:k])] = true
 		return
 	}
-	if len(b) < maxPathBytes {
+	if len(b) < rgjson.MaxPathBytes {
 		l.pending = bytes.Clone(b)
 	}
 }
@@ -259,7 +260,7 @@ func (d *debugSplitter) Write(p []byte) (int, error) {
 		switch {
 		case d.open:
 			d.held += len(line) + 1
-			d.open = !recordEnds(line) && d.held < maxPathBytes
+			d.open = !recordEnds(line) && d.held < rgjson.MaxPathBytes
 			d.debug(line)
 		case bytes.HasPrefix(line, []byte("DEBUG|")):
 			d.open, d.held = bytes.Contains(line, []byte("ignoring ./")) && !recordEnds(line), len(line)
@@ -269,7 +270,7 @@ func (d *debugSplitter) Write(p []byte) (int, error) {
 		}
 		d.buf = d.buf[i+1:]
 	}
-	if len(d.buf) > maxPathBytes*2 {
+	if len(d.buf) > rgjson.MaxPathBytes*2 {
 		d.rest.Write(d.buf)
 		d.buf = d.buf[:0]
 	}
