@@ -13,6 +13,7 @@ import (
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/sandbox"
+	"github.com/fsmcp/fsmcp/worker/internal/selftest"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 )
@@ -185,15 +186,15 @@ func run(args []string, hooks Hooks) error {
 		return err
 	}
 	rootName := *svc.rootPath.name.Load()
-	outside := outsidePath(rootName)
+	outside := selftest.OutsidePath(rootName)
 	if hooks.SelftestOutside != nil {
 		outside = hooks.SelftestOutside(rootName, outside)
 	}
-	conf.Selftest, err = selftest(selftestConfig{
-		outside: outside, exe: exe, devNull: devNull,
-		fsEnforced:      st.ABI > 0,
-		netEnforced:     sc.Mode == "filter" || st.NetworkDenied,
-		seccompEnforced: sc.Mode == "filter",
+	conf.Selftest, err = selftest.Run(selftest.Config{
+		Outside: outside, Exe: exe, DevNull: devNull,
+		FSEnforced:      st.ABI > 0,
+		NetEnforced:     sc.Mode == "filter" || st.NetworkDenied,
+		SeccompEnforced: sc.Mode == "filter",
 	})
 	if err != nil {
 		return err
