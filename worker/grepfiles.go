@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/worker/internal/paging"
 	"google.golang.org/grpc"
 )
 
@@ -18,9 +19,9 @@ import (
 func (s *Service) grepByFile(req *fsmcpv1.GrepRequest, t *searchTarget, opts, args []string,
 	stream grpc.ServerStreamingServer[fsmcpv1.GrepResponse]) error {
 	const op = "grep"
-	page := newKeyedPage(req.GetAfterPath(), req.GetHasAfter(), pageBudget(req.GetMaxBytes()),
+	page := paging.NewKeyed(req.GetAfterPath(), req.GetHasAfter(), paging.Budget(req.GetMaxBytes()),
 		func(fc *fsmcpv1.FileCount) []byte { return fc.Path },
-		func(fc *fsmcpv1.FileCount) int64 { return int64(len(fc.Path)) + pathAllowance + 24 },
+		func(fc *fsmcpv1.FileCount) int64 { return int64(len(fc.Path)) + paging.PathAllowance + 24 },
 		func(fc *fsmcpv1.FileCount) *fsmcpv1.FileCount {
 			return &fsmcpv1.FileCount{Path: bytes.Clone(fc.Path), Count: fc.Count}
 		})
@@ -56,7 +57,7 @@ func (s *Service) grepByFile(req *fsmcpv1.GrepRequest, t *searchTarget, opts, ar
 			run.files.Add(1)
 			run.matches.Add(n)
 			fc.Path, fc.Count = p, n
-			page.add(&fc)
+			page.Add(&fc)
 		}
 	}
 	if err := run.run(args, consume); err != nil {
@@ -66,7 +67,7 @@ func (s *Service) grepByFile(req *fsmcpv1.GrepRequest, t *searchTarget, opts, ar
 	if err != nil {
 		return err
 	}
-	counts, more := page.result()
+	counts, more := page.Result()
 	return stream.Send(&fsmcpv1.GrepResponse{Files: counts, More: more, Done: true,
 		FilesSearched: run.files.Load(), Matches: run.matches.Load(), Errors: errs})
 }

@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/worker/internal/paging"
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
 )
@@ -62,10 +63,10 @@ func (s *Service) listDir(ctx context.Context, fd int, rel, p string, req *fsmcp
 	if req.GetHasAfter() {
 		after = req.GetAfter()
 		if byNumber {
-			after = append(appendDescending(nil, req.GetAfterKey()), after...)
+			after = append(paging.AppendDescending(nil, req.GetAfterKey()), after...)
 		}
 	}
-	page := newKeyedPage(after, req.GetHasAfter(), budget,
+	page := paging.NewKeyed(after, req.GetHasAfter(), budget,
 		func(it *listItem) []byte { return it.key },
 		func(it *listItem) int64 { return int64(len(it.key)-it.off) + entryAllowance },
 		(*listItem).clone)
@@ -93,17 +94,17 @@ func (s *Service) listDir(ctx context.Context, fd int, rel, p string, req *fsmcp
 			if order == fsmcpv1.ListingSort_LISTING_SORT_MTIME {
 				n = it.st.Mtim.Nano()
 			}
-			it.key = appendDescending(it.key, n)
+			it.key = paging.AppendDescending(it.key, n)
 			it.off = len(it.key)
 		}
 		it.key = append(it.key, name...)
-		page.add(&it)
+		page.Add(&it)
 		return nil
 	})
 	if err != nil {
 		return nil, fsError("readdir", p, err)
 	}
-	items, more := page.result()
+	items, more := page.Result()
 	if !statAll {
 		if err := statItems(fd, items); err != nil {
 			return nil, fsError("lstat", p, err)

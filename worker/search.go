@@ -12,7 +12,6 @@ import (
 	"path"
 	"runtime"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,6 +21,7 @@ import (
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/proto/jsontext"
 	"github.com/fsmcp/fsmcp/sandbox"
+	"github.com/fsmcp/fsmcp/worker/internal/paging"
 	"github.com/fsmcp/fsmcp/worker/internal/rgjson"
 	"google.golang.org/grpc"
 )
@@ -53,21 +53,12 @@ const (
 	progressEvery = 250 * time.Millisecond
 	// maxSearchTime bounds a search whose caller set no deadline.
 	maxSearchTime = 10 * time.Minute
-	// defaultPageBytes is the page budget when the request sets none.
-	defaultPageBytes = 1 << 20
 	// stderrKeep is how much of rg's stderr is kept to explain a failure.
 	stderrKeep = 8 << 10
 	// tempGlob excludes the temp files of atomic writes. It is passed
 	// after the client's globs because in rg the last matching glob
 	// wins, so no client glob can re-include them.
 	tempGlob = "--glob=!" + tempPrefix + "*"
-	// lineAllowance and submatchAllowance estimate the JSON a line and a
-	// submatch cost beyond their text; the front-end cuts pages exactly.
-	lineAllowance     = 96
-	submatchAllowance = 32
-	// pathAllowance estimates the JSON a listed path costs beyond its
-	// bytes.
-	pathAllowance = 16
 )
 
 // searchTarget is the resolved path argument of a search: the directory rg
@@ -472,14 +463,6 @@ func (s *Service) checkArgs(ctx context.Context, op string, t *searchTarget, opt
 	return nil
 }
 
-// pageBudget is the estimated reply size a page stops at.
-func pageBudget(maxBytes int64) int64 {
-	if maxBytes <= 0 {
-		return defaultPageBytes
-	}
-	return maxBytes
-}
-
 // Glob implements fsmcpv1.WorkerServiceServer: rg --files with the pattern
 // as a glob, paths sorted by bytes, one page after req.After.
 func (s *Service) Glob(req *fsmcpv1.GlobRequest, stream grpc.ServerStreamingServer[fsmcpv1.GlobResponse]) error {
@@ -512,9 +495,9 @@ func (s *Service) Glob(req *fsmcpv1.GlobRequest, stream grpc.ServerStreamingServ
 	args := t.pathArgs(slices.Clip(opts))
 
 	byMtime := req.GetSort() == fsmcpv1.ListingSort_LISTING_SORT_MTIME
-	page := newPathPage(req.GetAfter(), req.GetHasAfter(), pageBudget(req.GetMaxBytes()))
+	page := paging.NewPaths(req.GetAfter(), req.GetHasAfter(), paging.Budget(req.GetMaxBytes()))
 	if byMtime {
-		page = newMtimePage(req.GetAfter(), req.GetAfterMtimeUnixNano(), req.GetHasAfter(), pageBudget(req.GetMaxBytes()))
+		page = paging.NewMtime(req.GetAfter(), req.GetAfterMtimeUnixNano(), req.GetHasAfter(), paging.Budget(req.GetMaxBytes()))
 	}
 	run := s.newRG(stream.Context(), op, t, func(p *fsmcpv1.Progress) error {
 		return stream.Send(&fsmcpv1.GlobResponse{Progress: p})
@@ -539,7 +522,7 @@ func (s *Service) Glob(req *fsmcpv1.GlobRequest, stream grpc.ServerStreamingServ
 				}
 			}
 			run.files.Add(1)
-			page.add(p)
+			page.Add(p)
 		}
 	}
 	if err := run.run(args, consume); err != nil {
@@ -549,126 +532,18 @@ func (s *Service) Glob(req *fsmcpv1.GlobRequest, stream grpc.ServerStreamingServ
 	if err != nil {
 		return err
 	}
-	paths, more := page.result()
+	paths, more := page.Result()
 	resp := &fsmcpv1.GlobResponse{More: more, Done: true, Total: run.files.Load(), Errors: errs}
 	if byMtime {
 		resp.Paths = make([][]byte, len(paths))
 		resp.MtimesUnixNano = make([]int64, len(paths))
 		for i, k := range paths {
-			resp.MtimesUnixNano[i], resp.Paths[i] = splitMtimeKey(k)
+			resp.MtimesUnixNano[i], resp.Paths[i] = paging.SplitMtimeKey(k)
 		}
 	} else {
 		resp.EntriesJson, resp.EntryEnds = pathObjects(paths)
 	}
 	return stream.Send(resp)
-}
-
-// keyedPage keeps the items with the smallest keys after a cursor whose
-// estimated cost reaches a budget, and no more: memory stays bounded however
-// many items rg lists. Items arrive in any order; the key orders them
-// (bytes), and the cursor is the key of the last item of a page. Items are
-// appended as they come; whenever what is held costs twice the budget, it
-// is sorted and cut back to the page, and from then on an item whose key
-// sorts after the page's last is dropped at once.
-type keyedPage[T any] struct {
-	after    []byte
-	hasAfter bool
-	budget   int64
-	items    []T
-	cost     int64
-	// bound, once set, is the key of the page's last item: a key after
-	// it cannot make the page.
-	bound    []byte
-	hasBound bool
-	dropped  bool
-	// key returns an item's key; cost estimates its share of the reply;
-	// keep copies what the page keeps of an item whose memory is shared.
-	keyOf  func(T) []byte
-	costOf func(T) int64
-	keep   func(T) T
-}
-
-func newKeyedPage[T any](after []byte, hasAfter bool, budget int64, key func(T) []byte, cost func(T) int64, keep func(T) T) *keyedPage[T] {
-	return &keyedPage[T]{after: after, hasAfter: hasAfter, budget: budget, keyOf: key, costOf: cost, keep: keep}
-}
-
-// pathPage is a keyedPage of paths, ordered by their bytes.
-type pathPage = keyedPage[[]byte]
-
-func newPathPage(after []byte, hasAfter bool, budget int64) *pathPage {
-	return newKeyedPage(after, hasAfter, budget, func(p []byte) []byte { return p },
-		func(p []byte) int64 { return int64(len(p)) + pathAllowance }, bytes.Clone)
-}
-
-func (pp *keyedPage[T]) add(item T) {
-	k := pp.keyOf(item)
-	if pp.hasAfter && bytes.Compare(k, pp.after) <= 0 {
-		return
-	}
-	if pp.hasBound && bytes.Compare(k, pp.bound) > 0 {
-		pp.dropped = true
-		return
-	}
-	item = pp.keep(item)
-	pp.items = append(pp.items, item)
-	if pp.cost += pp.costOf(item); pp.cost >= 2*pp.budget {
-		pp.cut()
-	}
-}
-
-// cut sorts the items and keeps the shortest run of the first ones whose
-// cost reaches the budget.
-func (pp *keyedPage[T]) cut() {
-	pp.sort()
-	var cost int64
-	for i, it := range pp.items {
-		if cost += pp.costOf(it); cost >= pp.budget {
-			if i+1 < len(pp.items) {
-				clear(pp.items[i+1:])
-				pp.items = pp.items[:i+1]
-				pp.dropped = true
-			}
-			pp.bound, pp.hasBound = pp.keyOf(it), true
-			break
-		}
-	}
-	pp.cost = cost
-}
-
-// parallelSort is the fewest items a page sorts in two halves side by
-// side, then merges: a page is sorted once rg has ended, when both cores
-// are free.
-const parallelSort = 4096
-
-// sort orders the items by key.
-func (pp *keyedPage[T]) sort() {
-	cmp := func(a, b T) int { return bytes.Compare(pp.keyOf(a), pp.keyOf(b)) }
-	if len(pp.items) < parallelSort {
-		slices.SortFunc(pp.items, cmp)
-		return
-	}
-	lo, hi := pp.items[:len(pp.items)/2], pp.items[len(pp.items)/2:]
-	var wg sync.WaitGroup
-	wg.Go(func() { slices.SortFunc(hi, cmp) })
-	slices.SortFunc(lo, cmp)
-	wg.Wait()
-	merged := make([]T, 0, cap(pp.items))
-	for len(lo) > 0 && len(hi) > 0 {
-		if cmp(hi[0], lo[0]) < 0 {
-			merged, hi = append(merged, hi[0]), hi[1:]
-		} else {
-			merged, lo = append(merged, lo[0]), lo[1:]
-		}
-	}
-	merged = append(append(merged, lo...), hi...)
-	clear(pp.items)
-	pp.items = merged
-}
-
-// result returns the page in order and whether items follow it.
-func (pp *keyedPage[T]) result() ([]T, bool) {
-	pp.cut()
-	return pp.items, pp.dropped
 }
 
 // Grep implements fsmcpv1.WorkerServiceServer: rg --json, parsed as
@@ -746,9 +621,8 @@ func (s *Service) Grep(req *fsmcpv1.GrepRequest, stream grpc.ServerStreamingServ
 		return s.grepByFile(req, t, opts, args, stream)
 	}
 
-	budget := pageBudget(req.GetMaxBytes())
-	page := &linePage{after: req.GetAfterPath(), afterOffset: req.GetAfterOffset(), hasAfter: req.GetHasAfter(),
-		budget: budget, open: map[string]*lineBlock{}}
+	budget := paging.Budget(req.GetMaxBytes())
+	page := paging.NewLines(req.GetAfterPath(), req.GetAfterOffset(), req.GetHasAfter(), budget, t.display)
 	maxText := int(min(max(budget/4, 256), maxLineText))
 	run := s.newRG(stream.Context(), op, t, grepProgress(stream))
 	var sawSummary bool
@@ -758,14 +632,14 @@ func (s *Service) Grep(req *fsmcpv1.GrepRequest, stream grpc.ServerStreamingServ
 		// rg writes each file's messages together, from its begin to its
 		// end: while the current file's lines cannot be kept, only their
 		// type is decoded, to count them.
-		var cur *lineBlock
+		var cur *paging.Block
 		passOver := func(typ rgjson.Type) bool {
-			return (typ == rgjson.Match || typ == rgjson.Context) && cur != nil && (cur.skip || cur.full)
+			return (typ == rgjson.Match || typ == rgjson.Context) && cur != nil && !cur.Keeps()
 		}
 		for {
 			err := rd.Next(&ev, passOver)
 			if err == io.EOF {
-				page.closeAll()
+				page.CloseAll()
 				return nil
 			}
 			if err != nil {
@@ -773,19 +647,19 @@ func (s *Service) Grep(req *fsmcpv1.GrepRequest, stream grpc.ServerStreamingServ
 			}
 			if ev.PassedOver {
 				// Counted, not kept.
-				if ev.Type == rgjson.Match && cur.path != nil {
+				if ev.Type == rgjson.Match && cur.Shown() {
 					run.matches.Add(1)
 				}
 				continue
 			}
 			switch ev.Type {
 			case rgjson.Begin:
-				cur = page.block(t, ev.Path)
+				cur = page.Block(ev.Path)
 			case rgjson.Match, rgjson.Context:
 				if !ev.HasPath {
 					return errors.New("a line without a path")
 				}
-				if !page.line(t, &ev) {
+				if !page.Line(&ev) {
 					continue
 				}
 				if ev.Type == rgjson.Match {
@@ -793,7 +667,7 @@ func (s *Service) Grep(req *fsmcpv1.GrepRequest, stream grpc.ServerStreamingServ
 				}
 			case rgjson.End:
 				cur = nil
-				if page.end(ev.Path) {
+				if page.End(ev.Path) {
 					run.files.Add(1)
 				}
 			case rgjson.Summary:
@@ -812,7 +686,7 @@ func (s *Service) Grep(req *fsmcpv1.GrepRequest, stream grpc.ServerStreamingServ
 		// rg stopped before its summary, for no reason of the client's.
 		return run.failure()
 	}
-	lines, more := page.result()
+	lines, more := page.Result()
 	return stream.Send(&fsmcpv1.GrepResponse{Lines: lines, More: more, Done: true,
 		FilesSearched: run.files.Load(), Matches: run.matches.Load(), Errors: errs})
 }
@@ -820,155 +694,4 @@ func (s *Service) Grep(req *fsmcpv1.GrepRequest, stream grpc.ServerStreamingServ
 // grepProgress sends a search's progress on stream.
 func grepProgress(stream grpc.ServerStreamingServer[fsmcpv1.GrepResponse]) func(*fsmcpv1.Progress) error {
 	return func(p *fsmcpv1.Progress) error { return stream.Send(&fsmcpv1.GrepResponse{Progress: p}) }
-}
-
-// linePage keeps, of all the lines rg reports, the first ones after a
-// position (path, then offset) whose estimated cost reaches a budget.
-// rg reports each file's lines in order, between its begin and end
-// events, but files in any order: a file's lines are gathered in a block,
-// and a block is kept only while the blocks before it do not fill the
-// page. Memory stays bounded by about twice the budget.
-type linePage struct {
-	after       []byte
-	afterOffset int64
-	hasAfter    bool
-	budget      int64
-	// blocks are the kept blocks, sorted by path; cost is their total.
-	blocks  []*lineBlock
-	cost    int64
-	dropped bool
-	// open are the blocks begun and not ended, by rg's path.
-	open map[string]*lineBlock
-}
-
-type lineBlock struct {
-	path  []byte
-	lines []*fsmcpv1.GrepLine
-	cost  int64
-	// skip: the block's file is hidden, or wholly before the cursor, or
-	// sorts after a full page; its lines are counted, not kept.
-	skip bool
-	// full: lines were left out after the last one kept.
-	full bool
-}
-
-// block returns the open block of rg's path, starting one if needed.
-func (lp *linePage) block(t *searchTarget, rgPath []byte) *lineBlock {
-	if b, ok := lp.open[string(rgPath)]; ok {
-		return b
-	}
-	p, ok := t.display(rgPath)
-	b := &lineBlock{path: bytes.Clone(p), skip: !ok}
-	switch {
-	case !ok:
-	case lp.hasAfter && bytes.Compare(p, lp.after) < 0:
-		b.skip = true
-	case lp.cost >= lp.budget && len(lp.blocks) > 0 && bytes.Compare(p, lp.blocks[len(lp.blocks)-1].path) > 0:
-		b.skip = true
-		lp.dropped = true
-	}
-	lp.open[string(rgPath)] = b
-	return b
-}
-
-// line records a match or context line; it reports false if the line's
-// file must not be shown at all.
-func (lp *linePage) line(t *searchTarget, ev *rgjson.Event) bool {
-	b := lp.block(t, ev.Path)
-	if b.path == nil && b.skip {
-		return false
-	}
-	switch {
-	case b.skip:
-		return true
-	case lp.hasAfter && bytes.Equal(b.path, lp.after) && ev.Offset <= lp.afterOffset:
-		return true
-	case b.cost >= lp.budget:
-		b.full = true
-		return true
-	}
-	l := &fsmcpv1.GrepLine{
-		Path:                b.path,
-		LineNumber:          ev.LineNumber,
-		Offset:              ev.Offset,
-		Text:                bytes.Clone(ev.Text),
-		Context:             ev.Type == rgjson.Context,
-		LineLength:          ev.TextLen,
-		SubmatchesTruncated: ev.MoreSubmatches,
-	}
-	if len(ev.Submatches) > 0 {
-		l.Submatches = make([]*fsmcpv1.Submatch, len(ev.Submatches))
-		for i, m := range ev.Submatches {
-			l.Submatches[i] = &fsmcpv1.Submatch{Start: m.Start, End: m.End}
-		}
-	}
-	b.lines = append(b.lines, l)
-	b.cost += lineCost(l)
-	return true
-}
-
-func lineCost(l *fsmcpv1.GrepLine) int64 {
-	return int64(len(l.Path)+len(l.Text)*4/3) + lineAllowance + int64(len(l.Submatches))*submatchAllowance
-}
-
-// end closes the block of rgPath; it reports whether the file counts as
-// searched (it is not hidden from results).
-func (lp *linePage) end(rgPath []byte) bool {
-	b, ok := lp.open[string(rgPath)]
-	if !ok {
-		return false
-	}
-	delete(lp.open, string(rgPath))
-	lp.keep(b)
-	return b.path != nil
-}
-
-func (lp *linePage) closeAll() {
-	for k, b := range lp.open {
-		delete(lp.open, k)
-		lp.keep(b)
-	}
-}
-
-// keep inserts a finished block in path order, then drops the last blocks
-// for as long as the ones before them fill the page.
-func (lp *linePage) keep(b *lineBlock) {
-	if b.skip || len(b.lines) == 0 && !b.full {
-		return
-	}
-	i := sort.Search(len(lp.blocks), func(i int) bool { return bytes.Compare(lp.blocks[i].path, b.path) >= 0 })
-	lp.blocks = append(lp.blocks, nil)
-	copy(lp.blocks[i+1:], lp.blocks[i:])
-	lp.blocks[i] = b
-	lp.cost += b.cost
-	for len(lp.blocks) > 1 {
-		last := lp.blocks[len(lp.blocks)-1]
-		if lp.cost-last.cost < lp.budget {
-			break
-		}
-		lp.blocks = lp.blocks[:len(lp.blocks)-1]
-		lp.cost -= last.cost
-		lp.dropped = true
-	}
-}
-
-// result returns the page's lines in order and whether lines follow. A
-// full block ends the page: the lines it left out come before any later
-// block's.
-func (lp *linePage) result() ([]*fsmcpv1.GrepLine, bool) {
-	var out []*fsmcpv1.GrepLine
-	var cost int64
-	for _, b := range lp.blocks {
-		for _, l := range b.lines {
-			if cost >= lp.budget {
-				return out, true
-			}
-			out = append(out, l)
-			cost += lineCost(l)
-		}
-		if b.full {
-			return out, true
-		}
-	}
-	return out, lp.dropped
 }

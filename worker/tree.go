@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/worker/internal/paging"
 	"github.com/fsmcp/fsmcp/worker/internal/rgjson"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
@@ -86,7 +87,7 @@ func (s *Service) Tree(req *fsmcpv1.TreeRequest, stream grpc.ServerStreamingServ
 	opts := excludeArgs(args, req.GetExcludes())
 	args = t.pathArgs(slices.Clip(opts))
 
-	page := newKeyedPage(req.GetAfter(), req.GetHasAfter(), pageBudget(req.GetMaxBytes()),
+	page := paging.NewKeyed(req.GetAfter(), req.GetHasAfter(), paging.Budget(req.GetMaxBytes()),
 		func(e *fsmcpv1.TreeEntry) []byte { return e.Path },
 		func(e *fsmcpv1.TreeEntry) int64 { return int64(len(e.Path)) + treeAllowance },
 		func(e *fsmcpv1.TreeEntry) *fsmcpv1.TreeEntry {
@@ -124,7 +125,7 @@ func (s *Service) Tree(req *fsmcpv1.TreeRequest, stream grpc.ServerStreamingServ
 			}
 			files++
 			file.Path = p
-			page.add(file)
+			page.Add(file)
 		}
 	}
 	rgErr := run.run(args, consume)
@@ -157,9 +158,9 @@ func (s *Service) Tree(req *fsmcpv1.TreeRequest, stream grpc.ServerStreamingServ
 			entry.More = more[e.path] || slices.ContainsFunc(e.children, func(c string) bool { return !log.skippedOrUnder(c) })
 		}
 		total++
-		page.add(entry)
+		page.Add(entry)
 	}
-	entries, truncated := page.result()
+	entries, truncated := page.Result()
 	entries, gone := sizeFiles(t, entries)
 	return stream.Send(&fsmcpv1.TreeResponse{Entries: entries, More: truncated, Done: true, Total: total - gone, Errors: errs})
 }
