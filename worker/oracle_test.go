@@ -20,6 +20,7 @@ import (
 	"testing"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/worker/internal/rgargs"
 	"github.com/fsmcp/fsmcp/worker/workertest"
 	"google.golang.org/protobuf/proto"
 )
@@ -223,7 +224,7 @@ type oracleOpts struct {
 }
 
 func (o oracleOpts) args() []string {
-	args := commonArgs(o.hidden, o.noIgnore)
+	args := rgargs.Common(o.hidden, o.noIgnore)
 	for _, g := range o.excludes {
 		args = append(args, "--glob=!"+g)
 	}
@@ -432,7 +433,7 @@ func checkGlob(t *testing.T, c fsmcpv1.WorkerServiceClient, tr *oracleTree, ents
 	depth := rng.IntN(tr.depth + 2)
 	byMtime := rng.IntN(2) == 0
 	// Exclusions come after the pattern: the last matching glob wins.
-	args := append(commonArgs(o.hidden, o.noIgnore), "--files", "--glob="+pattern)
+	args := append(rgargs.Common(o.hidden, o.noIgnore), "--files", "--glob="+pattern)
 	for _, g := range o.excludes {
 		args = append(args, "--glob=!"+g)
 	}
@@ -640,7 +641,7 @@ func checkGrep(t *testing.T, c fsmcpv1.WorkerServiceClient, tr *oracleTree, o or
 	t.Helper()
 	req := proto.Clone(&oracleGreps[rng.IntN(len(oracleGreps))]).(*fsmcpv1.GrepRequest)
 	req.Hidden, req.NoIgnore, req.MaxBytes = o.hidden, o.noIgnore, int64(200+rng.IntN(2000))
-	args := append(commonArgs(o.hidden, o.noIgnore), "--regexp="+req.Pattern)
+	args := append(rgargs.Common(o.hidden, o.noIgnore), "--regexp="+req.Pattern)
 	for _, g := range req.Globs {
 		args = append(args, "--glob="+g)
 	}

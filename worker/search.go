@@ -22,7 +22,9 @@ import (
 	"github.com/fsmcp/fsmcp/proto/jsontext"
 	"github.com/fsmcp/fsmcp/sandbox"
 	"github.com/fsmcp/fsmcp/worker/internal/paging"
+	"github.com/fsmcp/fsmcp/worker/internal/rgargs"
 	"github.com/fsmcp/fsmcp/worker/internal/rgjson"
+	"github.com/fsmcp/fsmcp/worker/internal/rglog"
 	"google.golang.org/grpc"
 )
 
@@ -149,29 +151,6 @@ func hasTempComponent(p []byte) bool {
 	}
 }
 
-// commonArgs are the options every rg invocation starts with. rg reads no
-// configuration file (--no-config, and its environment is empty besides),
-// no ignore file above the directory it searches (those are outside the
-// search, and may be outside the root) and no global gitignore (that lives
-// in a home directory). It never follows symlinks, runs no preprocessor
-// and opens no archive: each is also rg's default, stated so that no
-// default can change under us.
-func commonArgs(hidden, noIgnore bool) []string {
-	// --no-ignore-messages: a malformed ignore file is rg's to skip
-	// quietly; its warning would otherwise count as an unreadable file.
-	args := []string{"--no-config", "--no-ignore-parent", "--no-ignore-global",
-		"--no-follow", "--no-pre", "--no-search-zip", "--color=never", "--no-ignore-messages"}
-	if noIgnore {
-		// No .gitignore, .ignore or .rgignore file is honoured (and
-		// every --no-ignore-* above is implied).
-		args = append(args, "--no-ignore")
-	}
-	if hidden {
-		args = append(args, "--hidden")
-	}
-	return args
-}
-
 // pathArgs ends an argument list: the temp-file exclusion last among the
 // globs, then "--", then the target, so that nothing after "--" is an
 // option.
@@ -207,17 +186,11 @@ func pathObjects(paths [][]byte) ([]byte, []uint32) {
 	return b, ends
 }
 
-// maxArgBytes bounds a pattern or glob. The kernel refuses a single exec
-// argument over 128 KiB (MAX_ARG_STRLEN); stay well inside it so a long
-// argument is a clear refusal rather than an rg that cannot start.
-const maxArgBytes = 64 << 10
-
+// checkArg refuses a pattern, glob or type that cannot reach rg as an
+// argument (rgargs.Check).
 func checkArg(op, what, v string) error {
-	if strings.IndexByte(v, 0) >= 0 {
-		return newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "", "%s: %s contains a NUL byte", op, what)
-	}
-	if len(v) > maxArgBytes {
-		return newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "", "%s: %s is longer than %d bytes", op, what, maxArgBytes)
+	if err := rgargs.Check(v); err != nil {
+		return newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "", "%s: %s %v", op, what, err)
 	}
 	return nil
 }
@@ -340,7 +313,7 @@ func (r *rgRun) run(args []string, consume func(io.Reader) error) error {
 	stderr := &stderrBuffer{}
 	cmd.Stderr = stderr
 	if t.debug != nil {
-		cmd.Stderr = &debugSplitter{debug: t.debug, rest: stderr}
+		cmd.Stderr = &rglog.Splitter{Debug: t.debug, Rest: stderr}
 	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -482,16 +455,12 @@ func (s *Service) Glob(req *fsmcpv1.GlobRequest, stream grpc.ServerStreamingServ
 	if req.GetMaxDepth() < 0 {
 		return newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "", "%s: max_depth must not be negative", op)
 	}
-	opts := append(commonArgs(req.GetHidden(), req.GetNoIgnore()), "--files", "--null", "--glob="+req.GetPattern())
-	if n := req.GetMaxDepth(); n > 0 {
-		opts = append(opts, fmt.Sprintf("--max-depth=%d", n))
-	}
 	for _, g := range req.GetExcludes() {
 		if err := checkArg(op, "exclude", g); err != nil {
 			return err
 		}
 	}
-	opts = excludeArgs(opts, req.GetExcludes())
+	opts := rgargs.Glob(req)
 	args := t.pathArgs(slices.Clip(opts))
 
 	byMtime := req.GetSort() == fsmcpv1.ListingSort_LISTING_SORT_MTIME
@@ -574,49 +543,8 @@ func (s *Service) Grep(req *fsmcpv1.GrepRequest, stream grpc.ServerStreamingServ
 		return newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "", "%s: before and after must not be negative", op)
 	}
 	byFile := req.GetOutput() == fsmcpv1.GrepOutput_GREP_OUTPUT_FILES || req.GetOutput() == fsmcpv1.GrepOutput_GREP_OUTPUT_COUNT
-	args := commonArgs(req.GetHidden(), req.GetNoIgnore())
-	if byFile {
-		// Per file: its path, NUL, its count of matching lines. The
-		// file name is printed even for a single file.
-		args = append(args, "--count", "--with-filename", "--null")
-	} else {
-		args = append(args, "--json")
-	}
-	if req.GetLiteral() {
-		args = append(args, "--fixed-strings")
-	}
-	if req.GetIgnoreCase() {
-		args = append(args, "--ignore-case")
-	} else {
-		args = append(args, "--case-sensitive")
-	}
-	if req.GetMultiline() {
-		args = append(args, "--multiline")
-	}
-	if n := req.GetMaxCount(); n > 0 {
-		args = append(args, fmt.Sprintf("--max-count=%d", n))
-	}
-	if n := req.GetContext(); n > 0 {
-		args = append(args, fmt.Sprintf("--context=%d", n))
-	}
-	if n := req.GetBefore(); n > 0 {
-		args = append(args, fmt.Sprintf("--before-context=%d", n))
-	}
-	if n := req.GetAfter(); n > 0 {
-		args = append(args, fmt.Sprintf("--after-context=%d", n))
-	}
-	if ty := req.GetType(); ty != "" {
-		// Only a built-in type: --type-add is never passed, so the
-		// name cannot define one; an unknown name is rg's
-		// "unrecognized file type", an invalid argument.
-		args = append(args, "--type="+ty)
-	}
-	args = append(args, "--regexp="+req.GetPattern())
-	for _, g := range req.GetGlobs() {
-		args = append(args, "--glob="+g)
-	}
-	opts := args
-	args = t.pathArgs(slices.Clip(opts))
+	opts := rgargs.Grep(req, byFile)
+	args := t.pathArgs(slices.Clip(opts))
 	if byFile {
 		return s.grepByFile(req, t, opts, args, stream)
 	}

@@ -11,11 +11,11 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"unicode/utf8"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/worker/internal/paging"
-	"github.com/fsmcp/fsmcp/worker/internal/rgjson"
+	"github.com/fsmcp/fsmcp/worker/internal/rgargs"
+	"github.com/fsmcp/fsmcp/worker/internal/rglog"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 )
@@ -78,14 +78,10 @@ func (s *Service) Tree(req *fsmcpv1.TreeRequest, stream grpc.ServerStreamingServ
 	if t.file != nil {
 		return newError(fsmcpv1.ErrorCode_ERROR_CODE_NOT_A_DIRECTORY, t.prefix, "%s: not a directory", op)
 	}
-	log := newTreeLog()
-	t.debug = log.line
-	args := append(commonArgs(req.GetHidden(), req.GetNoIgnore()), "--files", "--null", "--debug",
-		// One level deeper than listed: what rg finds there tells
-		// whether a directory at the limit has more to show.
-		fmt.Sprintf("--max-depth=%d", depth+1))
-	opts := excludeArgs(args, req.GetExcludes())
-	args = t.pathArgs(slices.Clip(opts))
+	log := rglog.NewLog()
+	t.debug = log.Line
+	opts := rgargs.Tree(req)
+	args := t.pathArgs(slices.Clip(opts))
 
 	page := paging.NewKeyed(req.GetAfter(), req.GetHasAfter(), paging.Budget(req.GetMaxBytes()),
 		func(e *fsmcpv1.TreeEntry) []byte { return e.Path },
@@ -147,7 +143,7 @@ func (s *Service) Tree(req *fsmcpv1.TreeRequest, stream grpc.ServerStreamingServ
 	entry := &fsmcpv1.TreeEntry{}
 	for i := range held {
 		e := &held[i]
-		if log.skippedOrUnder(e.path) {
+		if log.SkippedOrUnder(e.path) {
 			continue
 		}
 		if e.unreadable {
@@ -155,7 +151,7 @@ func (s *Service) Tree(req *fsmcpv1.TreeRequest, stream grpc.ServerStreamingServ
 		}
 		entry.Path, entry.Type, entry.More = []byte(joinRel(t.prefix, e.path)), e.typ, false
 		if e.limit {
-			entry.More = more[e.path] || slices.ContainsFunc(e.children, func(c string) bool { return !log.skippedOrUnder(c) })
+			entry.More = more[e.path] || slices.ContainsFunc(e.children, func(c string) bool { return !log.SkippedOrUnder(c) })
 		}
 		total++
 		page.Add(entry)
@@ -163,125 +159,6 @@ func (s *Service) Tree(req *fsmcpv1.TreeRequest, stream grpc.ServerStreamingServ
 	entries, truncated := page.Result()
 	entries, gone := sizeFiles(t, entries)
 	return stream.Send(&fsmcpv1.TreeResponse{Entries: entries, More: truncated, Done: true, Total: total - gone, Errors: errs})
-}
-
-// excludeArgs adds the client's exclusions, each as a negated glob. They
-// come before pathArgs adds fsmcp's own exclusions: in rg the last
-// matching glob wins, so none of them can re-include a temp file.
-func excludeArgs(args, excludes []string) []string {
-	for _, g := range excludes {
-		args = append(args, "--glob=!"+g)
-	}
-	return args
-}
-
-// treeLog is what the tree learns from rg's --debug lines: the paths its
-// walk skipped by a rule, each as rg printed it (lossily, if not UTF-8)
-// without "./".
-type treeLog struct {
-	mu      sync.Mutex
-	skipped map[string]bool
-	pending []byte
-}
-
-func newTreeLog() *treeLog {
-	return &treeLog{skipped: map[string]bool{}}
-}
-
-// skippedOrUnder reports whether rg skipped p (a path below the target)
-// or a directory above it.
-func (l *treeLog) skippedOrUnder(p string) bool {
-	lp := lossy(p)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for i := range len(lp) {
-		if lp[i] == '/' && l.skipped[lp[:i]] {
-			return true
-		}
-	}
-	return l.skipped[lp]
-}
-
-// subjectMark follows the path in rg's line for an entry that is neither
-// a regular file nor a directory. The walk reads those itself; the line
-// is known by the mark so that it is not taken for a record that a name
-// with a newline split.
-const subjectMark = ": failed to pass subject filter: "
-
-func (l *treeLog) line(b []byte) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.pending != nil {
-		// A name with a newline: the record continues.
-		b = append(append(l.pending, '\n'), b...)
-		l.pending = nil
-	}
-	const mark = "ignoring ./"
-	i := bytes.Index(b, []byte(mark))
-	if i < 0 {
-		return
-	}
-	rest := b[i+len(mark):]
-	// A name may hold either mark: rg's own comes after the name.
-	j, k := bytes.LastIndex(rest, []byte(subjectMark)), bytes.Index(rest, []byte(": Ignore("))
-	if j > k {
-		return
-	}
-	if k >= 0 {
-		l.skipped[string(rest[:k])] = true
-		return
-	}
-	if len(b) < rgjson.MaxPathBytes {
-		l.pending = bytes.Clone(b)
-	}
-}
-
-// debugSplitter passes rg's stderr on, line by line: debug lines to debug,
-// the rest to rest. A debug record whose path holds newlines spans lines:
-// from its "ignoring ./" to the rule text that ends it, every line is the
-// record's.
-type debugSplitter struct {
-	debug func([]byte)
-	rest  io.Writer
-	buf   []byte
-	// open: the last line began a record that has not ended; held counts
-	// its bytes so far.
-	open bool
-	held int
-}
-
-func (d *debugSplitter) Write(p []byte) (int, error) {
-	d.buf = append(d.buf, p...)
-	for {
-		i := bytes.IndexByte(d.buf, '\n')
-		if i < 0 {
-			break
-		}
-		line := d.buf[:i]
-		switch {
-		case d.open:
-			d.held += len(line) + 1
-			d.open = !recordEnds(line) && d.held < rgjson.MaxPathBytes
-			d.debug(line)
-		case bytes.HasPrefix(line, []byte("DEBUG|")):
-			d.open, d.held = bytes.Contains(line, []byte("ignoring ./")) && !recordEnds(line), len(line)
-			d.debug(line)
-		default:
-			d.rest.Write(d.buf[:i+1])
-		}
-		d.buf = d.buf[i+1:]
-	}
-	if len(d.buf) > rgjson.MaxPathBytes*2 {
-		d.rest.Write(d.buf)
-		d.buf = d.buf[:0]
-	}
-	return len(p), nil
-}
-
-// recordEnds reports whether a line of a debug record holds the rule text
-// that ends it.
-func recordEnds(line []byte) bool {
-	return bytes.Contains(line, []byte(": Ignore(")) || bytes.Contains(line, []byte(subjectMark))
 }
 
 // treeDirs learns the directories of a tree from the names rg reports and
@@ -394,7 +271,7 @@ func (d *treeDirs) stop() {
 // finish returns the directories, symlinks, fifos, sockets and devices of
 // the tree, once rg has ended: those read beside rg, and those of the
 // directories found there that rg named nothing in, each walked whole.
-func (d *treeDirs) finish(ctx context.Context, log *treeLog) ([]heldEntry, error) {
+func (d *treeDirs) finish(ctx context.Context, log *rglog.Log) ([]heldEntry, error) {
 	d.stop()
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -513,7 +390,7 @@ func depthOf(p string) int {
 // not list: each directory, symlink, fifo, socket and device.
 type treeWalk struct {
 	ctx      context.Context
-	log      *treeLog
+	log      *rglog.Log
 	maxDepth int
 	buf      []byte
 	held     []heldEntry
@@ -610,7 +487,7 @@ func (w *treeWalk) dir(fd int, rel string, depth, self int) error {
 // enter holds the directory name in the directory fd, at p and depth, and
 // walks it, unless rg skipped it.
 func (w *treeWalk) enter(fd int, name, p string, depth int) error {
-	if w.log.skippedOrUnder(p) {
+	if w.log.SkippedOrUnder(p) {
 		return nil
 	}
 	w.held = append(w.held, heldEntry{path: p, typ: fsmcpv1.FileType_FILE_TYPE_DIRECTORY, limit: depth == w.maxDepth})
@@ -769,17 +646,4 @@ func (d *dirStack) close() {
 	for _, fd := range d.fds {
 		unix.Close(fd)
 	}
-}
-
-// lossy is p as rg prints a path that is not UTF-8: each invalid byte
-// replaced by U+FFFD.
-func lossy(p string) string {
-	if utf8.ValidString(p) {
-		return p
-	}
-	var b strings.Builder
-	for _, r := range p {
-		b.WriteRune(r)
-	}
-	return b.String()
 }

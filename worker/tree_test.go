@@ -1,10 +1,8 @@
 package worker
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +11,7 @@ import (
 	"testing"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/worker/internal/rglog"
 	"github.com/fsmcp/fsmcp/worker/workertest"
 	"golang.org/x/sys/unix"
 )
@@ -136,7 +135,7 @@ func TestWalkTreeLearnsFromLog(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	links := []string{"src/link", "src/odd\nname", "src/x" + subjectMark + "file type: None, metadata: Err(x)", "src/.hidden", "src/skip.log", "lim/l1/l2/ln"}
+	links := []string{"src/link", "src/odd\nname", "src/x" + rglog.SubjectMark + "file type: None, metadata: Err(x)", "src/.hidden", "src/skip.log", "lim/l1/l2/ln"}
 	for _, l := range links {
 		if err := os.Symlink("a.go", filepath.Join(dir, l)); err != nil {
 			t.Fatal(err)
@@ -180,40 +179,6 @@ func TestWalkTreeLearnsFromLog(t *testing.T) {
 		if got := treeLines(t, c, &fsmcpv1.TreeRequest{MaxDepth: 2}); !slices.Equal(got, want2) {
 			t.Errorf("lossy log %v, depth 2:\n got %q\nwant %q", lossy, got, want2)
 		}
-	}
-}
-
-// The log's lines as rg 13 writes them: a special entry's line is known
-// by the subject mark after its name and judges nothing, a name holding
-// the mark is still skipped by its rule, a name with a newline joins its
-// record, and a lossy name judges by its lossy form.
-func TestWalkTreeLogLines(t *testing.T) {
-	l := newTreeLog()
-	const pre = "DEBUG|rg::subject|crates/core/subject.rs:74: ignoring ./"
-	const tail = "file type: Some(FileType(FileType { mode: 40960 })), metadata: Ok(Metadata { .. })"
-	const walk = "DEBUG|ignore::walk|walk.rs:1741: ignoring ./"
-	l.line([]byte(pre + "a/l" + subjectMark + tail))
-	l.line([]byte(pre + "a/x" + subjectMark + "y" + subjectMark + tail))
-	l.line([]byte(walk + "a/.m" + subjectMark + "z: Ignore(IgnoreMatch(Hidden))"))
-	l.line([]byte(walk + "a/odd"))
-	l.line([]byte("name: Ignore(IgnoreMatch(Hidden))"))
-	l.line([]byte(walk + "a/bad\uFFFDname: Ignore(IgnoreMatch(Hidden))"))
-	want := map[string]bool{"a/.m" + subjectMark + "z": true, "a/odd\nname": true, "a/bad\uFFFDname": true}
-	if !maps.Equal(l.skipped, want) {
-		t.Errorf("skipped %q, want %q", slices.Sorted(maps.Keys(l.skipped)), slices.Sorted(maps.Keys(want)))
-	}
-	for _, p := range []string{"a/odd\nname/f", "a/bad\xffname", "a/bad\xfename/g"} {
-		if !l.skippedOrUnder(p) {
-			t.Errorf("%q not skipped", p)
-		}
-	}
-	// Through the splitter, a path with two newlines (in two names) is one
-	// record, and rg's own message stays apart.
-	var rest bytes.Buffer
-	d := &debugSplitter{debug: l.line, rest: &rest}
-	d.Write([]byte(walk + "b/one\ntwo/three\nfour: Ignore(IgnoreMatch(Hidden))\nrg: b/x: Permission denied\n"))
-	if !l.skipped["b/one\ntwo/three\nfour"] || rest.String() != "rg: b/x: Permission denied\n" {
-		t.Errorf("skipped %q, rest %q", slices.Sorted(maps.Keys(l.skipped)), rest.String())
 	}
 }
 
