@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -19,13 +18,9 @@ import (
 	"time"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
-	"github.com/fsmcp/fsmcp/proto/jsontext"
 	"github.com/fsmcp/fsmcp/sandbox"
-	"github.com/fsmcp/fsmcp/worker/internal/paging"
 	"github.com/fsmcp/fsmcp/worker/internal/rgargs"
-	"github.com/fsmcp/fsmcp/worker/internal/rgjson"
 	"github.com/fsmcp/fsmcp/worker/internal/rglog"
-	"google.golang.org/grpc"
 )
 
 // Glob and Grep run rg as a child of the worker, so it inherits the
@@ -46,10 +41,6 @@ import (
 // ends.
 
 const (
-	// maxLineText bounds the text of one line held and returned.
-	maxLineText = 64 << 10
-	// maxSubmatches bounds the submatches returned for one line.
-	maxSubmatches = 256
 	// progressEvery is how often a running search reports progress, and
 	// how long it runs before it first does.
 	progressEvery = 250 * time.Millisecond
@@ -164,26 +155,6 @@ func (t *searchTarget) pathArgs(args []string) []string {
 		return append(args, fileArg)
 	}
 	return append(args, ".")
-}
-
-// pathObjects renders paths as the reply's objects, {"path":…} each, one
-// after another, and where each ends: one block crosses to the front-end,
-// which places it in its reply as it is, instead of a field per path that
-// it would decode and render again.
-func pathObjects(paths [][]byte) ([]byte, []uint32) {
-	n := 0
-	for _, p := range paths {
-		n += len(p) + len(p)/8 + 12
-	}
-	b := make([]byte, 0, n)
-	ends := make([]uint32, len(paths))
-	for i, p := range paths {
-		b = append(b, '{')
-		b = jsontext.AppendName(b, "path", p)
-		b = append(b, '}')
-		ends[i] = uint32(len(b))
-	}
-	return b, ends
 }
 
 // checkArg refuses a pattern, glob or type that cannot reach rg as an
@@ -434,192 +405,4 @@ func (s *Service) checkArgs(ctx context.Context, op string, t *searchTarget, opt
 		return newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "", "%s: %s", op, strings.TrimSpace(string(run.stderr)))
 	}
 	return nil
-}
-
-// Glob implements fsmcpv1.WorkerServiceServer: rg --files with the pattern
-// as a glob, paths sorted by bytes, one page after req.After.
-func (s *Service) Glob(req *fsmcpv1.GlobRequest, stream grpc.ServerStreamingServer[fsmcpv1.GlobResponse]) error {
-	const op = "glob"
-	if err := checkArg(op, "pattern", req.GetPattern()); err != nil {
-		return err
-	}
-	t, err := s.openSearch(stream.Context(), op, req.GetPath(), accessMeta)
-	if err != nil {
-		return err
-	}
-	defer t.close()
-	if t.file != nil {
-		// rg lists a file named as a path whatever the glob says.
-		return newError(fsmcpv1.ErrorCode_ERROR_CODE_NOT_A_DIRECTORY, t.prefix, "%s: not a directory", op)
-	}
-	if req.GetMaxDepth() < 0 {
-		return newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "", "%s: max_depth must not be negative", op)
-	}
-	for _, g := range req.GetExcludes() {
-		if err := checkArg(op, "exclude", g); err != nil {
-			return err
-		}
-	}
-	opts := rgargs.Glob(req)
-	args := t.pathArgs(slices.Clip(opts))
-
-	byMtime := req.GetSort() == fsmcpv1.ListingSort_LISTING_SORT_MTIME
-	page := paging.NewPaths(req.GetAfter(), req.GetHasAfter(), paging.Budget(req.GetMaxBytes()))
-	if byMtime {
-		page = paging.NewMtime(req.GetAfter(), req.GetAfterMtimeUnixNano(), req.GetHasAfter(), paging.Budget(req.GetMaxBytes()))
-	}
-	run := s.newRG(stream.Context(), op, t, func(p *fsmcpv1.Progress) error {
-		return stream.Send(&fsmcpv1.GlobResponse{Progress: p})
-	})
-	consume := func(r io.Reader) error {
-		br := bufio.NewReaderSize(r, 64<<10)
-		for {
-			name, err := br.ReadSlice(0)
-			if err == io.EOF && len(name) == 0 {
-				return nil
-			}
-			if err != nil {
-				return fmt.Errorf("read a path: %w", err)
-			}
-			p, ok := t.display(name[:len(name)-1])
-			if !ok {
-				continue
-			}
-			if byMtime {
-				if p, ok = s.mtimeKey(p); !ok {
-					continue // removed since rg listed it
-				}
-			}
-			run.files.Add(1)
-			page.Add(p)
-		}
-	}
-	if err := run.run(args, consume); err != nil {
-		return err
-	}
-	errs, err := run.result(opts)
-	if err != nil {
-		return err
-	}
-	paths, more := page.Result()
-	resp := &fsmcpv1.GlobResponse{More: more, Done: true, Total: run.files.Load(), Errors: errs}
-	if byMtime {
-		resp.Paths = make([][]byte, len(paths))
-		resp.MtimesUnixNano = make([]int64, len(paths))
-		for i, k := range paths {
-			resp.MtimesUnixNano[i], resp.Paths[i] = paging.SplitMtimeKey(k)
-		}
-	} else {
-		resp.EntriesJson, resp.EntryEnds = pathObjects(paths)
-	}
-	return stream.Send(resp)
-}
-
-// Grep implements fsmcpv1.WorkerServiceServer: rg --json, parsed as
-// events, lines sorted by path and then offset, one page after the
-// request's position.
-func (s *Service) Grep(req *fsmcpv1.GrepRequest, stream grpc.ServerStreamingServer[fsmcpv1.GrepResponse]) error {
-	const op = "grep"
-	if err := checkArg(op, "pattern", req.GetPattern()); err != nil {
-		return err
-	}
-	for _, g := range req.GetGlobs() {
-		if err := checkArg(op, "glob", g); err != nil {
-			return err
-		}
-	}
-	if req.GetMaxCount() < 0 || req.GetContext() < 0 {
-		return newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "", "%s: max_count and context must not be negative", op)
-	}
-	t, err := s.openSearch(stream.Context(), op, req.GetPath(), accessContent)
-	if err != nil {
-		return err
-	}
-	defer t.close()
-	if err := checkArg(op, "type", req.GetType()); err != nil {
-		return err
-	}
-	if req.GetBefore() < 0 || req.GetAfter() < 0 {
-		return newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "", "%s: before and after must not be negative", op)
-	}
-	byFile := req.GetOutput() == fsmcpv1.GrepOutput_GREP_OUTPUT_FILES || req.GetOutput() == fsmcpv1.GrepOutput_GREP_OUTPUT_COUNT
-	opts := rgargs.Grep(req, byFile)
-	args := t.pathArgs(slices.Clip(opts))
-	if byFile {
-		return s.grepByFile(req, t, opts, args, stream)
-	}
-
-	budget := paging.Budget(req.GetMaxBytes())
-	page := paging.NewLines(req.GetAfterPath(), req.GetAfterOffset(), req.GetHasAfter(), budget, t.display)
-	maxText := int(min(max(budget/4, 256), maxLineText))
-	run := s.newRG(stream.Context(), op, t, grepProgress(stream))
-	var sawSummary bool
-	consume := func(r io.Reader) error {
-		rd := rgjson.NewReader(r, maxText, maxSubmatches)
-		var ev rgjson.Event
-		// rg writes each file's messages together, from its begin to its
-		// end: while the current file's lines cannot be kept, only their
-		// type is decoded, to count them.
-		var cur *paging.Block
-		passOver := func(typ rgjson.Type) bool {
-			return (typ == rgjson.Match || typ == rgjson.Context) && cur != nil && !cur.Keeps()
-		}
-		for {
-			err := rd.Next(&ev, passOver)
-			if err == io.EOF {
-				page.CloseAll()
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			if ev.PassedOver {
-				// Counted, not kept.
-				if ev.Type == rgjson.Match && cur.Shown() {
-					run.matches.Add(1)
-				}
-				continue
-			}
-			switch ev.Type {
-			case rgjson.Begin:
-				cur = page.Block(ev.Path)
-			case rgjson.Match, rgjson.Context:
-				if !ev.HasPath {
-					return errors.New("a line without a path")
-				}
-				if !page.Line(&ev) {
-					continue
-				}
-				if ev.Type == rgjson.Match {
-					run.matches.Add(1)
-				}
-			case rgjson.End:
-				cur = nil
-				if page.End(ev.Path) {
-					run.files.Add(1)
-				}
-			case rgjson.Summary:
-				sawSummary = true
-			}
-		}
-	}
-	if err := run.run(args, consume); err != nil {
-		return err
-	}
-	errs, err := run.result(opts)
-	if err != nil {
-		return err
-	}
-	if run.exit == 2 && !sawSummary {
-		// rg stopped before its summary, for no reason of the client's.
-		return run.failure()
-	}
-	lines, more := page.Result()
-	return stream.Send(&fsmcpv1.GrepResponse{Lines: lines, More: more, Done: true,
-		FilesSearched: run.files.Load(), Matches: run.matches.Load(), Errors: errs})
-}
-
-// grepProgress sends a search's progress on stream.
-func grepProgress(stream grpc.ServerStreamingServer[fsmcpv1.GrepResponse]) func(*fsmcpv1.Progress) error {
-	return func(p *fsmcpv1.Progress) error { return stream.Send(&fsmcpv1.GrepResponse{Progress: p}) }
 }
