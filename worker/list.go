@@ -1,14 +1,13 @@
 package worker
 
 import (
-	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"sync"
 	"unsafe"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/worker/internal/dirent"
 	"github.com/fsmcp/fsmcp/worker/internal/paging"
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
@@ -214,51 +213,16 @@ func count(t *fsmcpv1.ListTotals, st *unix.Stat_t) {
 var direntBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
 // readNames calls each with every name in the directory fd but "." and
-// "..", read with getdents straight into a buffer, so that a name costs
-// no allocation: name is valid only during the call. The context is
-// checked every 256 names.
+// "..", read with dirent.Read into a pooled buffer, so that a name costs
+// no allocation: name is valid only during the call.
 func readNames(ctx context.Context, fd int, each func(name []byte) error) error {
 	bp := direntBufs.Get().(*[]byte)
 	defer direntBufs.Put(bp)
-	buf := *bp
-	seen := 0
-	for {
-		n, err := unix.Getdents(fd, buf)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if n <= 0 {
-			return nil
-		}
-		// linux_dirent64: ino (8), off (8), reclen (2), type (1), then
-		// the name, NUL-terminated, padded to reclen.
-		const nameOff = 19
-		for off := 0; off < n; {
-			reclen := int(binary.NativeEndian.Uint16(buf[off+16:]))
-			if reclen <= nameOff || off+reclen > n {
-				err := errors.New("getdents: malformed record")
-				bug(err)
-				return err
-			}
-			name := buf[off+nameOff : off+reclen]
-			if i := bytes.IndexByte(name, 0); i >= 0 {
-				name = name[:i]
-			}
-			off += reclen
-			if len(name) == 0 || string(name) == "." || string(name) == ".." {
-				continue
-			}
-			if seen++; seen%256 == 0 && ctx.Err() != nil {
-				return ctx.Err()
-			}
-			if err := each(name); err != nil {
-				return err
-			}
-		}
+	err := dirent.Read(ctx, fd, *bp, func(name []byte, _ byte) error { return each(name) })
+	if errors.Is(err, dirent.ErrMalformed) {
+		bug(err)
 	}
+	return err
 }
 
 // lstatAt lstats name in the directory fd with fstatat: no path string

@@ -957,3 +957,20 @@ func resolveIn(root string, at []string, target string, hops int) ([]string, boo
 	}
 	return at, true, false
 }
+
+// parentOf is the directory of p below the target ("" for the target).
+func parentOf(p string) string {
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		return p[:i]
+	}
+	return ""
+}
+
+// depthOf is the depth of p below the target: 0 for the target, 1 for
+// its entries.
+func depthOf(p string) int {
+	if p == "" {
+		return 0
+	}
+	return strings.Count(p, "/") + 1
+}

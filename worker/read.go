@@ -14,13 +14,14 @@ import (
 	"time"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/worker/internal/dirent"
 	"golang.org/x/sys/unix"
 )
 
 // fileType is the file type of a stat mode; a type no directory entry
 // names is FILE_TYPE_OTHER.
 func fileType(mode uint32) fsmcpv1.FileType {
-	if t := direntType(dtype(mode)); t != fsmcpv1.FileType_FILE_TYPE_UNSPECIFIED {
+	if t := dirent.FileType(dirent.Dtype(mode)); t != fsmcpv1.FileType_FILE_TYPE_UNSPECIFIED {
 		return t
 	}
 	return fsmcpv1.FileType_FILE_TYPE_OTHER
