@@ -7,6 +7,7 @@ import (
 	"path"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/worker/internal/fileio"
 	"golang.org/x/sys/unix"
 )
 
@@ -17,7 +18,7 @@ import (
 // keeps (mode, owner, extended attributes and ACLs, inode flags) read back
 // and compared, then put in place with RENAME_NOREPLACE: to appears whole
 // or not at all, and is never replaced. File content goes file to file
-// (FICLONE, copy_file_range, or a buffer; see copyRange).
+// (FICLONE, copy_file_range, or a buffer; see fileio.CopyRange).
 //
 // It does not copy symlinks, fifos, sockets or devices: a tree holding one
 // is refused with unsupported and nothing appears at to. The worker never
@@ -164,7 +165,7 @@ func (c *copier) file(sfd int, name, p, rel string, dfd int, dname string) error
 		return err
 	}
 	if before.Size > 0 && unix.IoctlFileClone(int(dst.Fd()), int(src.Fd())) != nil {
-		if err := copyRange(c.ctx, src, dst, 0, 0, before.Size); err != nil {
+		if err := fileio.CopyRange(c.ctx, src, dst, 0, 0, before.Size); err != nil {
 			return err
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fsmcp/fsmcp/worker/internal/fileio"
 	"golang.org/x/sys/unix"
 )
 
@@ -139,8 +140,8 @@ func (ls *lineScan) extend(stop func(off, nl int64) bool) error {
 	}
 	nl := slices.Clone(m.nl)
 	off := int64(len(nl)-1) * m.stride
-	bp := hashBufs.Get().(*[]byte)
-	defer hashBufs.Put(bp)
+	bp := fileio.Buffers.Get().(*[]byte)
+	defer fileio.Buffers.Put(bp)
 	buf := (*bp)[:scanBytes]
 	if m.stride > scanBytes {
 		// Only a file of many GiB has strides this long.
@@ -229,8 +230,8 @@ func (ls *lineScan) start(n int64) (int64, bool, error) {
 	// '\n' lies in the stride that follows it.
 	i := max(sort.Search(len(m.nl), func(i int) bool { return m.nl[i] >= want })-1, 0)
 	off, seen := int64(i)*m.stride, m.nl[i]
-	bp := hashBufs.Get().(*[]byte)
-	defer hashBufs.Put(bp)
+	bp := fileio.Buffers.Get().(*[]byte)
+	defer fileio.Buffers.Put(bp)
 	buf := (*bp)[:scanBytes]
 	for off < ls.st.Size {
 		if err := ls.ctx.Err(); err != nil {
@@ -274,8 +275,8 @@ func (ls *lineScan) total() (int64, error) {
 // starts at 0.
 func (ls *lineScan) tail(k int64) (int64, error) {
 	end := ls.st.Size
-	bp := hashBufs.Get().(*[]byte)
-	defer hashBufs.Put(bp)
+	bp := fileio.Buffers.Get().(*[]byte)
+	defer fileio.Buffers.Put(bp)
 	buf := (*bp)[:scanBytes]
 	first := true
 	var seen int64
@@ -324,8 +325,8 @@ func (ls *lineScan) lineAt(off int64) (int64, error) {
 	m := ls.m
 	i := min(int(off/m.stride), len(m.nl)-1)
 	from, seen := int64(i)*m.stride, m.nl[i]
-	bp := hashBufs.Get().(*[]byte)
-	defer hashBufs.Put(bp)
+	bp := fileio.Buffers.Get().(*[]byte)
+	defer fileio.Buffers.Put(bp)
 	buf := (*bp)[:scanBytes]
 	for from < off {
 		if err := ls.ctx.Err(); err != nil {
@@ -343,8 +344,8 @@ func (ls *lineScan) lineAt(off int64) (int64, error) {
 
 // lineLength returns the length of the line starting at off.
 func lineLength(ctx context.Context, f *os.File, off, size int64) (int64, error) {
-	bp := hashBufs.Get().(*[]byte)
-	defer hashBufs.Put(bp)
+	bp := fileio.Buffers.Get().(*[]byte)
+	defer fileio.Buffers.Put(bp)
 	buf := (*bp)[:scanBytes]
 	for at := off; at < size; {
 		if err := ctx.Err(); err != nil {

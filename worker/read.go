@@ -9,12 +9,12 @@ import (
 	"os"
 	"path"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/worker/internal/dirent"
+	"github.com/fsmcp/fsmcp/worker/internal/fileio"
 	"golang.org/x/sys/unix"
 )
 
@@ -146,8 +146,6 @@ func regularOnly(op, p string, st *unix.Stat_t) error {
 	return newError(fsmcpv1.ErrorCode_ERROR_CODE_NOT_REGULAR, p, "%s: not a regular file", op)
 }
 
-var hashBufs = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
-
 // hash returns the sha256 of the regular file p (whose lstat is st),
 // from the cache when the file is unchanged, else streamed. If the file at
 // p is not the inode that was stat'ed (it was replaced meanwhile), the stat
@@ -215,8 +213,8 @@ func (s *Service) hashVersion(ctx context.Context, f *os.File, st *unix.Stat_t) 
 // and reports its progress to the hashProgress ctx carries, if any.
 func hashFile(ctx context.Context, f *os.File) (fileSum, error) {
 	h := sha256.New()
-	bp := hashBufs.Get().(*[]byte)
-	defer hashBufs.Put(bp)
+	bp := fileio.Buffers.Get().(*[]byte)
+	defer fileio.Buffers.Put(bp)
 	buf := *bp
 	report, _ := ctx.Value(hashProgressKey{}).(func(hashed, total int64))
 	var hashed, total int64
