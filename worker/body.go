@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/fsmcp/fsmcp/worker/internal/fileio"
+	"github.com/fsmcp/fsmcp/worker/internal/hashcache"
 	"golang.org/x/sys/unix"
 )
 
@@ -36,29 +37,29 @@ func (b *body) size(cur *current) int64 {
 // the current file around the inserted bytes, except that an append to a
 // file whose digest state is known (cur.state) hashes only what it adds.
 // hashed counts the bytes read from the current file.
-func (b *body) sha256(ctx context.Context, cur *current, hashed *atomic.Int64) (fileSum, error) {
+func (b *body) sha256(ctx context.Context, cur *current, hashed *atomic.Int64) (hashcache.Sum, error) {
 	size := b.size(cur)
 	if !b.spliced {
 		h := sha256.New()
 		h.Write(b.data)
-		return sumOf(h, size), nil
+		return hashcache.SumOf(h, size), nil
 	}
 	if b.delete == 0 && b.off == cur.st.Size {
-		if h := resumeSHA256(cur.state); h != nil {
+		if h := hashcache.ResumeSHA256(cur.state); h != nil {
 			h.Write(b.insert)
-			return sumOf(h, size), nil
+			return hashcache.SumOf(h, size), nil
 		}
 	}
 	h := sha256.New()
 	if err := fileio.HashRange(ctx, h, cur.f, 0, b.off); err != nil {
-		return fileSum{}, err
+		return hashcache.Sum{}, err
 	}
 	h.Write(b.insert)
 	if err := fileio.HashRange(ctx, h, cur.f, b.off+b.delete, cur.st.Size); err != nil {
-		return fileSum{}, err
+		return hashcache.Sum{}, err
 	}
 	hashed.Add(cur.st.Size - b.delete)
-	return sumOf(h, size), nil
+	return hashcache.SumOf(h, size), nil
 }
 
 // fill writes the body into the empty temp file dst.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/worker/internal/hashcache"
 	"golang.org/x/sys/unix"
 )
 
@@ -176,7 +177,7 @@ func (dg *digester) file(fd int, name, p, rel string, st *unix.Stat_t) ([32]byte
 	}
 	dg.files.Add(1)
 	dg.bytes.Add(st.Size)
-	sum, ok := dg.s.hashes.get(keyOf(st))
+	sum, ok := dg.s.hashes.Get(hashcache.KeyOf(st))
 	if !ok {
 		ffd, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 		if err != nil {

@@ -57,7 +57,7 @@ func BenchmarkEditAppend(b *testing.B) {
 	}
 	first := appendOnce()
 	var ours, theirs time.Duration
-	hashed := s.hashes.hashed.Load()
+	hashed := s.hashes.Hashed.Load()
 	for b.Loop() {
 		ours += appendOnce()
 		t0 := time.Now()
@@ -80,7 +80,7 @@ func BenchmarkEditAppend(b *testing.B) {
 	b.ReportMetric(float64(ours.Microseconds())/n, "append-µs")
 	b.ReportMetric(float64(theirs.Microseconds())/n, "oappend-fsync-µs")
 	b.ReportMetric(float64(ours)/float64(theirs), "ratio")
-	b.ReportMetric(float64(s.hashes.hashed.Load()-hashed)/n, "hashed-B/op")
+	b.ReportMetric(float64(s.hashes.Hashed.Load()-hashed)/n, "hashed-B/op")
 }
 
 // BenchmarkEditPatchVsReplace compares, in worker time, one Patch of 20

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fsmcp/fsmcp/worker/internal/fileio"
+	"github.com/fsmcp/fsmcp/worker/internal/hashcache"
 	"golang.org/x/sys/unix"
 )
 
@@ -55,8 +56,8 @@ type lineMarks struct {
 
 type lineIndex struct {
 	mu     sync.Mutex
-	files  map[hashKey]*lineMarks
-	order  []hashKey
+	files  map[hashcache.Key]*lineMarks
+	order  []hashcache.Key
 	marks  int
 	settle time.Duration
 	// scanned counts the bytes read to count lines; tests use it to tell
@@ -65,7 +66,7 @@ type lineIndex struct {
 }
 
 func newLineIndex() *lineIndex {
-	return &lineIndex{files: make(map[hashKey]*lineMarks), settle: time.Second}
+	return &lineIndex{files: make(map[hashcache.Key]*lineMarks), settle: time.Second}
 }
 
 func strideFor(size int64) int64 {
@@ -76,7 +77,7 @@ func strideFor(size int64) int64 {
 	return s
 }
 
-func (x *lineIndex) get(k hashKey, size int64) *lineMarks {
+func (x *lineIndex) get(k hashcache.Key, size int64) *lineMarks {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if m, ok := x.files[k]; ok {
@@ -89,8 +90,8 @@ func (x *lineIndex) get(k hashKey, size int64) *lineMarks {
 // same timestamp tick would not change the key) and m knows more than what
 // is remembered already.
 func (x *lineIndex) put(st *unix.Stat_t, m *lineMarks) {
-	k := keyOf(st)
-	if time.Since(time.Unix(0, k.ctime)) < x.settle {
+	k := hashcache.KeyOf(st)
+	if time.Since(time.Unix(0, st.Ctim.Nano())) < x.settle {
 		return
 	}
 	x.mu.Lock()
@@ -127,7 +128,7 @@ type lineScan struct {
 }
 
 func (x *lineIndex) scan(ctx context.Context, f *os.File, st *unix.Stat_t) *lineScan {
-	return &lineScan{ctx: ctx, f: f, st: st, m: x.get(keyOf(st), st.Size), x: x}
+	return &lineScan{ctx: ctx, f: f, st: st, m: x.get(hashcache.KeyOf(st), st.Size), x: x}
 }
 
 // extend counts forward from the end of the marks until pred says stop

@@ -15,6 +15,7 @@ import (
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/worker/internal/dirent"
 	"github.com/fsmcp/fsmcp/worker/internal/fileio"
+	"github.com/fsmcp/fsmcp/worker/internal/hashcache"
 	"golang.org/x/sys/unix"
 )
 
@@ -180,7 +181,7 @@ func (s *Service) hash(ctx context.Context, p string, st *unix.Stat_t) (string, 
 // cache. The file is re-stat'ed after hashing, so a write during the hash
 // is never cached.
 func (s *Service) hashOpen(ctx context.Context, f *os.File, st *unix.Stat_t) (string, error) {
-	if sum, ok := s.hashes.get(keyOf(st)); ok {
+	if sum, ok := s.hashes.Get(hashcache.KeyOf(st)); ok {
 		return sum, nil
 	}
 	// Reading a whole file is heavy work.
@@ -190,28 +191,28 @@ func (s *Service) hashOpen(ctx context.Context, f *os.File, st *unix.Stat_t) (st
 	}
 	defer done()
 	fs, err := s.hashVersion(ctx, f, st)
-	return fs.sum, err
+	return fs.Hex, err
 }
 
 // hashVersion hashes the open regular file f, whose fstat st was taken
 // before, from its current offset (its start, for a file just opened),
 // and caches the sum by put's rule.
-func (s *Service) hashVersion(ctx context.Context, f *os.File, st *unix.Stat_t) (fileSum, error) {
+func (s *Service) hashVersion(ctx context.Context, f *os.File, st *unix.Stat_t) (hashcache.Sum, error) {
 	start := time.Now()
 	fs, err := hashFile(ctx, f)
 	if err != nil {
-		return fileSum{}, err
+		return hashcache.Sum{}, err
 	}
-	s.hashes.hashed.Add(st.Size)
+	s.hashes.Hashed.Add(st.Size)
 	if after, err := fstat(f); err == nil {
-		s.hashes.put(st, after, start, fs)
+		s.hashes.Put(st, after, start, fs)
 	}
 	return fs, nil
 }
 
 // hashFile streams f through sha256, checking ctx every buffer (256 KiB),
 // and reports its progress to the hashProgress ctx carries, if any.
-func hashFile(ctx context.Context, f *os.File) (fileSum, error) {
+func hashFile(ctx context.Context, f *os.File) (hashcache.Sum, error) {
 	h := sha256.New()
 	bp := fileio.Buffers.Get().(*[]byte)
 	defer fileio.Buffers.Put(bp)
@@ -226,7 +227,7 @@ func hashFile(ctx context.Context, f *os.File) (fileSum, error) {
 	next := time.Now().Add(progressEvery)
 	for {
 		if err := ctx.Err(); err != nil {
-			return fileSum{}, err
+			return hashcache.Sum{}, err
 		}
 		n, err := f.Read(buf)
 		h.Write(buf[:n])
@@ -236,10 +237,10 @@ func hashFile(ctx context.Context, f *os.File) (fileSum, error) {
 			next = time.Now().Add(progressEvery)
 		}
 		if err == io.EOF {
-			return sumOf(h, hashed), nil
+			return hashcache.SumOf(h, hashed), nil
 		}
 		if err != nil {
-			return fileSum{}, err
+			return hashcache.Sum{}, err
 		}
 	}
 }
@@ -282,7 +283,7 @@ func (s *Service) Read(ctx context.Context, req *fsmcpv1.ReadRequest) (*fsmcpv1.
 		if err != nil {
 			return nil, fsError("fstat", p, err)
 		}
-		if keyOf(after) == keyOf(st) {
+		if hashcache.KeyOf(after) == hashcache.KeyOf(st) {
 			if fi, err := s.root.Stat(p); err == nil && sameInode(toStat(fi), st) {
 				return resp, nil
 			}
@@ -343,7 +344,7 @@ func checkRead(p string, req *fsmcpv1.ReadRequest) error {
 // readVersion reads from f, whose fstat is st, what req asks.
 func (s *Service) readVersion(ctx context.Context, p string, f *os.File, st *unix.Stat_t, req *fsmcpv1.ReadRequest) (*fsmcpv1.ReadResponse, error) {
 	resp := &fsmcpv1.ReadResponse{Size: st.Size, Offset: req.GetOffset()}
-	sum, ok := s.hashes.get(keyOf(st))
+	sum, ok := s.hashes.Get(hashcache.KeyOf(st))
 	if !ok && (st.Size <= inlineHashBytes || req.GetIfSha256() != "") {
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
 			return nil, fsError("read", p, err)

@@ -11,6 +11,7 @@ import (
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/sandbox"
+	"github.com/fsmcp/fsmcp/worker/internal/hashcache"
 	"google.golang.org/grpc"
 )
 
@@ -44,7 +45,7 @@ type Service struct {
 	// beforeDescend, when set, runs before a recursive delete opens a
 	// directory. Tests use it to swap the directory for a symlink.
 	beforeDescend func(name string)
-	hashes        *hashCache
+	hashes        *hashcache.Cache
 	lines         *lineIndex
 	budgets       budgets
 	limits        Limits
@@ -130,7 +131,7 @@ func New(root *os.Root, opts Options) (*Service, error) {
 		devNull:     opts.DevNull,
 		maxRead:     opts.MaxRead,
 		maxMedia:    opts.MaxMedia,
-		hashes:      newHashCache(),
+		hashes:      hashcache.New(),
 		lines:       newLineIndex(),
 		budgets:     newBudgets(opts.Limits),
 		limits:      opts.Limits,

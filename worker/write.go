@@ -14,6 +14,7 @@ import (
 	"time"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/worker/internal/hashcache"
 	"golang.org/x/sys/unix"
 )
 
@@ -316,7 +317,7 @@ type current struct {
 	st  *unix.Stat_t
 	sha string
 	// state is the digest's state after the file's last byte, when it
-	// is kept (see fileSum).
+	// is kept (see hashcache.Sum).
 	state []byte
 	data  []byte
 	// release returns data's reservation of the memory budget.
@@ -404,7 +405,7 @@ func (s *Service) current(ctx context.Context, op string, d *parent, base, p str
 		return nil, fsError(op, p, err)
 	}
 	start := time.Now()
-	var fs fileSum
+	var fs hashcache.Sum
 	cached := false
 	if all {
 		if err := s.CheckFileSize(op, p, before.Size); err != nil {
@@ -424,9 +425,9 @@ func (s *Service) current(ctx context.Context, op string, d *parent, base, p str
 		}
 		h := sha256.New()
 		h.Write(c.data)
-		fs = sumOf(h, before.Size)
-	} else if fs, cached = s.hashes.lookup(keyOf(before)); !cached {
-		// The cache's key proves the bytes (see hashCache): a hit is as
+		fs = hashcache.SumOf(h, before.Size)
+	} else if fs, cached = s.hashes.Lookup(hashcache.KeyOf(before)); !cached {
+		// The cache's key proves the bytes (see hashcache.Cache): a hit is as
 		// good as reading them.
 		fs, err = hashFile(ctx, c.f)
 	}
@@ -444,10 +445,10 @@ func (s *Service) current(ctx context.Context, op string, d *parent, base, p str
 		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, p, "%s: the file changed while it was read", op)
 	}
 	if !cached {
-		s.hashes.hashed.Add(before.Size)
-		s.hashes.put(before, c.st, start, fs)
+		s.hashes.Hashed.Add(before.Size)
+		s.hashes.Put(before, c.st, start, fs)
 	}
-	c.sha, c.state = fs.sum, fs.state
+	c.sha, c.state = fs.Hex, fs.State
 	// Replacing a file the process may not write would bypass its
 	// permission bits: rename needs only the directory's.
 	if err := unix.Faccessat(d.fd, base, unix.W_OK, unix.AT_EACCESS|unix.AT_SYMLINK_NOFOLLOW); err != nil {
@@ -475,7 +476,7 @@ func (s *Service) commitOrPreview(ctx context.Context, d *parent, base, p string
 	if !dryRun {
 		return s.commit(ctx, d, base, p, cur, b)
 	}
-	sum, err := b.sha256(ctx, cur, &s.hashes.hashed)
+	sum, err := b.sha256(ctx, cur, &s.hashes.Hashed)
 	if err != nil {
 		return nil, fsError("read", p, err)
 	}
@@ -483,7 +484,7 @@ func (s *Service) commitOrPreview(ctx context.Context, d *parent, base, p string
 	if err != nil {
 		return nil, fsError("read", p, err)
 	}
-	return &commitResult{sha256: sum.sum, size: b.size(cur), diff: diff}, nil
+	return &commitResult{sha256: sum.Hex, size: b.size(cur), diff: diff}, nil
 }
 
 // commit writes b to a new temp file in d, gives it cur's metadata
@@ -515,7 +516,7 @@ func (s *Service) commit(ctx context.Context, d *parent, base, p string, cur *cu
 			rerr = st.discardReport(p, rerr)
 		}
 	}()
-	sum, err := b.sha256(ctx, cur, &s.hashes.hashed)
+	sum, err := b.sha256(ctx, cur, &s.hashes.Hashed)
 	if err != nil {
 		return nil, fsError("read", p, err)
 	}
@@ -525,7 +526,7 @@ func (s *Service) commit(ctx context.Context, d *parent, base, p string, cur *cu
 	if s.beforeCommit != nil {
 		s.beforeCommit(p)
 	}
-	res := &commitResult{sha256: sum.sum, size: b.size(cur)}
+	res := &commitResult{sha256: sum.Hex, size: b.size(cur)}
 	if res.brokeHardLink, err = s.place(ctx, st, base, p, cur); err != nil {
 		if st.kept {
 			placed = true
@@ -556,7 +557,7 @@ func (s *Service) commit(ctx context.Context, d *parent, base, p string, cur *cu
 		return nil, err
 	}
 	if nowErr == nil {
-		s.hashes.putPlaced(st.stat, now, sum)
+		s.hashes.PutPlaced(st.stat, now, sum)
 	}
 	return res, nil
 }

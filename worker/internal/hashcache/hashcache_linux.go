@@ -1,4 +1,4 @@
-package worker
+package hashcache
 
 import (
 	"crypto/sha256"
@@ -12,26 +12,27 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// hashKey identifies one version of a file's content as well as stat can:
+// Key identifies one version of a file's content as well as stat can:
 // any write changes ctime, so a rewrite that keeps size and mtime (touch -r)
 // still changes the key.
-type hashKey struct {
+type Key struct {
 	dev, ino     uint64
 	size         int64
 	mtime, ctime int64
 }
 
-func keyOf(st *unix.Stat_t) hashKey {
-	return hashKey{dev: uint64(st.Dev), ino: st.Ino, size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}
+// KeyOf is the key of the version st describes.
+func KeyOf(st *unix.Stat_t) Key {
+	return Key{dev: uint64(st.Dev), ino: st.Ino, size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}
 }
 
-// fileSum is the sha256 of one version of a file and, for a file of at
+// Sum is the sha256 of one version of a file and, for a file of at
 // least stateMinBytes, the SHA-256 digest's state after its last byte
 // (crypto/sha256's digest is an encoding.BinaryMarshaler). From the state,
 // an append hashes only the bytes it adds.
-type fileSum struct {
-	sum   string
-	state []byte
+type Sum struct {
+	Hex   string
+	State []byte
 }
 
 // stateMinBytes: below it, hashing the whole file again costs less than a
@@ -39,19 +40,19 @@ type fileSum struct {
 // holds at most hashCacheSize states, 3.5 MiB.
 const stateMinBytes = 1 << 20
 
-// sumOf finishes h, which has hashed size bytes, into a fileSum.
-func sumOf(h hash.Hash, size int64) fileSum {
-	fs := fileSum{sum: hex.EncodeToString(h.Sum(nil))}
+// SumOf finishes h, which has hashed size bytes, into a Sum.
+func SumOf(h hash.Hash, size int64) Sum {
+	fs := Sum{Hex: hex.EncodeToString(h.Sum(nil))}
 	if size >= stateMinBytes {
 		// crypto/sha256's digest never fails to marshal.
-		fs.state, _ = h.(encoding.BinaryMarshaler).MarshalBinary()
+		fs.State, _ = h.(encoding.BinaryMarshaler).MarshalBinary()
 	}
 	return fs
 }
 
-// resumeSHA256 is a sha256 hash that has already hashed the bytes state
-// (see fileSum) describes; nil when there is no state.
-func resumeSHA256(state []byte) hash.Hash {
+// ResumeSHA256 is a sha256 hash that has already hashed the bytes state
+// (see Sum) describes; nil when there is no state.
+func ResumeSHA256(state []byte) hash.Hash {
 	if state == nil {
 		return nil
 	}
@@ -62,7 +63,7 @@ func resumeSHA256(state []byte) hash.Hash {
 	return h
 }
 
-// hashCache remembers the sha256 (and state, see fileSum) of recently
+// Cache remembers the sha256 (and state, see Sum) of recently
 // hashed files, so a repeated fs_stat of an unchanged large file does not
 // read it again, and a precondition on it is checked without reading it.
 // It holds at most hashCacheSize entries and forgets the oldest first.
@@ -71,17 +72,17 @@ func resumeSHA256(state []byte) hash.Hash {
 // after the entry was made changes the key. put makes entries for files
 // read (the settle rule), putPlaced for the file a commit has just put in
 // place (the mtime rule).
-type hashCache struct {
+type Cache struct {
 	mu    sync.Mutex
-	sums  map[hashKey]fileSum
-	order []hashKey
+	sums  map[Key]Sum
+	order []Key
 	next  int
-	// settle: a file whose ctime was younger than this when hashing began
+	// Settle: a file whose ctime was younger than this when hashing began
 	// is not cached, so a write landing in the same timestamp tick as the
 	// hash can never be mistaken for the hashed version.
-	settle time.Duration
-	// hashed counts the bytes read for hashing.
-	hashed atomic.Int64
+	Settle time.Duration
+	// Hashed counts the bytes read for hashing.
+	Hashed atomic.Int64
 }
 
 // hashCacheSize holds a source tree the size of Go's own (about 12,000
@@ -89,35 +90,38 @@ type hashCache struct {
 // an entry costs about 150 bytes, and a state 108 more.
 const hashCacheSize = 1 << 15
 
-func newHashCache() *hashCache {
-	return &hashCache{sums: make(map[hashKey]fileSum), order: make([]hashKey, 0, 1024), settle: time.Second}
+// New is an empty cache.
+func New() *Cache {
+	return &Cache{sums: make(map[Key]Sum), order: make([]Key, 0, 1024), Settle: time.Second}
 }
 
-func (c *hashCache) get(k hashKey) (string, bool) {
-	fs, ok := c.lookup(k)
-	return fs.sum, ok
+// Get returns the sha256 cached for k.
+func (c *Cache) Get(k Key) (string, bool) {
+	fs, ok := c.Lookup(k)
+	return fs.Hex, ok
 }
 
-func (c *hashCache) lookup(k hashKey) (fileSum, bool) {
+// Lookup returns the Sum cached for k.
+func (c *Cache) Lookup(k Key) (Sum, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	fs, ok := c.sums[k]
 	return fs, ok
 }
 
-// put caches fs for before, the stat taken when hashing started at start,
+// Put caches fs for before, the stat taken when hashing started at start,
 // only if after (taken when it ended) shows the same version and its ctime
 // was at least settle old at start: a later write then falls in a later
 // timestamp tick and changes the ctime.
-func (c *hashCache) put(before, after *unix.Stat_t, start time.Time, fs fileSum) {
-	k := keyOf(before)
-	if keyOf(after) != k || start.Sub(time.Unix(0, k.ctime)) < c.settle {
+func (c *Cache) Put(before, after *unix.Stat_t, start time.Time, fs Sum) {
+	k := KeyOf(before)
+	if KeyOf(after) != k || start.Sub(time.Unix(0, k.ctime)) < c.Settle {
 		return
 	}
 	c.insert(k, fs)
 }
 
-// putPlaced caches fs, the sum of the bytes a commit wrote, for the file
+// PutPlaced caches fs, the sum of the bytes a commit wrote, for the file
 // it placed. staged is the new file's fstat after its last write and
 // fsync, taken before it was renamed into place; placed is its fstat
 // after. The entry is made only when
@@ -133,15 +137,15 @@ func (c *hashCache) put(before, after *unix.Stat_t, start time.Time, fs fileSum)
 // rule sees is a write by another process into the temp name, in the
 // timestamp tick of the worker's own last write, on a kernel without
 // multigrain timestamps: the reply's sha256 rests on the same bytes.
-func (c *hashCache) putPlaced(staged, placed *unix.Stat_t, fs fileSum) {
-	if !sameInode(staged, placed) || staged.Size != placed.Size || staged.Mtim != placed.Mtim ||
+func (c *Cache) PutPlaced(staged, placed *unix.Stat_t, fs Sum) {
+	if staged.Dev != placed.Dev || staged.Ino != placed.Ino || staged.Size != placed.Size || staged.Mtim != placed.Mtim ||
 		placed.Ctim.Nano() <= placed.Mtim.Nano() {
 		return
 	}
-	c.insert(keyOf(placed), fs)
+	c.insert(KeyOf(placed), fs)
 }
 
-func (c *hashCache) insert(k hashKey, fs fileSum) {
+func (c *Cache) insert(k Key, fs Sum) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.sums[k]; ok {
