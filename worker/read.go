@@ -16,6 +16,7 @@ import (
 	"github.com/fsmcp/fsmcp/worker/internal/dirent"
 	"github.com/fsmcp/fsmcp/worker/internal/fileio"
 	"github.com/fsmcp/fsmcp/worker/internal/hashcache"
+	"github.com/fsmcp/fsmcp/worker/internal/lines"
 	"golang.org/x/sys/unix"
 )
 
@@ -381,44 +382,19 @@ func (s *Service) readVersion(ctx context.Context, p string, f *os.File, st *uni
 }
 
 // locateLine sets resp.Offset and resp.FirstLine to where line (1-based,
-// or negative from the end) starts. A line past the end starts at the
-// end of the file; a tail longer than the file starts at line 1.
+// or negative from the end) starts (lines.Index.Locate).
 func (s *Service) locateLine(ctx context.Context, f *os.File, st *unix.Stat_t, line int64, resp *fsmcpv1.ReadResponse) error {
-	ls := s.lines.scan(ctx, f, st)
-	defer func() {
-		if ls.grew {
-			s.lines.put(st, ls.m)
-		}
-	}()
-	if line > 0 {
-		start, _, err := ls.start(line)
-		resp.Offset, resp.FirstLine = start, line
-		return err
-	}
-	start, err := ls.tail(-line)
-	if err != nil {
-		return err
-	}
-	resp.Offset = start
-	if ls.m.complete {
-		resp.FirstLine = max(ls.m.lines+line+1, 1)
-		return nil
-	}
-	// A tail's number counts the lines before it, once: the count is
-	// kept, so the next tail of this version reads only itself.
-	if resp.FirstLine, err = ls.lineAt(start); err != nil {
-		return err
-	}
-	_, err = ls.total()
+	var err error
+	resp.Offset, resp.FirstLine, err = s.lines.Locate(ctx, f, st, line)
 	return err
 }
 
-// lineEnds cuts resp.Data after lines whole lines (0: no limit) and
+// lineEnds cuts resp.Data after want whole lines (0: no limit) and
 // records where each line in it ends; when no line ends in it, the
 // length of the one it starts.
-func lineEnds(ctx context.Context, f *os.File, st *unix.Stat_t, lines int64, resp *fsmcpv1.ReadResponse) error {
+func lineEnds(ctx context.Context, f *os.File, st *unix.Stat_t, want int64, resp *fsmcpv1.ReadResponse) error {
 	data := resp.Data
-	for at := 0; lines == 0 || int64(len(resp.LineEnds)) < lines; {
+	for at := 0; want == 0 || int64(len(resp.LineEnds)) < want; {
 		j := bytes.IndexByte(data[at:], '\n')
 		if j < 0 {
 			if at < len(data) && resp.Offset+int64(len(data)) == st.Size {
@@ -434,7 +410,7 @@ func lineEnds(ctx context.Context, f *os.File, st *unix.Stat_t, lines int64, res
 		return nil
 	}
 	if len(data) > 0 {
-		n, err := lineLength(ctx, f, resp.Offset, st.Size)
+		n, err := lines.Length(ctx, f, resp.Offset, st.Size)
 		resp.LineLength = n
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/sandbox"
 	"github.com/fsmcp/fsmcp/worker/internal/hashcache"
+	"github.com/fsmcp/fsmcp/worker/internal/lines"
 	"google.golang.org/grpc"
 )
 
@@ -46,7 +47,7 @@ type Service struct {
 	// directory. Tests use it to swap the directory for a symlink.
 	beforeDescend func(name string)
 	hashes        *hashcache.Cache
-	lines         *lineIndex
+	lines         *lines.Index
 	budgets       budgets
 	limits        Limits
 	// quarantine, when set, keeps what deletes remove and writes replace.
@@ -132,7 +133,7 @@ func New(root *os.Root, opts Options) (*Service, error) {
 		maxRead:     opts.MaxRead,
 		maxMedia:    opts.MaxMedia,
 		hashes:      hashcache.New(),
-		lines:       newLineIndex(),
+		lines:       lines.NewIndex(),
 		budgets:     newBudgets(opts.Limits),
 		limits:      opts.Limits,
 		quarantine:  opts.Quarantine,

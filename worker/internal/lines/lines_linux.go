@@ -1,4 +1,4 @@
-package worker
+package lines
 
 import (
 	"bytes"
@@ -14,19 +14,6 @@ import (
 	"github.com/fsmcp/fsmcp/worker/internal/hashcache"
 	"golang.org/x/sys/unix"
 )
-
-// Lines are rg's: a line is the bytes up to and including a '\n' (a '\r'
-// before it is part of the line), and a last line without '\n' counts.
-// Line n starts just after the (n-1)th '\n' of the file, so the number of a
-// line is one more than the count of '\n' before it; fs_grep reports the
-// same numbers because rg counts the same way.
-//
-// A line index remembers, for each recently read version of a file, how
-// many '\n' lie before every stride-th byte, so that line 250000 of a large
-// file is found by scanning at most one stride, not the whole prefix. It
-// is keyed like the hash cache (device, inode, size, mtime, ctime) and
-// bounded: at most maxMarksPerFile marks per file (the stride doubles for
-// larger files) and maxMarks in all, the oldest file forgotten first.
 
 const (
 	// minStride is the distance between marks of a small file.
@@ -54,7 +41,8 @@ type lineMarks struct {
 	lines    int64
 }
 
-type lineIndex struct {
+// Index is the line index of recently read file versions.
+type Index struct {
 	mu     sync.Mutex
 	files  map[hashcache.Key]*lineMarks
 	order  []hashcache.Key
@@ -65,8 +53,9 @@ type lineIndex struct {
 	scanned int64
 }
 
-func newLineIndex() *lineIndex {
-	return &lineIndex{files: make(map[hashcache.Key]*lineMarks), settle: time.Second}
+// NewIndex is an empty index.
+func NewIndex() *Index {
+	return &Index{files: make(map[hashcache.Key]*lineMarks), settle: time.Second}
 }
 
 func strideFor(size int64) int64 {
@@ -77,7 +66,7 @@ func strideFor(size int64) int64 {
 	return s
 }
 
-func (x *lineIndex) get(k hashcache.Key, size int64) *lineMarks {
+func (x *Index) get(k hashcache.Key, size int64) *lineMarks {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if m, ok := x.files[k]; ok {
@@ -89,7 +78,7 @@ func (x *lineIndex) get(k hashcache.Key, size int64) *lineMarks {
 // put remembers m for the version st, if st has settled (a write in the
 // same timestamp tick would not change the key) and m knows more than what
 // is remembered already.
-func (x *lineIndex) put(st *unix.Stat_t, m *lineMarks) {
+func (x *Index) put(st *unix.Stat_t, m *lineMarks) {
 	k := hashcache.KeyOf(st)
 	if time.Since(time.Unix(0, st.Ctim.Nano())) < x.settle {
 		return
@@ -115,6 +104,36 @@ func (x *lineIndex) put(st *unix.Stat_t, m *lineMarks) {
 	}
 }
 
+// Locate returns where line (1-based, or negative from the end) starts in
+// f, the version st, and its number. A line past the end starts at the end
+// of the file; a tail longer than the file starts at line 1.
+func (x *Index) Locate(ctx context.Context, f *os.File, st *unix.Stat_t, line int64) (offset, first int64, err error) {
+	ls := x.scan(ctx, f, st)
+	defer func() {
+		if ls.grew {
+			x.put(st, ls.m)
+		}
+	}()
+	if line > 0 {
+		start, _, err := ls.start(line)
+		return start, line, err
+	}
+	start, err := ls.tail(-line)
+	if err != nil {
+		return 0, 0, err
+	}
+	if ls.m.complete {
+		return start, max(ls.m.lines+line+1, 1), nil
+	}
+	// A tail's number counts the lines before it, once: the count is
+	// kept, so the next tail of this version reads only itself.
+	if first, err = ls.lineAt(start); err != nil {
+		return start, 0, err
+	}
+	_, err = ls.total()
+	return start, first, err
+}
+
 // lineScan reads one file version to count its lines, extending a copy of
 // its marks as it goes.
 type lineScan struct {
@@ -124,10 +143,10 @@ type lineScan struct {
 	m   *lineMarks
 	// grew: m holds more than the index had.
 	grew bool
-	x    *lineIndex
+	x    *Index
 }
 
-func (x *lineIndex) scan(ctx context.Context, f *os.File, st *unix.Stat_t) *lineScan {
+func (x *Index) scan(ctx context.Context, f *os.File, st *unix.Stat_t) *lineScan {
 	return &lineScan{ctx: ctx, f: f, st: st, m: x.get(hashcache.KeyOf(st), st.Size), x: x}
 }
 
@@ -343,8 +362,8 @@ func (ls *lineScan) lineAt(off int64) (int64, error) {
 	return seen + 1, nil
 }
 
-// lineLength returns the length of the line starting at off.
-func lineLength(ctx context.Context, f *os.File, off, size int64) (int64, error) {
+// Length returns the length of the line starting at off.
+func Length(ctx context.Context, f *os.File, off, size int64) (int64, error) {
 	bp := fileio.Buffers.Get().(*[]byte)
 	defer fileio.Buffers.Put(bp)
 	buf := (*bp)[:scanBytes]
