@@ -7,6 +7,7 @@ import (
 	"path"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/worker/internal/dirwalk"
 	"github.com/fsmcp/fsmcp/worker/internal/fileio"
 	"golang.org/x/sys/unix"
 )
@@ -104,12 +105,12 @@ func (s *Service) Copy(ctx context.Context, req *fsmcpv1.CopyRequest) (*fsmcpv1.
 		return nil, c.unsupported(from, st)
 	}
 	if err != nil {
-		(&walker{ctx: context.WithoutCancel(ctx), path: to}).removeAll(td.fd, tmp, 0)
+		(&dirwalk.Remover{Ctx: context.WithoutCancel(ctx)}).RemoveAll(td.fd, tmp)
 		unix.Unlinkat(td.fd, tmp, 0)
 		return nil, fsError("copy", from, err)
 	}
 	if err := renameNoReplace(td.fd, tmp, td.fd, tbase); err != nil {
-		(&walker{ctx: context.WithoutCancel(ctx), path: to}).removeAll(td.fd, tmp, 0)
+		(&dirwalk.Remover{Ctx: context.WithoutCancel(ctx)}).RemoveAll(td.fd, tmp)
 		unix.Unlinkat(td.fd, tmp, 0)
 		if errors.Is(err, unix.EEXIST) || errors.Is(err, unix.ENOTEMPTY) {
 			return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_ALREADY_EXISTS, to, "copy: the destination was created meanwhile; nothing was copied")
@@ -210,7 +211,7 @@ func (c *copier) dir(sfd int, name, p, rel string, dfd int, dname string, depth 
 	if err := c.ctx.Err(); err != nil {
 		return err
 	}
-	fd, err := unix.Openat(sfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	fd, err := dirwalk.Open(sfd, name)
 	if err != nil {
 		return err
 	}
@@ -225,7 +226,7 @@ func (c *copier) dir(sfd int, name, p, rel string, dfd int, dname string, depth 
 	}
 	dst := os.NewFile(uintptr(nfd), dname)
 	defer dst.Close()
-	names, err := src.Readdirnames(-1)
+	names, err := dirwalk.Names(fd)
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/sandbox"
+	"github.com/fsmcp/fsmcp/worker/internal/dirwalk"
 	"github.com/fsmcp/fsmcp/worker/internal/gitconfig"
 	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/proto"
@@ -230,37 +231,19 @@ func (s *Service) findRepos() []string {
 	}
 	defer f.Close()
 	var found []string
-	var walk func(fd int, rel string, depth int)
-	walk = func(fd int, rel string, depth int) {
-		if depth > maxWalkDepth {
-			return
-		}
-		dup, err := unix.Dup(fd)
-		if err != nil {
-			return
-		}
-		unix.CloseOnExec(dup)
-		df := os.NewFile(uintptr(dup), "dir")
-		ents, _ := df.ReadDir(-1)
-		df.Close()
-		for _, e := range ents {
-			n := e.Name()
-			if n == ".git" {
-				found = append(found, joinRel(rel, n))
-				continue
+	w := &dirwalk.Walker{
+		Visit: func(_ int, e fs.DirEntry, rel string) (bool, error) {
+			if e.Name() == ".git" {
+				found = append(found, rel)
+				return false, nil
 			}
-			if !e.IsDir() {
-				continue
-			}
-			sub, err := unix.Openat(fd, n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
-			if err != nil {
-				continue
-			}
-			walk(sub, joinRel(rel, n), depth+1)
-			unix.Close(sub)
-		}
+			return true, nil
+		},
+		// What cannot be read, or lies too deep, holds no repository
+		// to find.
+		Fail: func(string, error) error { return nil },
 	}
-	walk(int(f.Fd()), "", 0)
+	w.Walk(int(f.Fd()), "")
 	return found
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/worker/internal/dirwalk"
 	"github.com/fsmcp/fsmcp/worker/internal/hashcache"
 	"golang.org/x/sys/unix"
 )
@@ -131,7 +132,7 @@ func (dg *digester) node(fd int, name, p, rel string, depth int) ([32]byte, fsmc
 		if depth >= maxWalkDepth {
 			return [32]byte{}, 0, newError(fsmcpv1.ErrorCode_ERROR_CODE_TOO_LARGE, p, "digest: the tree is deeper than %d levels", maxWalkDepth)
 		}
-		sub, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+		sub, err := dirwalk.Open(fd, name)
 		if err != nil {
 			if errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
 				return [32]byte{}, 0, newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, p, "digest: the tree changed while it was read")
@@ -226,14 +227,7 @@ func (dg *digester) dir(fd int, p, rel string, depth int) ([32]byte, error) {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return [32]byte{}, err
 	}
-	dup, err := unix.Dup(fd)
-	if err != nil {
-		return [32]byte{}, err
-	}
-	unix.CloseOnExec(dup)
-	f := os.NewFile(uintptr(dup), "dir")
-	names, err := f.Readdirnames(-1)
-	f.Close()
+	names, err := dirwalk.Names(fd)
 	if err != nil {
 		return [32]byte{}, err
 	}
