@@ -7,20 +7,16 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path"
-	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/sandbox"
 	"github.com/fsmcp/fsmcp/worker/internal/rgargs"
-	"github.com/fsmcp/fsmcp/worker/internal/rglog"
+	"github.com/fsmcp/fsmcp/worker/internal/rgproc"
 )
 
 // Glob and Grep run rg as a child of the worker, so it inherits the
@@ -46,8 +42,6 @@ const (
 	progressEvery = 250 * time.Millisecond
 	// maxSearchTime bounds a search whose caller set no deadline.
 	maxSearchTime = 10 * time.Minute
-	// stderrKeep is how much of rg's stderr is kept to explain a failure.
-	stderrKeep = 8 << 10
 	// tempGlob excludes the temp files of atomic writes. It is passed
 	// after the client's globs because in rg the last matching glob
 	// wins, so no client glob can re-include them.
@@ -221,27 +215,11 @@ func (r *rgRun) result(opts []string) (unreadable int64, err error) {
 	}
 }
 
-// stderrBuffer keeps the first stderrKeep bytes written and counts lines.
-type stderrBuffer struct {
-	mu    sync.Mutex
-	b     []byte
-	lines int64
-}
-
-func (w *stderrBuffer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if room := stderrKeep - len(w.b); room > 0 {
-		w.b = append(w.b, p[:min(room, len(p))]...)
-	}
-	w.lines += int64(bytes.Count(p, []byte("\n")))
-	return len(p), nil
-}
-
-// run runs rg with args. consume reads rg's stdout to its end; progress
-// is reported every progressEvery while it runs. When the search's context
-// ends, or consume or sending progress fails, rg's whole process group is
-// killed; run returns only after rg has been reaped.
+// run runs rg with args (rgproc.Run) on one rg-process slot. consume
+// reads rg's stdout to its end; progress is reported every progressEvery
+// while it runs. When the search's context ends, or consume or sending
+// progress fails, rg's whole process group is killed; run returns only
+// after rg has been reaped.
 func (r *rgRun) run(args []string, consume func(io.Reader) error) error {
 	s, ctx, op, t := r.s, r.ctx, r.op, r.t
 	if _, ok := ctx.Deadline(); !ok {
@@ -254,118 +232,34 @@ func (r *rgRun) run(args []string, consume func(io.Reader) error) error {
 		return err
 	}
 	defer done()
-	// Everything that starts, signals and reaps rg happens on this one
-	// OS thread. Landlock below ABI 8 gives each thread of the worker a
-	// domain of its own, and a scoped domain may signal only inside
-	// itself: rg inherits the domain of the thread that forked it, so
-	// only that thread may kill it. Pdeathsig, too, follows the thread
-	// that forked the child, not the process.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-
-	cmd := exec.Command(s.rg, args...)
-	// rg reads RIPGREP_CONFIG_PATH, HOME and XDG_CONFIG_HOME from its
-	// environment: give it none at all.
-	cmd.Env = []string{}
-	// Given no path, rg would search stdin; it always gets a path, and
-	// /dev/null besides (a confined worker cannot open it itself).
-	if s.devNull != nil {
-		cmd.Stdin = s.devNull
-	}
-	// The working directory is the descriptor opened through the Root,
-	// so rg's "." is exactly that directory, with no path string between.
-	cmd.Dir = fmt.Sprintf("/proc/self/fd/%d", t.dir.Fd())
-	if t.file != nil {
-		cmd.ExtraFiles = []*os.File{t.file}
-	}
-	// Its own process group, so that a kill reaches anything rg might
-	// start; SIGKILL should the worker die first.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	stderr := &stderrBuffer{}
-	cmd.Stderr = stderr
-	if t.debug != nil {
-		cmd.Stderr = &rglog.Splitter{Debug: t.debug, Rest: stderr}
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return fsError(op, "", err)
-	}
-	if err := cmd.Start(); err != nil {
+	res, err := rgproc.Run(ctx, rgproc.Cmd{Path: s.rg, Args: args, Stdin: s.devNull, Dir: t.dir, File: t.file,
+		Debug: t.debug, Consume: consume, Tick: r.progress, Every: progressEvery})
+	var start *rgproc.StartError
+	var tick *rgproc.TickError
+	var read *rgproc.ConsumeError
+	var wait *rgproc.WaitError
+	switch {
+	case err == nil:
+		r.exit, r.stderr, r.stderrLines = res.Exit, res.Stderr, res.StderrLines
+		return nil
+	case errors.As(err, &start):
 		// Out of descriptors, processes or memory is unavailable (retry),
 		// with the errno's reason; anything else is a bug.
-		if code, reason := classify(err); code == fsmcpv1.ErrorCode_ERROR_CODE_UNAVAILABLE {
+		if code, reason := classify(start.Err); code == fsmcpv1.ErrorCode_ERROR_CODE_UNAVAILABLE {
 			return newError(code, "", "%s: cannot start rg: %s", op, reason)
 		}
-		fmt.Fprintf(os.Stderr, "fsmcp worker: start rg: %v\n", err)
+		fmt.Fprintf(os.Stderr, "fsmcp worker: %v\n", err)
 		return newError(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "", "%s: cannot start rg", op)
-	}
-	killed := false
-	kill := func() {
-		if killed {
-			return
-		}
-		killed = true
-		if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil && err != syscall.ESRCH {
-			bug(fmt.Errorf("kill rg: %w", err))
-		}
-	}
-	failed := make(chan struct{}, 1)
-	consumed := make(chan error, 1)
-	go func() {
-		err := consume(stdout)
-		if err != nil {
-			failed <- struct{}{}
-		}
-		// Drain what is left so rg is never blocked on a full pipe.
-		io.Copy(io.Discard, stdout)
-		consumed <- err
-	}()
-	tick := time.NewTicker(progressEvery)
-	defer tick.Stop()
-	var consumeErr, progressErr, waitErr error
-	waited := make(chan error, 1)
-	running, ctxDone := true, ctx.Done()
-	for reaped := false; !reaped; {
-		select {
-		case consumeErr = <-consumed:
-			// Wait only once stdout is read to its end, as os/exec asks.
-			running = false
-			go func() { waited <- cmd.Wait() }()
-		case waitErr = <-waited:
-			reaped = true
-		case <-ctxDone:
-			ctxDone = nil
-			kill()
-		case <-failed:
-			kill()
-		case <-tick.C:
-			if running && progressErr == nil {
-				if progressErr = r.progress(); progressErr != nil {
-					kill()
-				}
-			}
-		}
-	}
-	switch {
-	case ctx.Err() != nil:
-		return fsError(op, "", ctx.Err())
-	case progressErr != nil:
-		return fsError(op, "", progressErr)
-	case consumeErr != nil:
-		fmt.Fprintf(os.Stderr, "fsmcp worker: %s: reading rg's output: %v\n", op, consumeErr)
+	case errors.As(err, &tick):
+		return fsError(op, "", tick.Err)
+	case errors.As(err, &read):
+		fmt.Fprintf(os.Stderr, "fsmcp worker: %s: %v\n", op, err)
 		return newError(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "", "%s: unreadable output from rg", op)
-	}
-	r.stderr, r.stderrLines = stderr.b, stderr.lines
-	var exit *exec.ExitError
-	switch {
-	case waitErr == nil:
-	case errors.As(waitErr, &exit) && exit.ExitCode() >= 0:
-		r.exit = exit.ExitCode()
-	default:
-		fmt.Fprintf(os.Stderr, "fsmcp worker: %s: rg: %v\n", op, waitErr)
+	case errors.As(err, &wait):
+		fmt.Fprintf(os.Stderr, "fsmcp worker: %s: %v\n", op, err)
 		return newError(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "", "%s: rg failed", op)
 	}
-	return nil
+	return fsError(op, "", err)
 }
 
 // failure answers an rg exit status that left no usable result and that
