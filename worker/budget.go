@@ -2,14 +2,13 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
-	"sync"
 	"time"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
-	"golang.org/x/sync/semaphore"
-	"google.golang.org/grpc/stats"
+	"github.com/fsmcp/fsmcp/worker/internal/admit"
 )
 
 // Limits are the worker's per-process budgets. They come from the trusted
@@ -118,69 +117,40 @@ func (l *Limits) Check() error {
 	return nil
 }
 
-// Limiter admits work up to a capacity, in units (processes, calls or
-// bytes), first come first served. A call that finds it full waits, at
-// most its queue timeout or its own deadline, whichever comes first; then
-// it is answered unavailable (the worker is busy: retry) or timeout.
-//
-// It is the one admission mechanism of the worker: rg processes, heavy
-// calls and the memory budget are three Limiters, and a new tool that
-// runs a process or holds a file's bytes takes from them (Service.RG,
-// Service.Heavy, Service.Reserve).
-type Limiter struct {
-	what     string
-	capacity int64
-	queue    time.Duration
-	sem      *semaphore.Weighted
-}
-
-// NewLimiter returns a Limiter of capacity units; what names them in
-// refusals ("rg processes").
-func NewLimiter(what string, capacity int64, queue time.Duration) *Limiter {
-	return &Limiter{what: what, capacity: capacity, queue: queue, sem: semaphore.NewWeighted(capacity)}
-}
-
-// Acquire takes n units for the call op on path p and returns their
-// release. n larger than the whole capacity can never be had and is
-// too_large at once.
-func (l *Limiter) Acquire(ctx context.Context, op, p string, n int64) (func(), error) {
-	if n > l.capacity {
-		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_TOO_LARGE, p,
-			"%s: needs %d of the worker's %d %s", op, n, l.capacity, l.what)
-	}
-	if n <= 0 {
-		return func() {}, nil
-	}
-	release := func() { l.sem.Release(n) }
-	if l.sem.TryAcquire(n) {
+// acquire takes n units of l for the call op on path p (admit.Limiter),
+// refusing with too_large what l can never hold, with unavailable when l
+// stays full for its queue timeout.
+func acquire(ctx context.Context, l *admit.Limiter, op, p string, n int64) (func(), error) {
+	release, err := l.Acquire(ctx, n)
+	var big *admit.TooLargeError
+	var busy *admit.BusyError
+	switch {
+	case err == nil:
 		return release, nil
-	}
-	qctx, cancel := context.WithTimeout(ctx, l.queue)
-	defer cancel()
-	if err := l.sem.Acquire(qctx, n); err != nil {
-		if ctx.Err() != nil {
-			return nil, fsError(op, p, ctx.Err())
-		}
+	case errors.As(err, &big):
+		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_TOO_LARGE, p,
+			"%s: needs %d of the worker's %d %s", op, n, big.Capacity, big.What)
+	case errors.As(err, &busy):
 		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_UNAVAILABLE, p,
-			"%s: the worker is busy (all %d %s in use for %v); try again", op, l.capacity, l.what, l.queue)
+			"%s: the worker is busy (all %d %s in use for %v); try again", op, busy.Capacity, busy.What, busy.Queue)
 	}
-	return release, nil
+	return nil, fsError(op, p, err)
 }
 
 // budgets are a Service's three Limiters and its file bound.
 type budgets struct {
 	maxFile int64
-	rg      *Limiter
-	heavy   *Limiter
-	memory  *Limiter
+	rg      *admit.Limiter
+	heavy   *admit.Limiter
+	memory  *admit.Limiter
 }
 
 func newBudgets(l Limits) budgets {
 	return budgets{
 		maxFile: l.MaxFileBytes,
-		rg:      NewLimiter("rg processes", int64(l.MaxRG), l.QueueTimeout),
-		heavy:   NewLimiter("heavy calls", int64(l.MaxHeavy), l.QueueTimeout),
-		memory:  NewLimiter("bytes of memory budget", l.MemoryBytes-memoryReserve, l.QueueTimeout),
+		rg:      admit.New("rg processes", int64(l.MaxRG), l.QueueTimeout),
+		heavy:   admit.New("heavy calls", int64(l.MaxHeavy), l.QueueTimeout),
+		memory:  admit.New("bytes of memory budget", l.MemoryBytes-memoryReserve, l.QueueTimeout),
 	}
 }
 
@@ -199,79 +169,32 @@ func (s *Service) CheckFileSize(op, p string, n int64) error {
 // holds them: a caller reserves before it allocates and releases once the
 // bytes are garbage.
 func (s *Service) Reserve(ctx context.Context, op, p string, n int64) (func(), error) {
-	return s.budgets.memory.Acquire(ctx, op, p, n)
+	return acquire(ctx, s.budgets.memory, op, p, n)
 }
 
 // ReserveReply is Reserve for bytes that leave in the RPC's reply: gRPC
 // encodes the reply (a second copy) after the handler returned, so the
 // release, which the caller defers as usual, takes effect only when the
-// RPC has ended (releaseAfterReply), its reply encoded and handed to the
+// RPC has ended (admit.ReleaseAfterReply), its reply encoded and handed to the
 // transport. Called outside a gRPC server, the release is immediate.
 func (s *Service) ReserveReply(ctx context.Context, op, p string, n int64) (func(), error) {
 	release, err := s.Reserve(ctx, op, p, n)
 	if err != nil {
 		return nil, err
 	}
-	h, _ := ctx.Value(replyHoldKey{}).(*replyHold)
-	if h == nil {
-		return release, nil
-	}
-	return func() { h.add(release) }, nil
+	return admit.AfterReply(ctx, release), nil
 }
-
-// releaseAfterReply is the worker's gRPC stats handler: each RPC's
-// context carries a replyHold, whose releases run when the RPC has ended
-// (stats.End, after the reply was encoded and queued for the transport).
-type releaseAfterReply struct{}
-
-type replyHoldKey struct{}
-
-type replyHold struct {
-	mu  sync.Mutex
-	fns []func()
-}
-
-func (h *replyHold) add(f func()) {
-	h.mu.Lock()
-	h.fns = append(h.fns, f)
-	h.mu.Unlock()
-}
-
-func (releaseAfterReply) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context {
-	return context.WithValue(ctx, replyHoldKey{}, &replyHold{})
-}
-
-func (releaseAfterReply) HandleRPC(ctx context.Context, st stats.RPCStats) {
-	if _, end := st.(*stats.End); !end {
-		return
-	}
-	if h, _ := ctx.Value(replyHoldKey{}).(*replyHold); h != nil {
-		h.mu.Lock()
-		fns := h.fns
-		h.fns = nil
-		h.mu.Unlock()
-		for _, f := range fns {
-			f()
-		}
-	}
-}
-
-func (releaseAfterReply) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
-	return ctx
-}
-
-func (releaseAfterReply) HandleConn(context.Context, stats.ConnStats) {}
 
 // Heavy takes one heavy-call slot for op. A call takes at most one, at its
 // start: one that holds a slot must not take another (hashOpen takes one),
 // or calls holding every slot could wait on each other until their queue
 // timeout.
 func (s *Service) Heavy(ctx context.Context, op, p string) (func(), error) {
-	return s.budgets.heavy.Acquire(ctx, op, p, 1)
+	return acquire(ctx, s.budgets.heavy, op, p, 1)
 }
 
 // RG takes one rg-process slot for op; whoever starts a child process
 // (rg, an external command) holds one while it runs.
 func (s *Service) RG(ctx context.Context, op string) (func(), error) {
-	return s.budgets.rg.Acquire(ctx, op, "", 1)
+	return acquire(ctx, s.budgets.rg, op, "", 1)
 }

@@ -13,6 +13,7 @@ import (
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/sandbox"
+	"github.com/fsmcp/fsmcp/worker/internal/admit"
 	"github.com/fsmcp/fsmcp/worker/internal/selftest"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
@@ -302,7 +303,7 @@ func serveConn(conn net.Conn, register func(*grpc.Server), unary []grpc.UnarySer
 		// once; a peer opening more waits for gRPC stream quota.
 		grpc.MaxConcurrentStreams(MaxStreams),
 		// Memory reserved for a reply is released once it was sent.
-		grpc.StatsHandler(releaseAfterReply{}),
+		grpc.StatsHandler(admit.ReleaseAfterReply{}),
 		// The front-end's sizing (frontend/client.go): static windows end
 		// the BDP pings and mid-message window updates; 64 KiB per read
 		// or write system call.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/worker/internal/admit"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/status"
 )
@@ -595,7 +596,7 @@ func TestRobustViewsTakeTurns(t *testing.T) {
 	const size = 12 << 20
 	wput(t, filepath.Join(dir, "pic"), strings.Repeat("p", size))
 	// Long enough for eight views one after another on a loaded machine.
-	s.budgets.memory.queue = time.Minute
+	s.budgets.memory = admit.New("bytes of memory budget", int64(64<<20)-memoryReserve, time.Minute)
 	errs := make(chan error, 8)
 	for range 8 {
 		go func() {
