@@ -3,118 +3,21 @@ package worker
 import (
 	"context"
 	"errors"
-	"fmt"
-	"runtime"
-	"time"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/worker/internal/admit"
 )
 
-// Limits are the worker's per-process budgets. They come from the trusted
-// command line, never from an RPC. A zero field takes its default.
-//
-// They do not bound what gRPC itself allocates before a handler runs: a
-// request message (at most MaxMessageBytes) is decoded whole before the
-// worker can look at it. The front-end bounds the calls it has in flight.
-type Limits struct {
-	// MaxFileBytes is the largest file an edit may read into memory or
-	// produce: fs_replace (and every edit tool) refuses, with too_large and
-	// before allocating, a result larger than this. At most half of
-	// MemoryBytes, so that the old and the new content fit together.
-	MaxFileBytes int64
-	// MemoryBytes is the worker's soft memory limit (runtime/debug) and
-	// the capacity of its memory budget: calls reserve what they are about
-	// to hold, and one that would exceed it waits (QueueTimeout at most),
-	// then fails with unavailable.
-	MemoryBytes int64
-	// MaxRG bounds the rg processes running at once.
-	MaxRG int
-	// MaxHeavy bounds the calls doing work proportional to a file or a tree
-	// (writes, edits, recursive deletes, mkdir, hashing) at once.
-	MaxHeavy int
-	// QueueTimeout bounds how long a call waits for a slot or for memory
-	// before it is answered unavailable (or timeout, if its own deadline
-	// comes first).
-	QueueTimeout time.Duration
-}
-
-// Default limits, sized for a small machine (the reference has 2 cores).
-const (
-	DefaultMemoryBytes  = 1 << 30
-	DefaultQueueTimeout = 10 * time.Second
-	// memoryReserve is what the worker needs besides its budgeted work:
-	// runtime, gRPC buffers, stacks, caches.
-	memoryReserve = 32 << 20
-)
-
-// minMemoryBytes is the smallest memory budget a worker runs with.
-const minMemoryBytes = 64 << 20
-
 // DefaultMemoryFor is the worker's memory budget when none is given: half
 // of avail (memoryShare), the memory available to fsmcp when it starts
 // (the smaller of its cgroup's limit and MemAvailable; 0 if unknown),
-// between 64 MiB and DefaultMemoryBytes. The other half is the
+// between 64 MiB and admit.DefaultMemoryBytes. The other half is the
 // front-end's, rg's and the page cache's.
 func DefaultMemoryFor(avail int64) int64 {
 	if avail <= 0 {
-		return DefaultMemoryBytes
+		return admit.DefaultMemoryBytes
 	}
-	return min(max(avail/memoryShare, minMemoryBytes), DefaultMemoryBytes)
-}
-
-// DefaultMaxRG is the default bound of rg processes: two per core, at
-// least two. Each rg runs up to one search thread per core.
-func DefaultMaxRG() int { return max(2, 2*runtime.NumCPU()) }
-
-// DefaultMaxHeavy is the default bound of heavy calls: four per core.
-func DefaultMaxHeavy() int { return max(4, 4*runtime.NumCPU()) }
-
-// MaxFileBytesFor is the largest --max-file-bytes a worker with the given
-// memory budget can honour: half of what is left after its reserve, and
-// never more than one gRPC message.
-func MaxFileBytesFor(memoryBytes int64) int64 {
-	return min(max((memoryBytes-memoryReserve)/2, 0), MaxMessageBytes)
-}
-
-// DefaultMaxFileBytes is --max-file-bytes when not given: a quarter of the
-// memory budget (two edits of the largest file fit at once), at most one
-// gRPC message.
-func DefaultMaxFileBytes(memoryBytes int64) int64 {
-	return min(max((memoryBytes-memoryReserve)/4, 0), MaxMessageBytes)
-}
-
-// Check validates l and fills in defaults.
-func (l *Limits) Check() error {
-	if l.MemoryBytes == 0 {
-		l.MemoryBytes = DefaultMemoryBytes
-	}
-	if l.MemoryBytes < minMemoryBytes {
-		return fmt.Errorf("worker memory %d is below the minimum %d", l.MemoryBytes, minMemoryBytes)
-	}
-	if l.MaxFileBytes == 0 {
-		l.MaxFileBytes = DefaultMaxFileBytes(l.MemoryBytes)
-	}
-	if m := MaxFileBytesFor(l.MemoryBytes); l.MaxFileBytes < 1 || l.MaxFileBytes > m {
-		return fmt.Errorf("max file bytes %d: want 1 to %d (half of worker memory %d less %d, at most %d)",
-			l.MaxFileBytes, m, l.MemoryBytes, memoryReserve, MaxMessageBytes)
-	}
-	if l.MaxRG == 0 {
-		l.MaxRG = DefaultMaxRG()
-	}
-	if l.MaxHeavy == 0 {
-		l.MaxHeavy = DefaultMaxHeavy()
-	}
-	if l.MaxRG < 1 || l.MaxHeavy < 1 {
-		return fmt.Errorf("max rg %d and max heavy %d must be positive", l.MaxRG, l.MaxHeavy)
-	}
-	if l.QueueTimeout == 0 {
-		l.QueueTimeout = DefaultQueueTimeout
-	}
-	if l.QueueTimeout < 0 {
-		return fmt.Errorf("queue timeout %v must be positive", l.QueueTimeout)
-	}
-	return nil
+	return min(max(avail/memoryShare, admit.MinMemoryBytes), admit.DefaultMemoryBytes)
 }
 
 // acquire takes n units of l for the call op on path p (admit.Limiter),
@@ -145,12 +48,12 @@ type budgets struct {
 	memory  *admit.Limiter
 }
 
-func newBudgets(l Limits) budgets {
+func newBudgets(l admit.Limits) budgets {
 	return budgets{
 		maxFile: l.MaxFileBytes,
 		rg:      admit.New("rg processes", int64(l.MaxRG), l.QueueTimeout),
 		heavy:   admit.New("heavy calls", int64(l.MaxHeavy), l.QueueTimeout),
-		memory:  admit.New("bytes of memory budget", l.MemoryBytes-memoryReserve, l.QueueTimeout),
+		memory:  admit.New("bytes of memory budget", l.MemoryBytes-admit.MemoryReserve, l.QueueTimeout),
 	}
 }
 

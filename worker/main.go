@@ -177,7 +177,7 @@ func run(args []string, hooks Hooks) error {
 		MaxRead:     cfg.MaxRead,
 		MaxMedia:    cfg.MaxMedia,
 		Policy:      cfg.Policy,
-		Limits: Limits{MaxFileBytes: cfg.MaxFileBytes, MemoryBytes: cfg.MemoryBytes,
+		Limits: admit.Limits{MaxFileBytes: cfg.MaxFileBytes, MemoryBytes: cfg.MemoryBytes,
 			MaxRG: cfg.MaxRG, MaxHeavy: cfg.MaxHeavy, QueueTimeout: cfg.QueueTimeout},
 		Quarantine: quarantine,
 		Rules:      rules,

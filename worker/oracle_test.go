@@ -20,6 +20,7 @@ import (
 	"testing"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/worker/internal/admit"
 	"github.com/fsmcp/fsmcp/worker/internal/rgargs"
 	"github.com/fsmcp/fsmcp/worker/workertest"
 	"google.golang.org/protobuf/proto"
@@ -287,7 +288,7 @@ func rgList(t testing.TB, dir string, args ...string) []string {
 
 // oracleService serves a fresh generated tree from seed.
 func oracleService(t *testing.T, seed uint64) (*oracleTree, fsmcpv1.WorkerServiceClient) {
-	s := newSearchService(t, Limits{})
+	s := newSearchService(t, admit.Limits{})
 	rng := rand.New(rand.NewPCG(seed, seed>>32|1))
 	tr := genTree(t, rng, s.testDir)
 	return tr, serveInProcess(t, s.Service)

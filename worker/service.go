@@ -11,6 +11,7 @@ import (
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/sandbox"
+	"github.com/fsmcp/fsmcp/worker/internal/admit"
 	"github.com/fsmcp/fsmcp/worker/internal/hashcache"
 	"github.com/fsmcp/fsmcp/worker/internal/lines"
 	"google.golang.org/grpc"
@@ -49,7 +50,7 @@ type Service struct {
 	hashes        *hashcache.Cache
 	lines         *lines.Index
 	budgets       budgets
-	limits        Limits
+	limits        admit.Limits
 	// quarantine, when set, keeps what deletes remove and writes replace.
 	quarantine *Quarantine
 	// rules, when set, are the operator's --rules, for Check and for
@@ -80,7 +81,7 @@ type Options struct {
 	// Policy is the operator's protected and denied paths.
 	Policy sandbox.Policy
 	// Limits are the worker's budgets; zero fields take defaults.
-	Limits Limits
+	Limits admit.Limits
 	// Quarantine, when set, keeps what deletes remove and writes replace,
 	// for Undo.
 	Quarantine *Quarantine
@@ -107,7 +108,7 @@ func New(root *os.Root, opts Options) (*Service, error) {
 	if opts.MaxMedia <= 0 {
 		opts.MaxMedia = 5 << 20
 	}
-	if err := opts.Limits.Check(); err != nil {
+	if err := opts.Limits.Check(MaxMessageBytes); err != nil {
 		return nil, err
 	}
 	if opts.Confinement == nil {

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/worker/internal/admit"
 	"github.com/fsmcp/fsmcp/worker/internal/rglog"
 	"github.com/fsmcp/fsmcp/worker/workertest"
 	"golang.org/x/sys/unix"
@@ -125,7 +126,7 @@ func treeLines(t *testing.T, c fsmcpv1.WorkerServiceClient, req *fsmcpv1.TreeReq
 // log lossily: the listing is the same with it, and rg's verdicts
 // (hidden, ignored) hold for symlinks either way.
 func TestWalkTreeLearnsFromLog(t *testing.T) {
-	s := newSearchService(t, Limits{})
+	s := newSearchService(t, admit.Limits{})
 	dir := s.testDir
 	wput(t, filepath.Join(dir, ".ignore"), "*.log\n")
 	wput(t, filepath.Join(dir, "src", "a.go"), "package a")
@@ -197,7 +198,7 @@ func TestFileTypeOfNoType(t *testing.T) {
 // has more; hidden and ignored names of symlinks, fifos and devices are
 // left out as a file's would be.
 func TestWalkTreeListsEverySymlink(t *testing.T) {
-	s := newSearchService(t, Limits{})
+	s := newSearchService(t, admit.Limits{})
 	dir := s.testDir
 	wput(t, filepath.Join(dir, ".ignore"), "skip*\n")
 	wput(t, filepath.Join(dir, "a", "b", "c", "f"), "f")
