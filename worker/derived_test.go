@@ -50,7 +50,7 @@ func derivedService(t *testing.T, files map[string]string) (string, *Service) {
 func derivedOf(s *Service) []string {
 	var got []string
 	for _, e := range s.derivedList() {
-		got = append(got, e.path+" <- "+e.from)
+		got = append(got, e.Path+" <- "+e.From)
 	}
 	slices.Sort(got)
 	return got
