@@ -7,7 +7,6 @@ import (
 	"slices"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
-	"github.com/fsmcp/fsmcp/proto/jsontext"
 	"github.com/fsmcp/fsmcp/worker/internal/paging"
 	"github.com/fsmcp/fsmcp/worker/internal/rgargs"
 	"google.golang.org/grpc"
@@ -87,29 +86,9 @@ func (s *Service) Glob(req *fsmcpv1.GlobRequest, stream grpc.ServerStreamingServ
 			resp.MtimesUnixNano[i], resp.Paths[i] = paging.SplitMtimeKey(k)
 		}
 	} else {
-		resp.EntriesJson, resp.EntryEnds = pathObjects(paths)
+		resp.EntriesJson, resp.EntryEnds = paging.Objects(paths)
 	}
 	return stream.Send(resp)
-}
-
-// pathObjects renders paths as the reply's objects, {"path":…} each, one
-// after another, and where each ends: one block crosses to the front-end,
-// which places it in its reply as it is, instead of a field per path that
-// it would decode and render again.
-func pathObjects(paths [][]byte) ([]byte, []uint32) {
-	n := 0
-	for _, p := range paths {
-		n += len(p) + len(p)/8 + 12
-	}
-	b := make([]byte, 0, n)
-	ends := make([]uint32, len(paths))
-	for i, p := range paths {
-		b = append(b, '{')
-		b = jsontext.AppendName(b, "path", p)
-		b = append(b, '}')
-		ends[i] = uint32(len(b))
-	}
-	return b, ends
 }
 
 // mtimeKey returns the sort key of the root-relative path p, lstat'ed

@@ -15,6 +15,7 @@ import (
 	"sync"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/proto/jsontext"
 	"github.com/fsmcp/fsmcp/worker/internal/rgjson"
 )
 
@@ -358,3 +359,23 @@ func (b *Block) Keeps() bool { return !b.skip && !b.full }
 
 // Shown reports whether the block's file is shown at all.
 func (b *Block) Shown() bool { return b.path != nil }
+
+// Objects renders paths as the reply's objects, {"path":…} each, one
+// after another, and where each ends: one block crosses to the front-end,
+// which places it in its reply as it is, instead of a field per path that
+// it would decode and render again.
+func Objects(paths [][]byte) ([]byte, []uint32) {
+	n := 0
+	for _, p := range paths {
+		n += len(p) + len(p)/8 + 12
+	}
+	b := make([]byte, 0, n)
+	ends := make([]uint32, len(paths))
+	for i, p := range paths {
+		b = append(b, '{')
+		b = jsontext.AppendName(b, "path", p)
+		b = append(b, '}')
+		ends[i] = uint32(len(b))
+	}
+	return b, ends
+}
