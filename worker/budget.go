@@ -8,12 +8,12 @@ import (
 	"github.com/fsmcp/fsmcp/worker/internal/admit"
 )
 
-// DefaultMemoryFor is the worker's memory budget when none is given: half
+// defaultMemoryFor is the worker's memory budget when none is given: half
 // of avail (memoryShare), the memory available to fsmcp when it starts
 // (the smaller of its cgroup's limit and MemAvailable; 0 if unknown),
 // between 64 MiB and admit.DefaultMemoryBytes. The other half is the
 // front-end's, rg's and the page cache's.
-func DefaultMemoryFor(avail int64) int64 {
+func defaultMemoryFor(avail int64) int64 {
 	if avail <= 0 {
 		return admit.DefaultMemoryBytes
 	}
@@ -57,10 +57,10 @@ func newBudgets(l admit.Limits) budgets {
 	}
 }
 
-// CheckFileSize refuses, with too_large, content of n bytes that op would
+// checkFileSize refuses, with too_large, content of n bytes that op would
 // read into memory or produce: every edit tool calls it before it
 // allocates.
-func (s *Service) CheckFileSize(op, p string, n int64) error {
+func (s *Service) checkFileSize(op, p string, n int64) error {
 	if n > s.budgets.maxFile {
 		return newError(fsmcpv1.ErrorCode_ERROR_CODE_TOO_LARGE, p,
 			"%s: the result would be %d bytes, over the limit of %d (--max-file-bytes); nothing was written", op, n, s.budgets.maxFile)
@@ -68,36 +68,36 @@ func (s *Service) CheckFileSize(op, p string, n int64) error {
 	return nil
 }
 
-// Reserve takes n bytes of the worker's memory budget for as long as op
+// reserve takes n bytes of the worker's memory budget for as long as op
 // holds them: a caller reserves before it allocates and releases once the
 // bytes are garbage.
-func (s *Service) Reserve(ctx context.Context, op, p string, n int64) (func(), error) {
+func (s *Service) reserve(ctx context.Context, op, p string, n int64) (func(), error) {
 	return acquire(ctx, s.budgets.memory, op, p, n)
 }
 
-// ReserveReply is Reserve for bytes that leave in the RPC's reply: gRPC
+// reserveReply is reserve for bytes that leave in the RPC's reply: gRPC
 // encodes the reply (a second copy) after the handler returned, so the
 // release, which the caller defers as usual, takes effect only when the
 // RPC has ended (admit.ReleaseAfterReply), its reply encoded and handed to the
 // transport. Called outside a gRPC server, the release is immediate.
-func (s *Service) ReserveReply(ctx context.Context, op, p string, n int64) (func(), error) {
-	release, err := s.Reserve(ctx, op, p, n)
+func (s *Service) reserveReply(ctx context.Context, op, p string, n int64) (func(), error) {
+	release, err := s.reserve(ctx, op, p, n)
 	if err != nil {
 		return nil, err
 	}
 	return admit.AfterReply(ctx, release), nil
 }
 
-// Heavy takes one heavy-call slot for op. A call takes at most one, at its
+// heavy takes one heavy-call slot for op. A call takes at most one, at its
 // start: one that holds a slot must not take another (hashOpen takes one),
 // or calls holding every slot could wait on each other until their queue
 // timeout.
-func (s *Service) Heavy(ctx context.Context, op, p string) (func(), error) {
+func (s *Service) heavy(ctx context.Context, op, p string) (func(), error) {
 	return acquire(ctx, s.budgets.heavy, op, p, 1)
 }
 
-// RG takes one rg-process slot for op; whoever starts a child process
+// rgSlot takes one rg-process slot for op; whoever starts a child process
 // (rg, an external command) holds one while it runs.
-func (s *Service) RG(ctx context.Context, op string) (func(), error) {
+func (s *Service) rgSlot(ctx context.Context, op string) (func(), error) {
 	return acquire(ctx, s.budgets.rg, op, "", 1)
 }

@@ -41,7 +41,7 @@ func (s *Service) Copy(ctx context.Context, req *fsmcpv1.CopyRequest) (*fsmcpv1.
 	if to == "." {
 		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_ALREADY_EXISTS, to, "copy: the destination is the root")
 	}
-	done, err := s.Heavy(ctx, "copy", to)
+	done, err := s.heavy(ctx, "copy", to)
 	if err != nil {
 		return nil, err
 	}

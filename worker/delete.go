@@ -96,7 +96,7 @@ func (s *Service) unlinkName(ctx context.Context, d *parent, base, p string, st 
 	if !recursive {
 		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_NOT_EMPTY, p, "delete: the directory is not empty (recursive is not set)")
 	}
-	done, err := s.Heavy(ctx, "delete", p)
+	done, err := s.heavy(ctx, "delete", p)
 	if err != nil {
 		return nil, err
 	}
@@ -157,7 +157,7 @@ func (s *Service) guardAside(ctx context.Context, g *guard, d *parent, base, p s
 	return tmp, nil
 }
 
-// Sweep removes temp files left by a crash anywhere under the root: only
+// sweep removes temp files left by a crash anywhere under the root: only
 // names with the temp prefix, only regular files and directories (with
 // everything in them) last modified before
 // olderThan, never through a symlink. The worker sweeps in the background
@@ -167,7 +167,7 @@ func (s *Service) guardAside(ctx context.Context, g *guard, d *parent, base, p s
 // regular file with more than one name (links.go). With remove unset
 // (a read-only root) it only does the latter. It reports how many it
 // removed and the first error it met.
-func (s *Service) Sweep(olderThan time.Time, remove bool) (int, error) {
+func (s *Service) sweep(olderThan time.Time, remove bool) (int, error) {
 	// Derived protection first, so that the walk shows the other names of
 	// the files it protects as well.
 	s.refreshDerived("")
@@ -234,11 +234,11 @@ func (sw *sweeper) visit(fd int, e fs.DirEntry, rel string) (bool, error) {
 	return false, nil
 }
 
-// sweepTemp runs Sweep for files older than start and logs the outcome; a
+// sweepTemp runs sweep for files older than start and logs the outcome; a
 // failure to sweep does not stop the worker, it only leaves hidden files
 // behind (or other names of protected files unknown to the policy).
 func sweepTemp(s *Service, start time.Time, remove bool) {
-	n, err := s.Sweep(start, remove)
+	n, err := s.sweep(start, remove)
 	if n > 0 {
 		fmt.Fprintf(os.Stderr, "fsmcp worker: removed %d temp files left by an earlier crash\n", n)
 	}

@@ -177,7 +177,7 @@ func TestDerivedLinks(t *testing.T) {
 	if err := os.Link(filepath.Join(root, "h", "pre-commit"), filepath.Join(root, "twin")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Sweep(time.Now(), false); err != nil {
+	if _, err := s.sweep(time.Now(), false); err != nil {
 		t.Fatal(err)
 	}
 	_, _, _, err := s.openMutationPath(context.Background(), "write", "twin", accessRewrite)

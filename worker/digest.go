@@ -193,7 +193,7 @@ func (dg *digester) dir(fd int, p, rel string, depth int) ([32]byte, error) {
 	// take from the memory budget, so that concurrent digests of large
 	// directories wait for it (then unavailable) instead of together
 	// exceeding the worker's memory.
-	release, err := dg.s.Reserve(dg.ctx, "digest", p, treesum.ListingBytes(names))
+	release, err := dg.s.reserve(dg.ctx, "digest", p, treesum.ListingBytes(names))
 	if err != nil {
 		return [32]byte{}, err
 	}

@@ -97,7 +97,7 @@ func run(args []string, hooks Hooks) error {
 	// The memory budget's default depends on what the machine and the
 	// cgroup give, which the confined worker can no longer read.
 	if cfg.MemoryBytes == 0 {
-		cfg.MemoryBytes = DefaultMemoryFor(sandbox.AvailableMemory())
+		cfg.MemoryBytes = defaultMemoryFor(sandbox.AvailableMemory())
 	}
 	// The quarantine, like the root, is opened once and granted to
 	// Landlock through its descriptor.
@@ -209,9 +209,9 @@ func run(args []string, hooks Hooks) error {
 	// Journals set aside go to the front-end, for the audit.
 	var r *Recovery
 	if cfg.ReadOnly {
-		r, err = svc.CheckReadOnly()
+		r, err = svc.checkReadOnly()
 	} else {
-		r, err = svc.Recover(cfg.DiscardJournal)
+		r, err = svc.recoverJournals(cfg.DiscardJournal)
 	}
 	if err != nil {
 		return err

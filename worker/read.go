@@ -186,7 +186,7 @@ func (s *Service) hashOpen(ctx context.Context, f *os.File, st *unix.Stat_t) (st
 		return sum, nil
 	}
 	// Reading a whole file is heavy work.
-	done, err := s.Heavy(ctx, "hash", "")
+	done, err := s.heavy(ctx, "hash", "")
 	if err != nil {
 		return "", err
 	}

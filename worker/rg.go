@@ -227,7 +227,7 @@ func (r *rgRun) run(args []string, consume func(io.Reader) error) error {
 		ctx, cancel = context.WithTimeout(ctx, maxSearchTime)
 		defer cancel()
 	}
-	done, err := s.RG(ctx, op)
+	done, err := s.rgSlot(ctx, op)
 	if err != nil {
 		return err
 	}

@@ -466,7 +466,7 @@ func errorOf(err error) *fsmcpv1.Error {
 func TestRobustHeavyCallsQueueBounded(t *testing.T) {
 	s, dir := newLimitedService(t, admit.Limits{MaxHeavy: 1, QueueTimeout: 100 * time.Millisecond})
 	wput(t, filepath.Join(dir, "f"), "v1")
-	release, err := s.Heavy(context.Background(), "test", "")
+	release, err := s.heavy(context.Background(), "test", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -502,21 +502,21 @@ func TestRobustHeavyCallsQueueBounded(t *testing.T) {
 func TestRobustMemoryBudget(t *testing.T) {
 	s, _ := newLimitedService(t, admit.Limits{MemoryBytes: 64 << 20, QueueTimeout: 50 * time.Millisecond})
 	capacity := int64(64<<20) - admit.MemoryReserve
-	_, err := s.Reserve(context.Background(), "test", "", capacity+1)
+	_, err := s.reserve(context.Background(), "test", "", capacity+1)
 	wantWriteCode(t, "Reserve(capacity+1)", err, fsmcpv1.ErrorCode_ERROR_CODE_TOO_LARGE)
-	release, err := s.Reserve(context.Background(), "test", "", capacity-10)
+	release, err := s.reserve(context.Background(), "test", "", capacity-10)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.Reserve(context.Background(), "test", "", 11)
+	_, err = s.reserve(context.Background(), "test", "", 11)
 	wantWriteCode(t, "Reserve(11) of 10 free", err, fsmcpv1.ErrorCode_ERROR_CODE_UNAVAILABLE)
-	more, err := s.Reserve(context.Background(), "test", "", 10)
+	more, err := s.reserve(context.Background(), "test", "", 10)
 	if err != nil {
 		t.Fatalf("Reserve(10) of 10 free: %v", err)
 	}
 	more()
 	release()
-	if r, err := s.Reserve(context.Background(), "test", "", capacity); err != nil {
+	if r, err := s.reserve(context.Background(), "test", "", capacity); err != nil {
 		t.Fatalf("Reserve(capacity) when free: %v", err)
 	} else {
 		r()
@@ -540,7 +540,7 @@ func budgetFree(t *testing.T, s *Service) {
 	capacity := int64(64<<20) - admit.MemoryReserve
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		release, err := s.Reserve(context.Background(), "test", "", capacity)
+		release, err := s.reserve(context.Background(), "test", "", capacity)
 		if err == nil {
 			release()
 			return
@@ -568,7 +568,7 @@ func TestRobustViewReservesMemory(t *testing.T) {
 
 	const size = 4 << 20
 	wput(t, filepath.Join(dir, "pic"), strings.Repeat("p", size))
-	held, err := s.Reserve(ctx, "test", "", capacity-size)
+	held, err := s.reserve(ctx, "test", "", capacity-size)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -649,7 +649,7 @@ func TestRobustDigestReservesMemory(t *testing.T) {
 	budgetFree(t, s)
 	// 200 names of 10 bytes: 200×(16+4+32) + 2×2,000 bytes, more than the
 	// 1,000 left free.
-	held, err := s.Reserve(ctx, "test", "", capacity-1000)
+	held, err := s.reserve(ctx, "test", "", capacity-1000)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,7 @@ func (s *Service) View(ctx context.Context, req *fsmcpv1.ViewRequest) (*fsmcpv1.
 	}
 	// The worker holds the file twice, as read and as gRPC encodes the
 	// reply, until the reply is encoded and queued.
-	release, err := s.ReserveReply(ctx, op, p, 2*(st.Size+1))
+	release, err := s.reserveReply(ctx, op, p, 2*(st.Size+1))
 	if err != nil {
 		return nil, err
 	}

@@ -36,7 +36,7 @@ func (s *Service) Write(ctx context.Context, req *fsmcpv1.WriteRequest) (*fsmcpv
 	}
 	// The content is in memory already; an append's result is copied
 	// file to file and never is.
-	if err := s.CheckFileSize(op, p, int64(len(req.GetContent()))); err != nil {
+	if err := s.checkFileSize(op, p, int64(len(req.GetContent()))); err != nil {
 		return nil, err
 	}
 	// A dry run reads the old content for its diff; an append splices it.
@@ -128,7 +128,7 @@ func (s *Service) openEdit(ctx context.Context, op, p string, all bool, ifSHA st
 			t.close()
 		}
 	}()
-	done, err := s.Heavy(ctx, op, p)
+	done, err := s.heavy(ctx, op, p)
 	if err != nil {
 		return nil, err
 	}
@@ -191,10 +191,10 @@ func (s *Service) applyEdits(ctx context.Context, p string, data []byte, edits [
 		}
 		// n ≤ len(data) and each length ≤ MaxMessageBytes: no overflow.
 		size := int64(len(data)) + n*(int64(len(repl))-int64(len(old)))
-		if err := s.CheckFileSize(fmt.Sprintf("replace: edit %d", i), p, size); err != nil {
+		if err := s.checkFileSize(fmt.Sprintf("replace: edit %d", i), p, size); err != nil {
 			return fail(err)
 		}
-		got, err := s.Reserve(ctx, "replace", p, size)
+		got, err := s.reserve(ctx, "replace", p, size)
 		if err != nil {
 			return fail(err)
 		}
@@ -408,11 +408,11 @@ func (s *Service) current(ctx context.Context, op string, d *parent, base, p str
 	var fs hashcache.Sum
 	cached := false
 	if all {
-		if err := s.CheckFileSize(op, p, before.Size); err != nil {
+		if err := s.checkFileSize(op, p, before.Size); err != nil {
 			c.close()
 			return nil, err
 		}
-		if c.release, err = s.Reserve(ctx, op, p, before.Size); err != nil {
+		if c.release, err = s.reserve(ctx, op, p, before.Size); err != nil {
 			c.close()
 			return nil, err
 		}

@@ -1,8 +1,7 @@
 // Package admit bounds the work the worker takes on at once. Limits are
-// the budgets, from the trusted command line; a Limiter
-// admits units (processes, calls, bytes) up to a capacity, first come
-// first served, and a call that finds it full waits at most a queue
-// timeout. ReleaseAfterReply holds a reservation of the bytes of a reply
+// the budgets, from the trusted command line; a Limiter admits units
+// (processes, calls, bytes) up to a capacity, first come first served, and
+// a call that finds it full waits at most a queue timeout. ReleaseAfterReply holds a reservation of the bytes of a reply
 // until gRPC has encoded and sent it. It bounds only what callers reserve:
 // it does not see what gRPC allocates before a handler runs.
 package admit
