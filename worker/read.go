@@ -3,7 +3,6 @@ package worker
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"errors"
 	"io"
 	"os"
@@ -14,7 +13,6 @@ import (
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/worker/internal/dirent"
-	"github.com/fsmcp/fsmcp/worker/internal/fileio"
 	"github.com/fsmcp/fsmcp/worker/internal/hashcache"
 	"github.com/fsmcp/fsmcp/worker/internal/lines"
 	"golang.org/x/sys/unix"
@@ -211,39 +209,11 @@ func (s *Service) hashVersion(ctx context.Context, f *os.File, st *unix.Stat_t) 
 	return fs, nil
 }
 
-// hashFile streams f through sha256, checking ctx every buffer (256 KiB),
-// and reports its progress to the hashProgress ctx carries, if any.
+// hashFile streams f through sha256 (hashcache.Stream), reporting its
+// progress to the hashProgress ctx carries, if any.
 func hashFile(ctx context.Context, f *os.File) (hashcache.Sum, error) {
-	h := sha256.New()
-	bp := fileio.Buffers.Get().(*[]byte)
-	defer fileio.Buffers.Put(bp)
-	buf := *bp
 	report, _ := ctx.Value(hashProgressKey{}).(func(hashed, total int64))
-	var hashed, total int64
-	if report != nil {
-		if st, err := fstat(f); err == nil {
-			total = st.Size
-		}
-	}
-	next := time.Now().Add(progressEvery)
-	for {
-		if err := ctx.Err(); err != nil {
-			return hashcache.Sum{}, err
-		}
-		n, err := f.Read(buf)
-		h.Write(buf[:n])
-		hashed += int64(n)
-		if report != nil && time.Now().After(next) {
-			report(hashed, total)
-			next = time.Now().Add(progressEvery)
-		}
-		if err == io.EOF {
-			return hashcache.SumOf(h, hashed), nil
-		}
-		if err != nil {
-			return hashcache.Sum{}, err
-		}
-	}
+	return hashcache.Stream(ctx, f, report)
 }
 
 // entryAllowance is a generous estimate of the JSON an entry costs beyond

@@ -1,14 +1,18 @@
 package hashcache
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding"
 	"encoding/hex"
 	"hash"
+	"io"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/fsmcp/fsmcp/worker/internal/fileio"
 	"golang.org/x/sys/unix"
 )
 
@@ -159,4 +163,42 @@ func (c *Cache) insert(k Key, fs Sum) {
 		c.next = (c.next + 1) % hashCacheSize
 	}
 	c.sums[k] = fs
+}
+
+// reportEvery is how often Stream reports its progress.
+const reportEvery = 250 * time.Millisecond
+
+// Stream hashes f from its current offset to its end, checking ctx every
+// buffer (256 KiB), and, when report is set, reports the bytes hashed and
+// the file's size every reportEvery.
+func Stream(ctx context.Context, f *os.File, report func(hashed, total int64)) (Sum, error) {
+	h := sha256.New()
+	bp := fileio.Buffers.Get().(*[]byte)
+	defer fileio.Buffers.Put(bp)
+	buf := *bp
+	var hashed, total int64
+	if report != nil {
+		if fi, err := f.Stat(); err == nil {
+			total = fi.Size()
+		}
+	}
+	next := time.Now().Add(reportEvery)
+	for {
+		if err := ctx.Err(); err != nil {
+			return Sum{}, err
+		}
+		n, err := f.Read(buf)
+		h.Write(buf[:n])
+		hashed += int64(n)
+		if report != nil && time.Now().After(next) {
+			report(hashed, total)
+			next = time.Now().Add(reportEvery)
+		}
+		if err == io.EOF {
+			return SumOf(h, hashed), nil
+		}
+		if err != nil {
+			return Sum{}, err
+		}
+	}
 }
