@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"unsafe"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/worker/internal/dirent"
@@ -75,12 +74,12 @@ func (s *Service) listDir(ctx context.Context, fd int, rel, p string, req *fsmcp
 	var totals fsmcpv1.ListTotals
 	var it listItem
 	err := readNames(ctx, fd, func(name []byte) error {
-		if isTempName(unsafeString(name)) {
+		if isTempName(dirent.String(name)) {
 			return nil
 		}
 		it.key, it.off, it.stated = it.key[:0], 0, false
 		if statAll {
-			if gone, err := lstatAt(fd, name, &it.st); gone {
+			if gone, err := dirent.Lstat(fd, name, &it.st); gone {
 				return nil // removed since the directory was read
 			} else if err != nil {
 				return fsError("lstat", p, err)
@@ -162,7 +161,7 @@ type listItem struct {
 func statItems(fd int, items []*listItem) error {
 	stat := func(part []*listItem) error {
 		for _, it := range part {
-			gone, err := lstatAt(fd, it.key[it.off:], &it.st)
+			gone, err := dirent.Lstat(fd, it.key[it.off:], &it.st)
 			if err != nil {
 				return err
 			}
@@ -224,18 +223,3 @@ func readNames(ctx context.Context, fd int, each func(name []byte) error) error 
 	}
 	return err
 }
-
-// lstatAt lstats name in the directory fd with fstatat: no path string
-// outside the Root is ever walked. gone reports a name removed since the
-// directory was read.
-func lstatAt(fd int, name []byte, st *unix.Stat_t) (gone bool, err error) {
-	err = unix.Fstatat(fd, unsafeString(name), st, unix.AT_SYMLINK_NOFOLLOW)
-	if errors.Is(err, unix.ENOENT) {
-		return true, nil
-	}
-	return false, err
-}
-
-// unsafeString is b as a string without a copy, for a call that neither
-// keeps the string nor outlives b's contents.
-func unsafeString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }

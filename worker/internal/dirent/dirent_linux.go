@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"unsafe"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"golang.org/x/sys/unix"
@@ -81,3 +82,18 @@ func FileType(t byte) fsmcpv1.FileType {
 	}
 	return fsmcpv1.FileType_FILE_TYPE_UNSPECIFIED
 }
+
+// Lstat lstats name in the directory fd with fstatat: no path string
+// outside the Root is ever walked. gone reports a name removed since the
+// directory was read.
+func Lstat(fd int, name []byte, st *unix.Stat_t) (gone bool, err error) {
+	err = unix.Fstatat(fd, String(name), st, unix.AT_SYMLINK_NOFOLLOW)
+	if errors.Is(err, unix.ENOENT) {
+		return true, nil
+	}
+	return false, err
+}
+
+// String is b as a string without a copy, for a call that neither
+// keeps the string nor outlives b's contents.
+func String(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
