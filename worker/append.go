@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/worker/internal/fileio"
 	"golang.org/x/sys/unix"
 )
 
@@ -189,7 +190,7 @@ func (s *Service) appendInPlace(ctx context.Context, t *editTarget, p string, da
 		return nil, e
 	}
 	b := &body{spliced: true, off: cur.st.Size, insert: data}
-	sum, err := b.sha256(ctx, cur, &s.hashes.hashed)
+	sum, err := b.sha256(ctx, cur, &s.hashes.Hashed)
 	if err != nil {
 		return nil, fsError("read", p, err)
 	}
@@ -214,7 +215,7 @@ func (s *Service) appendInPlace(ctx context.Context, t *editTarget, p string, da
 	}
 	defer s.appends.put(slot)
 	rec := &appendRecord{RootDev: s.rootDev, RootIno: s.rootIno, Dir: []byte(t.d.rel), Name: []byte(t.base), Ino: st.Ino,
-		OldSize: cur.st.Size, OldSHA: cur.sha, NewSize: newSize, NewSHA: sum.sum}
+		OldSize: cur.st.Size, OldSHA: cur.sha, NewSize: newSize, NewSHA: sum.Hex}
 	if err := writeRecord(slot, rec); err != nil {
 		return nil, fsError("append journal", p, err)
 	}
@@ -236,15 +237,15 @@ func (s *Service) appendInPlace(ctx context.Context, t *editTarget, p string, da
 		return nil, fsError("append", p, werr)
 	}
 	freeSlot(slot)
-	res := &commitResult{sha256: sum.sum, size: newSize}
+	res := &commitResult{sha256: sum.Hex, size: newSize}
 	if now, err := fstat(f); err == nil && sameInode(now, st) && now.Size == newSize {
 		// The next precondition on it, or the next append, reads none of
 		// it again. (As with putPlaced, a write by another process in the
 		// same timestamp tick that keeps the size would go unseen.)
-		s.hashes.insert(keyOf(now), sum)
+		s.hashes.PutAppended(now, sum)
 		if s.quarantine != nil {
 			res.undo = s.quarantine.register(&qEntry{parts: []qPart{{kind: partTruncate, path: joinRel(t.d.rel, t.base),
-				parentDev: t.d.st.Dev, parentIno: t.d.st.Ino, base: t.base, now: idOf(now), nowSHA: sum.sum, keptSHA: cur.sha, oldSize: cur.st.Size}}})
+				parentDev: t.d.st.Dev, parentIno: t.d.st.Ino, base: t.base, now: idOf(now), nowSHA: sum.Hex, keptSHA: cur.sha, oldSize: cur.st.Size}}})
 		}
 	}
 	return res, nil
@@ -345,7 +346,7 @@ func (s *Service) settleAppend(ctx context.Context, r *appendRecord) error {
 // prefixSHA is the sha256 of the first n bytes of f.
 func prefixSHA(ctx context.Context, f *os.File, n int64) (string, error) {
 	h := sha256.New()
-	if err := hashRange(ctx, h, f, 0, n); err != nil {
+	if err := fileio.HashRange(ctx, h, f, 0, n); err != nil {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil

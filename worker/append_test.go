@@ -84,7 +84,7 @@ func TestAppendRecovery(t *testing.T) {
 			}
 			slot.Close()
 			s.appends.free = nil
-			if _, err := s.Recover(""); err != nil {
+			if _, err := s.recoverJournals(""); err != nil {
 				t.Fatal(err)
 			}
 			if got := wcontent(t, p); got != string(tc.want) {

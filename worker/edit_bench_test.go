@@ -63,7 +63,7 @@ func BenchmarkEditAppend(b *testing.B) {
 	first := appendOnce("big")
 	appendOnce("small")
 	var ours, small, theirs time.Duration
-	hashed := s.hashes.hashed.Load()
+	hashed := s.hashes.Hashed.Load()
 	for b.Loop() {
 		ours += appendOnce("big")
 		small += appendOnce("small")
@@ -94,7 +94,7 @@ func BenchmarkEditAppend(b *testing.B) {
 	b.ReportMetric(float64(small.Microseconds())/n, "append-4k-µs")
 	b.ReportMetric(float64(ours)/float64(theirs), "ratio")
 	b.ReportMetric(float64(ours)/float64(small), "size-ratio")
-	b.ReportMetric(float64(s.hashes.hashed.Load()-hashed)/n, "hashed-B/op")
+	b.ReportMetric(float64(s.hashes.Hashed.Load()-hashed)/n, "hashed-B/op")
 }
 
 // BenchmarkEditPatchVsReplace compares, in worker time, one Patch of 20

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/worker/internal/dirwalk"
 	"golang.org/x/sys/unix"
 )
 
@@ -257,8 +258,7 @@ func (q *Quarantine) evict() {
 			if part.name == "" {
 				continue
 			}
-			w := &walker{ctx: context.Background(), path: part.name}
-			if err := w.removeAll(q.fd, part.name, 0); err != nil {
+			if err := (&dirwalk.Remover{Ctx: context.Background()}).RemoveAll(q.fd, part.name); err != nil {
 				fmt.Fprintf(os.Stderr, "fsmcp worker: quarantine: evicting %s: %v\n", part.name, err)
 			}
 		}

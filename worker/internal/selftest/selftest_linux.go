@@ -1,4 +1,4 @@
-package worker
+package selftest
 
 import (
 	"errors"
@@ -13,30 +13,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The self-test: once confined, before serving, the worker tries on
-// itself what its confinement must refuse, and reports each kernel answer
-// in confinement.selftest. A probe that the enforced layers should have
-// refused but that succeeds ends start-up: fsmcp never serves unconfined
-// by accident. Under --allow-no-landlock, what the missing layer would
-// have refused is reported as allowed and does not end start-up.
-//
-// It does not prove the confinement complete: four probes sample three
-// layers (Landlock's filesystem rules, the seccomp filter's socket and
-// access-mode-3 rules, Landlock's execute right); the enforcing tests
-// cover the rest.
-
-// selftestConfig is what the probes need, gathered before confinement.
-type selftestConfig struct {
-	// outside is a path outside the root, to open.
-	outside string
-	// exe is a program the worker is not granted, to exec.
-	exe string
-	// devNull is the child's stdin, stdout and stderr: a confined worker
+// Config is what the probes need, gathered before confinement.
+type Config struct {
+	// Outside is a path outside the root, to open.
+	Outside string
+	// Exe is a program the worker is not granted, to exec.
+	Exe string
+	// DevNull is the child's stdin, stdout and stderr: a confined worker
 	// cannot open /dev/null, and os/exec would try.
-	devNull *os.File
-	// fsEnforced, netEnforced and seccompEnforced say which refusals are
+	DevNull *os.File
+	// FSEnforced, NetEnforced and SeccompEnforced say which refusals are
 	// expected.
-	fsEnforced, netEnforced, seccompEnforced bool
+	FSEnforced, NetEnforced, SeccompEnforced bool
 }
 
 // probeNames, in the order they run and are listed.
@@ -47,9 +35,9 @@ const (
 	probeExec      = "exec of a program not granted"
 )
 
-// selftest runs the probes and returns them, with an error naming the
+// Run runs the probes and returns them, with an error naming the
 // first that the enforced confinement should have refused and did not.
-func selftest(c selftestConfig) ([]*fsmcpv1.Probe, error) {
+func Run(c Config) ([]*fsmcpv1.Probe, error) {
 	var probes []*fsmcpv1.Probe
 	var failed []string
 	add := func(name string, err error, expected bool) {
@@ -59,25 +47,25 @@ func selftest(c selftestConfig) ([]*fsmcpv1.Probe, error) {
 			failed = append(failed, fmt.Sprintf("%s: %s", name, p.Result))
 		}
 	}
-	if c.outside == "" {
+	if c.Outside == "" {
 		probes = append(probes, &fsmcpv1.Probe{Name: probeOpen, Result: "skipped: the root is /, nothing is outside it"})
 	} else {
-		add(probeOpen, probeOpenOutside(c.outside, unix.O_RDONLY), c.fsEnforced)
+		add(probeOpen, probeOpenOutside(c.Outside, unix.O_RDONLY), c.FSEnforced)
 		// No Landlock right governs an open with access mode 3, whose
 		// descriptor fchmod and fsetxattr accept: the filter refuses it.
-		add(probeOpenMode3, probeOpenOutside(c.outside, 3), c.seccompEnforced)
+		add(probeOpenMode3, probeOpenOutside(c.Outside, 3), c.SeccompEnforced)
 	}
-	add(probeTCP, probeSocket(), c.netEnforced)
-	add(probeExec, probeExecute(c.exe, c.devNull), c.fsEnforced)
+	add(probeTCP, probeSocket(), c.NetEnforced)
+	add(probeExec, probeExecute(c.Exe, c.DevNull), c.FSEnforced)
 	if len(failed) > 0 {
 		return probes, fmt.Errorf("self-test failed, refusing to serve unconfined: the kernel allowed %s", strings.Join(failed, "; "))
 	}
 	return probes, nil
 }
 
-// outsidePath is the directory above the root, the nearest place outside
+// OutsidePath is the directory above the root, the nearest place outside
 // it; "" for a root of "/", which has no outside.
-func outsidePath(rootName string) string {
+func OutsidePath(rootName string) string {
 	if rootName == "/" {
 		return ""
 	}

@@ -1,4 +1,4 @@
-package worker
+package lines
 
 import (
 	"bytes"
@@ -10,21 +10,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fsmcp/fsmcp/worker/internal/fileio"
+	"github.com/fsmcp/fsmcp/worker/internal/hashcache"
 	"golang.org/x/sys/unix"
 )
-
-// Lines are rg's: a line is the bytes up to and including a '\n' (a '\r'
-// before it is part of the line), and a last line without '\n' counts.
-// Line n starts just after the (n-1)th '\n' of the file, so the number of a
-// line is one more than the count of '\n' before it; fs_grep reports the
-// same numbers because rg counts the same way.
-//
-// A line index remembers, for each recently read version of a file, how
-// many '\n' lie before every stride-th byte, so that line 250000 of a large
-// file is found by scanning at most one stride, not the whole prefix. It
-// is keyed like the hash cache (device, inode, size, mtime, ctime) and
-// bounded: at most maxMarksPerFile marks per file (the stride doubles for
-// larger files) and maxMarks in all, the oldest file forgotten first.
 
 const (
 	// minStride is the distance between marks of a small file.
@@ -52,10 +41,11 @@ type lineMarks struct {
 	lines    int64
 }
 
-type lineIndex struct {
+// Index is the line index of recently read file versions.
+type Index struct {
 	mu     sync.Mutex
-	files  map[hashKey]*lineMarks
-	order  []hashKey
+	files  map[hashcache.Key]*lineMarks
+	order  []hashcache.Key
 	marks  int
 	settle time.Duration
 	// scanned counts the bytes read to count lines; tests use it to tell
@@ -63,8 +53,9 @@ type lineIndex struct {
 	scanned int64
 }
 
-func newLineIndex() *lineIndex {
-	return &lineIndex{files: make(map[hashKey]*lineMarks), settle: time.Second}
+// NewIndex is an empty index.
+func NewIndex() *Index {
+	return &Index{files: make(map[hashcache.Key]*lineMarks), settle: time.Second}
 }
 
 func strideFor(size int64) int64 {
@@ -75,7 +66,7 @@ func strideFor(size int64) int64 {
 	return s
 }
 
-func (x *lineIndex) get(k hashKey, size int64) *lineMarks {
+func (x *Index) get(k hashcache.Key, size int64) *lineMarks {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if m, ok := x.files[k]; ok {
@@ -87,9 +78,9 @@ func (x *lineIndex) get(k hashKey, size int64) *lineMarks {
 // put remembers m for the version st, if st has settled (a write in the
 // same timestamp tick would not change the key) and m knows more than what
 // is remembered already.
-func (x *lineIndex) put(st *unix.Stat_t, m *lineMarks) {
-	k := keyOf(st)
-	if time.Since(time.Unix(0, k.ctime)) < x.settle {
+func (x *Index) put(st *unix.Stat_t, m *lineMarks) {
+	k := hashcache.KeyOf(st)
+	if time.Since(time.Unix(0, st.Ctim.Nano())) < x.settle {
 		return
 	}
 	x.mu.Lock()
@@ -113,6 +104,36 @@ func (x *lineIndex) put(st *unix.Stat_t, m *lineMarks) {
 	}
 }
 
+// Locate returns where line (1-based, or negative from the end) starts in
+// f, the version st, and its number. A line past the end starts at the end
+// of the file; a tail longer than the file starts at line 1.
+func (x *Index) Locate(ctx context.Context, f *os.File, st *unix.Stat_t, line int64) (offset, first int64, err error) {
+	ls := x.scan(ctx, f, st)
+	defer func() {
+		if ls.grew {
+			x.put(st, ls.m)
+		}
+	}()
+	if line > 0 {
+		start, _, err := ls.start(line)
+		return start, line, err
+	}
+	start, err := ls.tail(-line)
+	if err != nil {
+		return 0, 0, err
+	}
+	if ls.m.complete {
+		return start, max(ls.m.lines+line+1, 1), nil
+	}
+	// A tail's number counts the lines before it, once: the count is
+	// kept, so the next tail of this version reads only itself.
+	if first, err = ls.lineAt(start); err != nil {
+		return start, 0, err
+	}
+	_, err = ls.total()
+	return start, first, err
+}
+
 // lineScan reads one file version to count its lines, extending a copy of
 // its marks as it goes.
 type lineScan struct {
@@ -122,11 +143,11 @@ type lineScan struct {
 	m   *lineMarks
 	// grew: m holds more than the index had.
 	grew bool
-	x    *lineIndex
+	x    *Index
 }
 
-func (x *lineIndex) scan(ctx context.Context, f *os.File, st *unix.Stat_t) *lineScan {
-	return &lineScan{ctx: ctx, f: f, st: st, m: x.get(keyOf(st), st.Size), x: x}
+func (x *Index) scan(ctx context.Context, f *os.File, st *unix.Stat_t) *lineScan {
+	return &lineScan{ctx: ctx, f: f, st: st, m: x.get(hashcache.KeyOf(st), st.Size), x: x}
 }
 
 // extend counts forward from the end of the marks until pred says stop
@@ -139,8 +160,8 @@ func (ls *lineScan) extend(stop func(off, nl int64) bool) error {
 	}
 	nl := slices.Clone(m.nl)
 	off := int64(len(nl)-1) * m.stride
-	bp := hashBufs.Get().(*[]byte)
-	defer hashBufs.Put(bp)
+	bp := fileio.Buffers.Get().(*[]byte)
+	defer fileio.Buffers.Put(bp)
 	buf := (*bp)[:scanBytes]
 	if m.stride > scanBytes {
 		// Only a file of many GiB has strides this long.
@@ -229,8 +250,8 @@ func (ls *lineScan) start(n int64) (int64, bool, error) {
 	// '\n' lies in the stride that follows it.
 	i := max(sort.Search(len(m.nl), func(i int) bool { return m.nl[i] >= want })-1, 0)
 	off, seen := int64(i)*m.stride, m.nl[i]
-	bp := hashBufs.Get().(*[]byte)
-	defer hashBufs.Put(bp)
+	bp := fileio.Buffers.Get().(*[]byte)
+	defer fileio.Buffers.Put(bp)
 	buf := (*bp)[:scanBytes]
 	for off < ls.st.Size {
 		if err := ls.ctx.Err(); err != nil {
@@ -274,8 +295,8 @@ func (ls *lineScan) total() (int64, error) {
 // starts at 0.
 func (ls *lineScan) tail(k int64) (int64, error) {
 	end := ls.st.Size
-	bp := hashBufs.Get().(*[]byte)
-	defer hashBufs.Put(bp)
+	bp := fileio.Buffers.Get().(*[]byte)
+	defer fileio.Buffers.Put(bp)
 	buf := (*bp)[:scanBytes]
 	first := true
 	var seen int64
@@ -324,8 +345,8 @@ func (ls *lineScan) lineAt(off int64) (int64, error) {
 	m := ls.m
 	i := min(int(off/m.stride), len(m.nl)-1)
 	from, seen := int64(i)*m.stride, m.nl[i]
-	bp := hashBufs.Get().(*[]byte)
-	defer hashBufs.Put(bp)
+	bp := fileio.Buffers.Get().(*[]byte)
+	defer fileio.Buffers.Put(bp)
 	buf := (*bp)[:scanBytes]
 	for from < off {
 		if err := ls.ctx.Err(); err != nil {
@@ -341,10 +362,10 @@ func (ls *lineScan) lineAt(off int64) (int64, error) {
 	return seen + 1, nil
 }
 
-// lineLength returns the length of the line starting at off.
-func lineLength(ctx context.Context, f *os.File, off, size int64) (int64, error) {
-	bp := hashBufs.Get().(*[]byte)
-	defer hashBufs.Put(bp)
+// Length returns the length of the line starting at off.
+func Length(ctx context.Context, f *os.File, off, size int64) (int64, error) {
+	bp := fileio.Buffers.Get().(*[]byte)
+	defer fileio.Buffers.Put(bp)
 	buf := (*bp)[:scanBytes]
 	for at := off; at < size; {
 		if err := ctx.Err(); err != nil {

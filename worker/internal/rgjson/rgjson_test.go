@@ -1,4 +1,4 @@
-package worker
+package rgjson
 
 import (
 	"bytes"
@@ -17,20 +17,26 @@ import (
 	"unicode/utf8"
 )
 
+// The caps the worker's grep passes.
+const (
+	maxLineText   = 64 << 10
+	maxSubmatches = 256
+)
+
 // parseAll decodes every event of data with the given caps.
-func parseAll(r io.Reader, maxText, maxSub int) ([]rgEvent, error) {
+func parseAll(r io.Reader, maxText, maxSub int) ([]Event, error) {
 	return parseSkipping(r, maxText, maxSub, nil)
 }
 
 // skipMatches passes over match messages.
-func skipMatches(t eventType) bool { return t == eventMatch }
+func skipMatches(t Type) bool { return t == Match }
 
-func parseSkipping(r io.Reader, maxText, maxSub int, skip func(eventType) bool) ([]rgEvent, error) {
-	p := newRGReader(r, maxText, maxSub)
-	var out []rgEvent
+func parseSkipping(r io.Reader, maxText, maxSub int, skip func(Type) bool) ([]Event, error) {
+	p := NewReader(r, maxText, maxSub)
+	var out []Event
 	for {
-		var ev rgEvent
-		err := p.next(&ev, skip)
+		var ev Event
+		err := p.Next(&ev, skip)
 		if err == io.EOF {
 			return out, nil
 		}
@@ -44,7 +50,7 @@ func parseSkipping(r io.Reader, maxText, maxSub int, skip func(eventType) bool) 
 // refEvent decodes one message with encoding/json, the reference the
 // streaming parser must agree with, and applies the same caps. ok is false
 // when the message is not one the comparison can judge.
-func refEvent(line []byte, maxText, maxSub int) (ev rgEvent, ok bool) {
+func refEvent(line []byte, maxText, maxSub int) (ev Event, ok bool) {
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.UseNumber()
 	var m map[string]any
@@ -52,7 +58,7 @@ func refEvent(line []byte, maxText, maxSub int) (ev rgEvent, ok bool) {
 		return ev, false
 	}
 	if typ, isStr := m["type"].(string); isStr {
-		ev.typ = eventTypes[typ]
+		ev.Type = eventTypes[typ]
 	}
 	data, isObj := m["data"].(map[string]any)
 	if !isObj {
@@ -115,9 +121,9 @@ func refEvent(line []byte, maxText, maxSub int) (ev rgEvent, ok bool) {
 		return true, nil, 0, false, false
 	}
 	var okP, okL bool
-	okP, ev.path, _, _, ev.hasPath = tb(data["path"], maxPathBytes)
-	okL, ev.text, ev.textLen, ev.textIsBytes, _ = tb(data["lines"], maxText)
-	if !okP || !okL || !num(data["line_number"], &ev.lineNumber) || !num(data["absolute_offset"], &ev.offset) {
+	okP, ev.Path, _, _, ev.HasPath = tb(data["path"], MaxPathBytes)
+	okL, ev.Text, ev.TextLen, ev.TextIsBytes, _ = tb(data["lines"], maxText)
+	if !okP || !okL || !num(data["line_number"], &ev.LineNumber) || !num(data["absolute_offset"], &ev.Offset) {
 		return ev, false
 	}
 	if v, has := data["submatches"]; has && v != nil {
@@ -130,20 +136,20 @@ func refEvent(line []byte, maxText, maxSub int) (ev rgEvent, ok bool) {
 			if !isObj {
 				return ev, false
 			}
-			var sm submatch
-			if !num(o["start"], &sm.start) || !num(o["end"], &sm.end) {
+			var sm Submatch
+			if !num(o["start"], &sm.Start) || !num(o["end"], &sm.End) {
 				return ev, false
 			}
-			if len(ev.submatches) < maxSub {
-				ev.submatches = append(ev.submatches, sm)
+			if len(ev.Submatches) < maxSub {
+				ev.Submatches = append(ev.Submatches, sm)
 			} else {
-				ev.moreSubmatches = true
+				ev.MoreSubmatches = true
 			}
 		}
 	}
 	if v, has := data["stats"]; has && v != nil {
 		o, isObj := v.(map[string]any)
-		if !isObj || !num(o["searches"], &ev.searches) || !num(o["matched_lines"], &ev.matchedLines) || !num(o["matches"], &ev.matches) {
+		if !isObj || !num(o["searches"], &ev.Searches) || !num(o["matched_lines"], &ev.MatchedLines) || !num(o["matches"], &ev.Matches) {
 			return ev, false
 		}
 	}
@@ -151,15 +157,15 @@ func refEvent(line []byte, maxText, maxSub int) (ev rgEvent, ok bool) {
 }
 
 // normal makes empty and nil slices compare equal.
-func normal(ev rgEvent) rgEvent {
-	if len(ev.path) == 0 {
-		ev.path = nil
+func normal(ev Event) Event {
+	if len(ev.Path) == 0 {
+		ev.Path = nil
 	}
-	if len(ev.text) == 0 {
-		ev.text = nil
+	if len(ev.Text) == 0 {
+		ev.Text = nil
 	}
-	if len(ev.submatches) == 0 {
-		ev.submatches = nil
+	if len(ev.Submatches) == 0 {
+		ev.Submatches = nil
 	}
 	return ev
 }
@@ -175,14 +181,14 @@ func checkParse(t *testing.T, data []byte) {
 		t.Fatalf("whole reads: %d events, %v; byte reads: %d events, %v", len(evs), err, len(evs1), err1)
 	}
 	for _, ev := range evs {
-		if len(ev.text) > maxText || len(ev.submatches) > maxSub {
-			t.Fatalf("caps exceeded: %d text bytes, %d submatches", len(ev.text), len(ev.submatches))
+		if len(ev.Text) > maxText || len(ev.Submatches) > maxSub {
+			t.Fatalf("caps exceeded: %d text bytes, %d submatches", len(ev.Text), len(ev.Submatches))
 		}
-		if int64(len(ev.text)) > ev.textLen {
-			t.Fatalf("text of %d bytes but line length %d", len(ev.text), ev.textLen)
+		if int64(len(ev.Text)) > ev.TextLen {
+			t.Fatalf("text of %d bytes but line length %d", len(ev.Text), ev.TextLen)
 		}
-		if !ev.textIsBytes && !utf8.Valid(ev.text) && utf8.Valid(data) {
-			t.Fatalf("cut text is not valid UTF-8: %q", ev.text)
+		if !ev.TextIsBytes && !utf8.Valid(ev.Text) && utf8.Valid(data) {
+			t.Fatalf("cut text is not valid UTF-8: %q", ev.Text)
 		}
 	}
 	// Passing over a message yields its type and nothing else. (rg writes
@@ -194,8 +200,8 @@ func checkParse(t *testing.T, data []byte) {
 		}
 		for i, ev := range skipped {
 			want := evs[i]
-			if ev.typ == eventMatch && want.typ == eventMatch {
-				want = rgEvent{typ: eventMatch, passedOver: true}
+			if ev.Type == Match && want.Type == Match {
+				want = Event{Type: Match, PassedOver: true}
 			}
 			if !reflect.DeepEqual(normal(ev), normal(want)) {
 				t.Fatalf("passing over matches: event %d = %+v, want %+v", i, ev, want)
@@ -259,7 +265,7 @@ func TestRGJSONMatchesEncodingJSON(t *testing.T) {
 	if len(evs) != len(lines) {
 		t.Fatalf("parsed %d events from %d lines", len(evs), len(lines))
 	}
-	kinds := map[eventType]int{}
+	kinds := map[Type]int{}
 	sawBytes := false
 	for i, line := range lines {
 		want, ok := refEvent(line, maxLineText, maxSubmatches)
@@ -269,11 +275,11 @@ func TestRGJSONMatchesEncodingJSON(t *testing.T) {
 		if got := normal(evs[i]); !reflect.DeepEqual(got, normal(want)) {
 			t.Fatalf("line %d: %s\n got %+v\nwant %+v", i, line, got, normal(want))
 		}
-		kinds[evs[i].typ]++
-		sawBytes = sawBytes || evs[i].textIsBytes
+		kinds[evs[i].Type]++
+		sawBytes = sawBytes || evs[i].TextIsBytes
 		checkParse(t, line)
 	}
-	if kinds[eventBegin] != 7 || kinds[eventEnd] != 7 || kinds[eventSummary] != 1 || kinds[eventContext] == 0 || kinds[eventMatch] < 9 || !sawBytes {
+	if kinds[Begin] != 7 || kinds[End] != 7 || kinds[Summary] != 1 || kinds[Context] == 0 || kinds[Match] < 9 || !sawBytes {
 		t.Fatalf("event kinds %v, bytes %v: the tree did not exercise every kind", kinds, sawBytes)
 	}
 	// Passing over matches keeps every other message whole.
@@ -282,8 +288,8 @@ func TestRGJSONMatchesEncodingJSON(t *testing.T) {
 		t.Fatalf("passing over matches: %d events, %v; want %d", len(skipped), err, len(evs))
 	}
 	for i, ev := range skipped {
-		if evs[i].typ == eventMatch {
-			if !ev.passedOver || ev.typ != eventMatch || ev.hasPath {
+		if evs[i].Type == Match {
+			if !ev.PassedOver || ev.Type != Match || ev.HasPath {
 				t.Errorf("event %d: passed-over match decoded as %+v", i, ev)
 			}
 		} else if !reflect.DeepEqual(normal(ev), normal(evs[i])) {
@@ -297,14 +303,14 @@ func TestRGJSONMatchesEncodingJSON(t *testing.T) {
 	}
 	cut := false
 	for _, ev := range small {
-		if ev.textLen > 16 {
+		if ev.TextLen > 16 {
 			cut = true
-			if len(ev.text) > 16 || len(ev.text) < 16-utf8.UTFMax {
-				t.Errorf("cut line kept %d bytes", len(ev.text))
+			if len(ev.Text) > 16 || len(ev.Text) < 16-utf8.UTFMax {
+				t.Errorf("cut line kept %d bytes", len(ev.Text))
 			}
 		}
-		if len(ev.submatches) > 2 {
-			t.Errorf("kept %d submatches, cap 2", len(ev.submatches))
+		if len(ev.Submatches) > 2 {
+			t.Errorf("kept %d submatches, cap 2", len(ev.Submatches))
 		}
 	}
 	if !cut {
@@ -320,11 +326,11 @@ func TestRGJSONRejectsMalformed(t *testing.T) {
 		`{"type":"match","data":{"line_number":99999999999999999999}}`,
 		`{"type":"match","data":{"lines":{"bytes":"abc"}}}`,
 		`{"type":"match","data":{"lines":{"text":"a` + "\x01" + `"}}}`,
-		`{"type":"match","data":{"path":{"text":"` + strings.Repeat("p", maxPathBytes+1) + `"}}}`,
+		`{"type":"match","data":{"path":{"text":"` + strings.Repeat("p", MaxPathBytes+1) + `"}}}`,
 		`{"type":"begin"` + strings.Repeat(`,"x":[`, 100) + "1" + strings.Repeat("]", 100) + "}",
 		`[1]`,
 	} {
-		if _, err := parseAll(strings.NewReader(in), maxLineText, maxSubmatches); !errors.Is(err, errSyntax) && !errors.Is(err, io.ErrUnexpectedEOF) {
+		if _, err := parseAll(strings.NewReader(in), maxLineText, maxSubmatches); !errors.Is(err, ErrSyntax) && !errors.Is(err, io.ErrUnexpectedEOF) {
 			t.Errorf("parse(%.60q) = %v, want a syntax error", in, err)
 		}
 	}
@@ -359,10 +365,10 @@ func BenchmarkRGJSON(b *testing.B) {
 	b.SetBytes(int64(len(out)))
 	b.ResetTimer()
 	for range b.N {
-		p := newRGReader(bytes.NewReader(out), maxLineText, maxSubmatches)
-		var ev rgEvent
+		p := NewReader(bytes.NewReader(out), maxLineText, maxSubmatches)
+		var ev Event
 		for {
-			if err := p.next(&ev, nil); err == io.EOF {
+			if err := p.Next(&ev, nil); err == io.EOF {
 				break
 			} else if err != nil {
 				b.Fatal(err)

@@ -1,4 +1,4 @@
-package worker
+package lines
 
 import (
 	"bytes"
@@ -8,23 +8,33 @@ import (
 	"path/filepath"
 	"testing"
 
-	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"golang.org/x/sys/unix"
 )
 
-func readLine(t *testing.T, s *Service, p string, line, lines int64) *fsmcpv1.ReadResponse {
+// locate opens p and locates line in it with x.
+func locate(t *testing.T, x *Index, p string, line int64) (offset, first int64) {
 	t.Helper()
-	resp, err := s.Read(context.Background(), &fsmcpv1.ReadRequest{Path: []byte(p), ByLine: true, Line: line, Lines: lines, Length: 1 << 16})
+	f, err := os.Open(p)
 	if err != nil {
-		t.Fatalf("Read(%s, line %d) = %v", p, line, err)
+		t.Fatal(err)
 	}
-	return resp
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		t.Fatal(err)
+	}
+	offset, first, err = x.Locate(context.Background(), f, &st, line)
+	if err != nil {
+		t.Fatalf("Locate(%s, line %d) = %v", p, line, err)
+	}
+	return offset, first
 }
 
-// TestLineIndexHits: the first read of a deep line scans up to it, and a
+// TestIndexHits: the first read of a deep line scans up to it, and a
 // later read of the same version scans at most one stride; a tail numbers
 // itself once, after which tails scan nothing. Every answer agrees with a
 // count made here.
-func TestLineIndexHits(t *testing.T) {
+func TestIndexHits(t *testing.T) {
 	dir := t.TempDir()
 	var b bytes.Buffer
 	var starts []int64
@@ -36,23 +46,23 @@ func TestLineIndexHits(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "f"), body, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s := newTestService(t, dir)
-	s.lines.settle = 0
+	x := NewIndex()
+	x.settle = 0
+	f := filepath.Join(dir, "f")
 	scanned := func() int64 {
-		s.lines.mu.Lock()
-		defer s.lines.mu.Unlock()
-		return s.lines.scanned
+		x.mu.Lock()
+		defer x.mu.Unlock()
+		return x.scanned
 	}
 	check := func(line int64) {
 		t.Helper()
-		r := readLine(t, s, "f", line, 1)
+		off, first := locate(t, x, f, line)
 		want := line
 		if line < 0 {
 			want = int64(len(starts)) + line + 1
 		}
-		if r.GetFirstLine() != want || r.GetOffset() != starts[want-1] || !bytes.HasPrefix(body[r.GetOffset():], r.GetData()) ||
-			r.GetData()[len(r.GetData())-1] != '\n' || len(r.GetLineEnds()) != 1 {
-			t.Fatalf("line %d: first_line %d offset %d, want line %d at %d", line, r.GetFirstLine(), r.GetOffset(), want, starts[want-1])
+		if first != want || off != starts[want-1] {
+			t.Fatalf("line %d: first_line %d offset %d, want line %d at %d", line, first, off, want, starts[want-1])
 		}
 	}
 	check(180000)
@@ -77,37 +87,38 @@ func TestLineIndexHits(t *testing.T) {
 		t.Errorf("after a complete count, %d bytes scanned to count", d)
 	}
 	// A new version is a new key: its count starts again.
-	if err := os.WriteFile(filepath.Join(dir, "f"), append([]byte("new first line\n"), body...), 0o644); err != nil {
+	head := []byte("new first line\n")
+	if err := os.WriteFile(f, append(head, body...), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if r := readLine(t, s, "f", 2, 1); string(r.GetData()) != "1 x\n" {
-		t.Errorf("line 2 of the new version = %q", r.GetData())
+	if off, _ := locate(t, x, f, 2); off != int64(len(head)) {
+		t.Errorf("line 2 of the new version at %d, want %d", off, len(head))
 	}
-	if r := readLine(t, s, "f", -1, 1); r.GetFirstLine() != 200001 {
-		t.Errorf("last line of the new version is %d", r.GetFirstLine())
+	if _, first := locate(t, x, f, -1); first != 200001 {
+		t.Errorf("last line of the new version is %d", first)
 	}
 }
 
-// TestLineIndexBounded: however many files are read, the index keeps at
+// TestIndexBounded: however many files are read, the index keeps at
 // most maxIndexedFiles versions and maxMarks marks.
-func TestLineIndexBounded(t *testing.T) {
+func TestIndexBounded(t *testing.T) {
 	dir := t.TempDir()
-	s := newTestService(t, dir)
-	s.lines.settle = 0
+	x := NewIndex()
+	x.settle = 0
 	body := bytes.Repeat([]byte("line\n"), 30000) // 150 KB: 3 marks
 	for i := range maxIndexedFiles + 50 {
 		name := fmt.Sprintf("f%d", i)
 		if err := os.WriteFile(filepath.Join(dir, name), body, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if r := readLine(t, s, name, -1, 1); r.GetFirstLine() != 30000 {
-			t.Fatalf("%s: last line %d", name, r.GetFirstLine())
+		if _, first := locate(t, x, filepath.Join(dir, name), -1); first != 30000 {
+			t.Fatalf("%s: last line %d", name, first)
 		}
 	}
-	s.lines.mu.Lock()
-	defer s.lines.mu.Unlock()
-	if len(s.lines.files) != maxIndexedFiles || len(s.lines.order) != maxIndexedFiles || s.lines.marks > maxMarks {
-		t.Errorf("index holds %d files (%d in order), %d marks", len(s.lines.files), len(s.lines.order), s.lines.marks)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if len(x.files) != maxIndexedFiles || len(x.order) != maxIndexedFiles || x.marks > maxMarks {
+		t.Errorf("index holds %d files (%d in order), %d marks", len(x.files), len(x.order), x.marks)
 	}
 	if got, want := strideFor(1<<40), int64(1<<40/maxMarksPerFile)*2; got != want {
 		t.Errorf("stride of 1 TiB = %d, want %d", got, want)

@@ -1,4 +1,4 @@
-package worker
+package paging
 
 import (
 	"bytes"
@@ -7,22 +7,27 @@ import (
 	"slices"
 	"sort"
 	"testing"
+
+	"github.com/fsmcp/fsmcp/worker/internal/rgjson"
 )
+
+// trimDot names rg's paths as a search of the root does.
+func trimDot(p []byte) ([]byte, bool) { return bytes.TrimPrefix(p, []byte("./")), true }
 
 // feedLines gives page the lines of files the way rg reports them: each
 // file's lines in order between its begin and end, files in any order.
-func feedLines(t *searchTarget, page *linePage, files map[string][]int64, order []string) {
+func feedLines(page *Lines, files map[string][]int64, order []string) {
 	for _, name := range order {
 		rgPath := []byte("./" + name)
-		page.block(t, rgPath)
+		page.Block(rgPath)
 		for i, off := range files[name] {
-			ev := rgEvent{typ: eventMatch, path: rgPath, hasPath: true, lineNumber: int64(i + 1), offset: off,
-				text: bytes.Repeat([]byte("x"), int(off%50)), textLen: off % 50}
-			page.line(t, &ev)
+			ev := rgjson.Event{Type: rgjson.Match, Path: rgPath, HasPath: true, LineNumber: int64(i + 1), Offset: off,
+				Text: bytes.Repeat([]byte("x"), int(off%50)), TextLen: off % 50}
+			page.Line(&ev)
 		}
-		page.end(rgPath)
+		page.End(rgPath)
 	}
-	page.closeAll()
+	page.CloseAll()
 }
 
 // The line page, followed by its cursor, yields every line exactly once,
@@ -53,7 +58,6 @@ func TestLinePageWalksAllLines(t *testing.T) {
 			return want[i].off < want[j].off
 		})
 		budget := int64(100 + rnd.Intn(3000))
-		target := &searchTarget{}
 		var got []pos
 		var after []byte
 		var afterOff int64
@@ -68,9 +72,9 @@ func TestLinePageWalksAllLines(t *testing.T) {
 			}
 			sort.Strings(order)
 			rnd.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-			page := &linePage{after: after, afterOffset: afterOff, hasAfter: hasAfter, budget: budget, open: map[string]*lineBlock{}}
-			feedLines(target, page, files, order)
-			lines, more := page.result()
+			page := NewLines(after, afterOff, hasAfter, budget, trimDot)
+			feedLines(page, files, order)
+			lines, more := page.Result()
 			var cost int64
 			for _, l := range lines {
 				got = append(got, pos{string(l.Path), l.Offset})
@@ -113,11 +117,11 @@ func TestPathPageWalksAllPaths(t *testing.T) {
 				t.Fatalf("trial %d: no progress", trial)
 			}
 			rnd.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
-			page := newPathPage(after, hasAfter, budget)
+			page := NewPaths(after, hasAfter, budget)
 			for _, p := range all {
-				page.add([]byte(p))
+				page.Add([]byte(p))
 			}
-			paths, more := page.result()
+			paths, more := page.Result()
 			for _, p := range paths {
 				got = append(got, string(p))
 			}
@@ -128,37 +132,6 @@ func TestPathPageWalksAllPaths(t *testing.T) {
 		}
 		if !slices.Equal(got, want) {
 			t.Fatalf("trial %d (budget %d): walked %d paths, want %d", trial, budget, len(got), len(want))
-		}
-	}
-}
-
-func TestDisplayPrefix(t *testing.T) {
-	for _, c := range []struct{ in, want string }{
-		{".", ""},
-		{"sub", "sub"},
-		{"sub/", "sub"},
-		{"./sub//x/.", "sub/x"},
-		{"sub/../x", "sub/../x"},
-		{"..", ".."},
-	} {
-		if got := displayPrefix(c.in); got != c.want {
-			t.Errorf("displayPrefix(%q) = %q, want %q", c.in, got, c.want)
-		}
-	}
-	dir := &searchTarget{prefix: "sub"}
-	for _, c := range []struct {
-		in   string
-		want string
-		ok   bool
-	}{
-		{"./a.txt", "sub/a.txt", true},
-		{"./x/" + tempPrefix + "1", "", false},
-		{"./" + tempPrefix + "d/a", "", false},
-		{"./x/a" + tempPrefix, "sub/x/a" + tempPrefix, true},
-	} {
-		got, ok := dir.display([]byte(c.in))
-		if ok != c.ok || string(got) != c.want {
-			t.Errorf("display(%q) = %q, %v, want %q, %v", c.in, got, ok, c.want, c.ok)
 		}
 	}
 }

@@ -1,4 +1,12 @@
-package worker
+// Package rgjson reads the event stream of `rg --json` structurally, never by
+// splitting text. It does not trust rg's output to be small: a line of a
+// searched file can be any length, so the text of a line is cut at
+// maxText bytes while its full length is still counted, and at most
+// maxSubmatches submatches are kept. Everything else the parser keeps is
+// bounded by small constants, so memory does not grow with the input.
+// It does not check that the stream is a sensible sequence of events;
+// the search code does that.
+package rgjson
 
 import (
 	"bytes"
@@ -10,64 +18,57 @@ import (
 	"unicode/utf8"
 )
 
-// rgjson reads the event stream of `rg --json` structurally, never by
-// splitting text. It does not trust rg's output to be small: a line of a
-// searched file can be any length, so the text of a line is cut at
-// maxText bytes while its full length is still counted, and at most
-// maxSubmatches submatches are kept. Everything else the parser keeps is
-// bounded by small constants, so memory does not grow with the input.
-// It does not check that the stream is a sensible sequence of events;
-// the search code does that.
+// Type is the "type" of one rg --json message.
+type Type uint8
 
-// eventType is the "type" of one rg --json message.
-type eventType uint8
-
+// The message types the search code tells apart; Other is any other.
 const (
-	eventOther eventType = iota
-	eventBegin
-	eventMatch
-	eventContext
-	eventEnd
-	eventSummary
+	Other Type = iota
+	Begin
+	Match
+	Context
+	End
+	Summary
 )
 
-var eventTypes = map[string]eventType{
-	"begin": eventBegin, "match": eventMatch, "context": eventContext,
-	"end": eventEnd, "summary": eventSummary,
+var eventTypes = map[string]Type{
+	"begin": Begin, "match": Match, "context": Context,
+	"end": End, "summary": Summary,
 }
 
-// rgEvent is one decoded message. Fields absent from the message are zero.
-type rgEvent struct {
-	typ eventType
-	// path is data.path, decoded from text or base64 bytes.
-	path    []byte
-	hasPath bool
-	// text is the first bytes of data.lines; textLen is its full length.
-	// textIsBytes reports that rg sent the line as base64 bytes (it was
+// Event is one decoded message. Fields absent from the message are zero.
+type Event struct {
+	Type Type
+	// Path is data.path, decoded from text or base64 bytes.
+	Path    []byte
+	HasPath bool
+	// Text is the first bytes of data.lines; TextLen is its full length.
+	// TextIsBytes reports that rg sent the line as base64 bytes (it was
 	// not valid UTF-8).
-	text        []byte
-	textLen     int64
-	textIsBytes bool
-	lineNumber  int64
-	offset      int64
-	submatches  []submatch
-	// moreSubmatches reports submatches beyond maxSubmatches.
-	moreSubmatches bool
-	// stats of an end or summary message.
-	searches, matchedLines, matches int64
-	// passedOver: the skip function passed over all but the type.
-	passedOver bool
+	Text        []byte
+	TextLen     int64
+	TextIsBytes bool
+	LineNumber  int64
+	Offset      int64
+	Submatches  []Submatch
+	// MoreSubmatches reports submatches beyond maxSubmatches.
+	MoreSubmatches bool
+	// Stats of an end or summary message.
+	Searches, MatchedLines, Matches int64
+	// PassedOver: the skip function passed over all but the type.
+	PassedOver bool
 }
 
-type submatch struct{ start, end int64 }
+// Submatch is where one match lies in Text, in bytes.
+type Submatch struct{ Start, End int64 }
 
-func (e *rgEvent) reset() {
-	*e = rgEvent{path: e.path[:0], text: e.text[:0], submatches: e.submatches[:0]}
+func (e *Event) reset() {
+	*e = Event{Path: e.Path[:0], Text: e.Text[:0], Submatches: e.Submatches[:0]}
 }
 
 const (
-	// maxPathBytes bounds a path in an event; no file name is longer.
-	maxPathBytes = 64 << 10
+	// MaxPathBytes bounds a path in an event; no file name is longer.
+	MaxPathBytes = 64 << 10
 	// maxKeyBytes bounds an object key we compare; longer keys are
 	// unknown keys and are skipped.
 	maxKeyBytes = 32
@@ -77,10 +78,11 @@ const (
 	readBufBytes = 256 << 10
 )
 
-var errSyntax = errors.New("rg --json: malformed output")
+// ErrSyntax is the error for output that is not rg's JSON.
+var ErrSyntax = errors.New("rg --json: malformed output")
 
-// rgReader decodes a stream of rg --json messages from r.
-type rgReader struct {
+// Reader decodes a stream of rg --json messages from r.
+type Reader struct {
 	r             io.Reader
 	buf           []byte
 	pos, end      int
@@ -93,20 +95,22 @@ type rgReader struct {
 	tail [2]byte
 }
 
-func newRGReader(r io.Reader, maxText, maxSubmatches int) *rgReader {
-	return &rgReader{r: r, buf: make([]byte, readBufBytes), maxText: maxText, maxSubmatches: maxSubmatches}
+// NewReader reads messages from r, keeping at most maxText bytes of a
+// line's text and maxSubmatches submatches of a line.
+func NewReader(r io.Reader, maxText, maxSubmatches int) *Reader {
+	return &Reader{r: r, buf: make([]byte, readBufBytes), maxText: maxText, maxSubmatches: maxSubmatches}
 }
 
 // fill reads more input once the buffer is consumed. It reports whether
 // there is input to read.
-func (p *rgReader) fill() bool {
+func (p *Reader) fill() bool {
 	if p.pos < p.end {
 		return true
 	}
 	return p.refill()
 }
 
-func (p *rgReader) refill() bool {
+func (p *Reader) refill() bool {
 	for p.err == nil {
 		n, err := p.r.Read(p.buf)
 		p.pos, p.end, p.err = 0, n, err
@@ -117,14 +121,14 @@ func (p *rgReader) refill() bool {
 	return false
 }
 
-func (p *rgReader) peek() (byte, error) {
+func (p *Reader) peek() (byte, error) {
 	if !p.fill() {
 		return 0, p.eofErr()
 	}
 	return p.buf[p.pos], nil
 }
 
-func (p *rgReader) readByte() (byte, error) {
+func (p *Reader) readByte() (byte, error) {
 	if !p.fill() {
 		return 0, p.eofErr()
 	}
@@ -134,14 +138,14 @@ func (p *rgReader) readByte() (byte, error) {
 }
 
 // eofErr is the error for input that ends inside a message.
-func (p *rgReader) eofErr() error {
+func (p *Reader) eofErr() error {
 	if p.err == io.EOF {
 		return io.ErrUnexpectedEOF
 	}
 	return p.err
 }
 
-func (p *rgReader) skipSpace() error {
+func (p *Reader) skipSpace() error {
 	if p.pos < p.end && p.buf[p.pos] > ' ' {
 		return nil // rg writes no whitespace between tokens
 	}
@@ -160,18 +164,18 @@ func (p *rgReader) skipSpace() error {
 	}
 }
 
-func (p *rgReader) expect(c byte) error {
+func (p *Reader) expect(c byte) error {
 	if err := p.skipSpace(); err != nil {
 		return err
 	}
 	got, _ := p.readByte()
 	if got != c {
-		return fmt.Errorf("%w: want %q, got %q", errSyntax, c, got)
+		return fmt.Errorf("%w: want %q, got %q", ErrSyntax, c, got)
 	}
 	return nil
 }
 
-// next decodes the next message into ev. It returns io.EOF at the clean end
+// Next decodes the next message into ev. It returns io.EOF at the clean end
 // of the stream.
 //
 // When skip is not nil and the message starts with its type, as rg writes
@@ -179,7 +183,7 @@ func (p *rgReader) expect(c byte) error {
 // if not, the rest of the line is passed over without being decoded and ev
 // holds only the type. rg writes one message a line and escapes every
 // newline inside one, so the next newline ends the message.
-func (p *rgReader) next(ev *rgEvent, skip func(eventType) bool) error {
+func (p *Reader) Next(ev *Event, skip func(Type) bool) error {
 	ev.reset()
 	if err := p.skipSpace(); err != nil {
 		if err == io.ErrUnexpectedEOF {
@@ -194,7 +198,7 @@ func (p *rgReader) next(ev *rgEvent, skip func(eventType) bool) error {
 			if err != nil {
 				return err
 			}
-			ev.typ = eventTypes[string(name)]
+			ev.Type = eventTypes[string(name)]
 			return nil
 		case "data":
 			return p.data(ev)
@@ -209,16 +213,16 @@ func (p *rgReader) next(ev *rgEvent, skip func(eventType) bool) error {
 	if err := field([]byte("type")); err != nil {
 		return err
 	}
-	if skip(ev.typ) {
+	if skip(ev.Type) {
 		p.skipLine()
-		ev.passedOver = true
+		ev.PassedOver = true
 		return nil
 	}
 	return p.members(field, true)
 }
 
 // hasPrefix reports whether the unread input starts with s.
-func (p *rgReader) hasPrefix(s string) bool {
+func (p *Reader) hasPrefix(s string) bool {
 	if p.end-p.pos < len(s) && !p.refillKeep(len(s)) {
 		return false
 	}
@@ -226,7 +230,7 @@ func (p *rgReader) hasPrefix(s string) bool {
 }
 
 // skipLine passes over the input up to and including the next newline.
-func (p *rgReader) skipLine() {
+func (p *Reader) skipLine() {
 	for p.fill() {
 		if i := bytes.IndexByte(p.buf[p.pos:p.end], '\n'); i >= 0 {
 			p.pos += i + 1
@@ -238,7 +242,7 @@ func (p *rgReader) skipLine() {
 
 // object decodes an object, calling field for each key with the reader
 // positioned at the value; field must consume the value.
-func (p *rgReader) object(field func(key []byte) error) error {
+func (p *Reader) object(field func(key []byte) error) error {
 	if err := p.expect('{'); err != nil {
 		return err
 	}
@@ -254,7 +258,7 @@ func (p *rgReader) object(field func(key []byte) error) error {
 
 // members decodes an object's members up to its closing brace: from a key
 // on, or, when afterValue is set, from just after a member's value.
-func (p *rgReader) members(field func(key []byte) error, afterValue bool) error {
+func (p *Reader) members(field func(key []byte) error, afterValue bool) error {
 	for {
 		if afterValue {
 			if err := p.skipSpace(); err != nil {
@@ -266,7 +270,7 @@ func (p *rgReader) members(field func(key []byte) error, afterValue bool) error 
 			case '}':
 				return nil
 			default:
-				return fmt.Errorf("%w: want , or } after a value, got %q", errSyntax, c)
+				return fmt.Errorf("%w: want , or } after a value, got %q", ErrSyntax, c)
 			}
 		}
 		afterValue = true
@@ -294,7 +298,7 @@ func (p *rgReader) members(field func(key []byte) error, afterValue bool) error 
 }
 
 // array decodes an array, calling elem at each element.
-func (p *rgReader) array(elem func() error) error {
+func (p *Reader) array(elem func() error) error {
 	if err := p.expect('['); err != nil {
 		return err
 	}
@@ -321,34 +325,34 @@ func (p *rgReader) array(elem func() error) error {
 		case ']':
 			return nil
 		default:
-			return fmt.Errorf("%w: want , or ] after an element, got %q", errSyntax, c)
+			return fmt.Errorf("%w: want , or ] after an element, got %q", ErrSyntax, c)
 		}
 	}
 }
 
-func (p *rgReader) data(ev *rgEvent) error {
+func (p *Reader) data(ev *Event) error {
 	// A repeated "data" replaces the earlier one, as in encoding/json.
-	typ := ev.typ
+	typ := ev.Type
 	ev.reset()
-	ev.typ = typ
+	ev.Type = typ
 	return p.object(func(key []byte) error {
 		switch string(key) {
 		case "path":
 			var n int64
 			var err error
-			ev.path, n, _, ev.hasPath, err = p.textOrBytes(ev.path[:0], maxPathBytes)
-			if err == nil && n > maxPathBytes {
-				err = fmt.Errorf("%w: path longer than %d bytes", errSyntax, maxPathBytes)
+			ev.Path, n, _, ev.HasPath, err = p.textOrBytes(ev.Path[:0], MaxPathBytes)
+			if err == nil && n > MaxPathBytes {
+				err = fmt.Errorf("%w: path longer than %d bytes", ErrSyntax, MaxPathBytes)
 			}
 			return err
 		case "lines":
 			var err error
-			ev.text, ev.textLen, ev.textIsBytes, _, err = p.textOrBytes(ev.text[:0], p.maxText)
+			ev.Text, ev.TextLen, ev.TextIsBytes, _, err = p.textOrBytes(ev.Text[:0], p.maxText)
 			return err
 		case "line_number":
-			return p.intOrNull(&ev.lineNumber)
+			return p.intOrNull(&ev.LineNumber)
 		case "absolute_offset":
-			return p.intOrNull(&ev.offset)
+			return p.intOrNull(&ev.Offset)
 		case "submatches":
 			return p.submatches(ev)
 		case "stats":
@@ -358,47 +362,47 @@ func (p *rgReader) data(ev *rgEvent) error {
 	})
 }
 
-func (p *rgReader) submatches(ev *rgEvent) error {
-	ev.submatches, ev.moreSubmatches = ev.submatches[:0], false
+func (p *Reader) submatches(ev *Event) error {
+	ev.Submatches, ev.MoreSubmatches = ev.Submatches[:0], false
 	if c, err := p.peek(); err != nil || c == 'n' {
 		return p.skip(0)
 	}
 	return p.array(func() error {
-		var m submatch
+		var m Submatch
 		err := p.object(func(key []byte) error {
 			switch string(key) {
 			case "start":
-				return p.intOrNull(&m.start)
+				return p.intOrNull(&m.Start)
 			case "end":
-				return p.intOrNull(&m.end)
+				return p.intOrNull(&m.End)
 			}
 			return p.skip(0)
 		})
 		if err != nil {
 			return err
 		}
-		if len(ev.submatches) < p.maxSubmatches {
-			ev.submatches = append(ev.submatches, m)
+		if len(ev.Submatches) < p.maxSubmatches {
+			ev.Submatches = append(ev.Submatches, m)
 		} else {
-			ev.moreSubmatches = true
+			ev.MoreSubmatches = true
 		}
 		return nil
 	})
 }
 
-func (p *rgReader) stats(ev *rgEvent) error {
-	ev.searches, ev.matchedLines, ev.matches = 0, 0, 0
+func (p *Reader) stats(ev *Event) error {
+	ev.Searches, ev.MatchedLines, ev.Matches = 0, 0, 0
 	if c, err := p.peek(); err != nil || c == 'n' {
 		return p.skip(0)
 	}
 	return p.object(func(key []byte) error {
 		switch string(key) {
 		case "searches":
-			return p.intOrNull(&ev.searches)
+			return p.intOrNull(&ev.Searches)
 		case "matched_lines":
-			return p.intOrNull(&ev.matchedLines)
+			return p.intOrNull(&ev.MatchedLines)
 		case "matches":
-			return p.intOrNull(&ev.matches)
+			return p.intOrNull(&ev.Matches)
 		}
 		return p.skip(0)
 	})
@@ -407,7 +411,7 @@ func (p *rgReader) stats(ev *rgEvent) error {
 // textOrBytes decodes null, {"text": "..."} or {"bytes": "base64"} into dst,
 // keeping at most max bytes. It returns the full decoded length, whether
 // the value was bytes, and whether it was present (not null).
-func (p *rgReader) textOrBytes(dst []byte, max int) (out []byte, n int64, isBytes, present bool, err error) {
+func (p *Reader) textOrBytes(dst []byte, max int) (out []byte, n int64, isBytes, present bool, err error) {
 	out = dst
 	if c, err := p.peek(); err != nil || c == 'n' {
 		return out, 0, false, false, p.skip(0)
@@ -438,7 +442,7 @@ func (p *rgReader) textOrBytes(dst []byte, max int) (out []byte, n int64, isByte
 
 // base64 decodes a JSON string holding standard base64, keeping at most
 // max decoded bytes and returning the full decoded length.
-func (p *rgReader) base64(dst []byte, max int) ([]byte, int64, error) {
+func (p *Reader) base64(dst []byte, max int) ([]byte, int64, error) {
 	if err := p.expect('"'); err != nil {
 		return dst, 0, err
 	}
@@ -450,7 +454,7 @@ func (p *rgReader) base64(dst []byte, max int) ([]byte, int64, error) {
 		return dst, 0, err
 	}
 	if n%4 != 0 {
-		return dst, 0, fmt.Errorf("%w: base64 length %d", errSyntax, n)
+		return dst, 0, fmt.Errorf("%w: base64 length %d", ErrSyntax, n)
 	}
 	cut := n > int64(len(enc))
 	full := n / 4 * 3
@@ -465,7 +469,7 @@ func (p *rgReader) base64(dst []byte, max int) ([]byte, int64, error) {
 	}
 	out, err := base64.StdEncoding.AppendDecode(dst, enc)
 	if err != nil {
-		return dst, 0, fmt.Errorf("%w: %v", errSyntax, err)
+		return dst, 0, fmt.Errorf("%w: %v", ErrSyntax, err)
 	}
 	if !cut {
 		full = int64(len(out) - len(dst))
@@ -478,7 +482,7 @@ func (p *rgReader) base64(dst []byte, max int) ([]byte, int64, error) {
 
 // smallString decodes a string value of at most maxKeyBytes bytes; a longer
 // one decodes to nil.
-func (p *rgReader) smallString() ([]byte, error) {
+func (p *Reader) smallString() ([]byte, error) {
 	if c, err := p.peek(); err != nil || c != '"' {
 		return nil, p.skip(0)
 	}
@@ -495,7 +499,7 @@ func (p *rgReader) smallString() ([]byte, error) {
 // dst, appending at most max bytes, and returns the full decoded length.
 // Like encoding/json, it decodes an unpaired surrogate escape as U+FFFD.
 // Bytes that are not valid UTF-8 are kept as they are.
-func (p *rgReader) str(dst []byte, max int) ([]byte, int64, error) {
+func (p *Reader) str(dst []byte, max int) ([]byte, int64, error) {
 	var n int64
 	p.tail = [2]byte{}
 	var rb [utf8.UTFMax]byte
@@ -528,7 +532,7 @@ func (p *rgReader) str(dst []byte, max int) ([]byte, int64, error) {
 		case c == '"':
 			return dst, n, nil
 		case c < 0x20:
-			return dst, n, fmt.Errorf("%w: control character in a string", errSyntax)
+			return dst, n, fmt.Errorf("%w: control character in a string", ErrSyntax)
 		}
 		e, err := p.readByte()
 		if err != nil {
@@ -558,7 +562,7 @@ func (p *rgReader) str(dst []byte, max int) ([]byte, int64, error) {
 			dst = p.add(dst, max, &n, rb[:utf8.EncodeRune(rb[:], r)])
 			continue
 		default:
-			return dst, n, fmt.Errorf("%w: bad escape %q", errSyntax, e)
+			return dst, n, fmt.Errorf("%w: bad escape %q", ErrSyntax, e)
 		}
 		dst = p.add(dst, max, &n, rb[:1])
 	}
@@ -566,7 +570,7 @@ func (p *rgReader) str(dst []byte, max int) ([]byte, int64, error) {
 
 // add appends b to dst while dst holds fewer than max bytes, counts b in
 // *n, and remembers the last two bytes decoded.
-func (p *rgReader) add(dst []byte, max int, n *int64, b []byte) []byte {
+func (p *Reader) add(dst []byte, max int, n *int64, b []byte) []byte {
 	if room := max - len(dst); room > 0 {
 		dst = append(dst, b[:min(room, len(b))]...)
 	}
@@ -582,7 +586,7 @@ func (p *rgReader) add(dst []byte, max int, n *int64, b []byte) []byte {
 // lowSurrogate completes the high surrogate hi with a following \uXXXX low
 // surrogate, consuming it only if it is one; otherwise hi decodes to
 // U+FFFD, as encoding/json does.
-func (p *rgReader) lowSurrogate(hi rune) rune {
+func (p *Reader) lowSurrogate(hi rune) rune {
 	if hi >= 0xdc00 || p.end-p.pos < 6 && !p.refillKeep(6) {
 		return utf8.RuneError
 	}
@@ -604,7 +608,7 @@ func (p *rgReader) lowSurrogate(hi rune) rune {
 
 // refillKeep makes at least n unread bytes available in the buffer, if
 // the input has them, by moving the unread bytes to the front.
-func (p *rgReader) refillKeep(n int) bool {
+func (p *Reader) refillKeep(n int) bool {
 	copy(p.buf, p.buf[p.pos:p.end])
 	p.end -= p.pos
 	p.pos = 0
@@ -616,13 +620,13 @@ func (p *rgReader) refillKeep(n int) bool {
 	return p.end >= n
 }
 
-func (p *rgReader) hex4() (rune, error) {
+func (p *Reader) hex4() (rune, error) {
 	if p.end-p.pos < 4 && !p.refillKeep(4) {
 		return 0, io.ErrUnexpectedEOF
 	}
 	r, ok := parseHex4(p.buf[p.pos : p.pos+4])
 	if !ok {
-		return 0, fmt.Errorf("%w: bad \\u escape", errSyntax)
+		return 0, fmt.Errorf("%w: bad \\u escape", ErrSyntax)
 	}
 	p.pos += 4
 	return r, nil
@@ -647,7 +651,7 @@ func parseHex4(b []byte) (rune, bool) {
 }
 
 // intOrNull decodes a non-negative integer, or null (leaving v alone).
-func (p *rgReader) intOrNull(v *int64) error {
+func (p *Reader) intOrNull(v *int64) error {
 	c, err := p.peek()
 	if err != nil {
 		return err
@@ -666,39 +670,39 @@ func (p *rgReader) intOrNull(v *int64) error {
 			break
 		}
 		if x > (1<<63-1-9)/10 {
-			return fmt.Errorf("%w: integer out of range", errSyntax)
+			return fmt.Errorf("%w: integer out of range", ErrSyntax)
 		}
 		x = x*10 + int64(c-'0')
 		digits++
 		p.pos++
 	}
 	if digits == 0 || digits > 1 && c == '0' {
-		return fmt.Errorf("%w: want a non-negative integer", errSyntax)
+		return fmt.Errorf("%w: want a non-negative integer", ErrSyntax)
 	}
 	if c, err := p.peek(); err == nil && (c == '.' || c == 'e' || c == 'E') {
-		return fmt.Errorf("%w: want an integer", errSyntax)
+		return fmt.Errorf("%w: want an integer", ErrSyntax)
 	}
 	*v = x
 	return nil
 }
 
-func (p *rgReader) literal(word string) error {
+func (p *Reader) literal(word string) error {
 	for i := 0; i < len(word); i++ {
 		c, err := p.readByte()
 		if err != nil {
 			return err
 		}
 		if c != word[i] {
-			return fmt.Errorf("%w: bad literal", errSyntax)
+			return fmt.Errorf("%w: bad literal", ErrSyntax)
 		}
 	}
 	return nil
 }
 
 // skip consumes one value of any type, keeping nothing of it.
-func (p *rgReader) skip(depth int) error {
+func (p *Reader) skip(depth int) error {
 	if depth > maxDepth {
-		return fmt.Errorf("%w: nested too deeply", errSyntax)
+		return fmt.Errorf("%w: nested too deeply", ErrSyntax)
 	}
 	c, err := p.peek()
 	if err != nil {
@@ -722,11 +726,11 @@ func (p *rgReader) skip(depth int) error {
 	case c == '-' || '0' <= c && c <= '9':
 		return p.number()
 	}
-	return fmt.Errorf("%w: unexpected %q", errSyntax, c)
+	return fmt.Errorf("%w: unexpected %q", ErrSyntax, c)
 }
 
 // number consumes a JSON number, checking its grammar.
-func (p *rgReader) number() error {
+func (p *Reader) number() error {
 	c, _ := p.peek()
 	if c == '-' {
 		p.pos++
@@ -746,12 +750,12 @@ func (p *rgReader) number() error {
 	first, _ := p.peek()
 	n := digits()
 	if n == 0 || n > 1 && first == '0' {
-		return fmt.Errorf("%w: bad number", errSyntax)
+		return fmt.Errorf("%w: bad number", ErrSyntax)
 	}
 	if c, err := p.peek(); err == nil && c == '.' {
 		p.pos++
 		if digits() == 0 {
-			return fmt.Errorf("%w: bad number", errSyntax)
+			return fmt.Errorf("%w: bad number", ErrSyntax)
 		}
 	}
 	if c, err := p.peek(); err == nil && (c == 'e' || c == 'E') {
@@ -760,7 +764,7 @@ func (p *rgReader) number() error {
 			p.pos++
 		}
 		if digits() == 0 {
-			return fmt.Errorf("%w: bad number", errSyntax)
+			return fmt.Errorf("%w: bad number", ErrSyntax)
 		}
 	}
 	return nil
