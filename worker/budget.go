@@ -247,13 +247,18 @@ func (releaseAfterReply) HandleRPC(ctx context.Context, st stats.RPCStats) {
 		return
 	}
 	if h, _ := ctx.Value(replyHoldKey{}).(*replyHold); h != nil {
-		h.mu.Lock()
-		fns := h.fns
-		h.fns = nil
-		h.mu.Unlock()
-		for _, f := range fns {
-			f()
-		}
+		h.release()
+	}
+}
+
+// release runs the releases added so far.
+func (h *replyHold) release() {
+	h.mu.Lock()
+	fns := h.fns
+	h.fns = nil
+	h.mu.Unlock()
+	for _, f := range fns {
+		f()
 	}
 }
 
