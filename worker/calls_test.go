@@ -300,3 +300,63 @@ func TestCallsStreamProtocolErrors(t *testing.T) {
 		})
 	}
 }
+
+// Small calls go on the Calls stream; a read or write over 64 KiB, a list
+// page over 256 KiB and a read by lines keep their own RPCs.
+func TestCallsStreamCarriesOnlySmallCalls(t *testing.T) {
+	svc, root := callsService(t, Options{MaxRead: 1 << 20})
+	wput(t, filepath.Join(root, "f"), strings.Repeat("x", 100<<10))
+	var rec methodRecorder
+	c := callstream.New(serveInProcess(t, svc, rec.options()...))
+	t.Cleanup(c.Close)
+	ctx := context.Background()
+	big := make([]byte, callstream.MaxBytes+1)
+	for _, step := range []struct {
+		name   string
+		call   func() error
+		method string
+	}{
+		{"stat", func() error { _, err := c.Stat(ctx, &fsmcpv1.StatRequest{Path: []byte("f")}); return err }, "Calls.stat"},
+		{"small read", func() error {
+			_, err := c.Read(ctx, &fsmcpv1.ReadRequest{Path: []byte("f"), Length: callstream.MaxBytes})
+			return err
+		}, "Calls.read"},
+		{"large read", func() error {
+			_, err := c.Read(ctx, &fsmcpv1.ReadRequest{Path: []byte("f"), Length: callstream.MaxBytes + 1})
+			return err
+		}, "Read"},
+		{"read by lines", func() error {
+			_, err := c.Read(ctx, &fsmcpv1.ReadRequest{Path: []byte("f"), ByLine: true, Line: 1, Lines: 1, Length: 16})
+			return err
+		}, "Read"},
+		{"page", func() error {
+			_, err := c.List(ctx, &fsmcpv1.ListRequest{Path: []byte("."), MaxBytes: callstream.MaxPageBytes})
+			return err
+		}, "Calls.list"},
+		{"large page", func() error {
+			_, err := c.List(ctx, &fsmcpv1.ListRequest{Path: []byte("."), MaxBytes: callstream.MaxPageBytes + 1})
+			return err
+		}, "List"},
+		{"small write", func() error {
+			_, err := c.Write(ctx, &fsmcpv1.WriteRequest{Path: []byte("g"), Content: big[:callstream.MaxBytes], MustNotExist: true})
+			return err
+		}, "Calls.write"},
+		{"large write", func() error {
+			_, err := c.Write(ctx, &fsmcpv1.WriteRequest{Path: []byte("h"), Content: big, MustNotExist: true})
+			return err
+		}, "Write"},
+	} {
+		rec.mu.Lock()
+		rec.seen = nil
+		rec.mu.Unlock()
+		if err := step.call(); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		rec.mu.Lock()
+		want := "/" + fsmcpv1.WorkerService_ServiceDesc.ServiceName + "/" + step.method
+		if !rec.seen[want] {
+			t.Errorf("%s went as %v, want %s", step.name, rec.seen, step.method)
+		}
+		rec.mu.Unlock()
+	}
+}
