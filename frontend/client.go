@@ -57,7 +57,7 @@ func (c *workerClient) hello(ctx context.Context) (*fsmcpv1.Confinement, error) 
 func toolErrorOf(e *link.Error) *toolError {
 	return &toolError{code: e.Code, message: e.Message, path: []byte(e.Path), hasPath: e.Path != "",
 		currentSHA256: e.CurrentSHA256, count: e.Count, nearest: e.Nearest,
-		policyViolation: e.PolicyViolation, missingDirectory: []byte(e.MissingDirectory)}
+		policyViolation: e.PolicyViolation, missingDirectory: []byte(e.MissingDirectory), offset: e.Offset}
 }
 
 // fromRPC turns a worker call's error into a tool error.

@@ -107,7 +107,7 @@ func BenchmarkStatLayers(b *testing.B) {
 		b.Fatal(err)
 	}
 	s := &server{cfg: &Config{MaxResponseBytes: 262144, CallTimeout: time.Minute, MaxCalls: 64, MaxSessionCalls: 16}, wc: wc, audit: audit}
-	stat := readTools()[0]
+	stat := statTool.tool()
 	h := audit.wrap(stat, recovered(stat.name, s.handler(stat)))
 	call := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "fs_stat", Arguments: json.RawMessage(`{"path":"f4k"}`)}}
 	b.Run("handler", func(b *testing.B) {

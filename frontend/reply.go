@@ -26,6 +26,9 @@ type toolError struct {
 	missingDirectory []byte
 	// policyViolation marks a refusal by the operator's policy or rules.
 	policyViolation bool
+	// offset is, on invalid_argument about text in a charset, the byte
+	// offset where it stops holding.
+	offset *int64
 }
 
 func (e *toolError) Error() string { return codeName(e.code) + ": " + e.message }
@@ -248,6 +251,9 @@ func errorDoc(e *toolError) *obj {
 	}
 	if len(e.missingDirectory) > 0 {
 		inner.name("missing_directory", e.missingDirectory)
+	}
+	if e.offset != nil {
+		inner.int("offset", *e.offset)
 	}
 	return inner
 }

@@ -8,6 +8,7 @@ import (
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/proto/link"
+	"github.com/fsmcp/fsmcp/worker/internal/admit"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -116,8 +117,7 @@ func (s served) Calls(stream grpc.BidiStreamingServer[fsmcpv1.CallsRequest, fsmc
 		for _, m := range req.GetMetadata() {
 			md.Append(m.GetKey(), string(m.GetValue()))
 		}
-		hold := &replyHold{}
-		ctx = context.WithValue(metadata.NewIncomingContext(ctx, md), replyHoldKey{}, hold)
+		ctx, release := admit.Hold(metadata.NewIncomingContext(ctx, md))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -132,7 +132,7 @@ func (s served) Calls(stream grpc.BidiStreamingServer[fsmcpv1.CallsRequest, fsmc
 			_ = stream.Send(reply)
 			sendMu.Unlock()
 			// The reply was encoded and handed to the transport.
-			hold.release()
+			release()
 			<-slots
 		}()
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/fsmcp/fsmcp/proto/callstream"
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/proto/link"
+	"github.com/fsmcp/fsmcp/worker/internal/admit"
 	"github.com/fsmcp/fsmcp/worker/rulesfile"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -208,9 +209,9 @@ func TestCallsCancelAndDeadline(t *testing.T) {
 func TestCallsReleaseReplyMemoryPerCall(t *testing.T) {
 	svc, root := callsService(t, Options{Limits: Limits{QueueTimeout: 300 * time.Millisecond}})
 	wput(t, filepath.Join(root, "f"), "x")
-	most := int64(DefaultMemoryBytes-memoryReserve) * 2 / 3
+	most := int64(admit.DefaultMemoryBytes-admit.MemoryReserve) * 2 / 3
 	hook := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-		release, err := svc.ReserveReply(ctx, "test", "", most)
+		release, err := svc.reserveReply(ctx, "test", "", most)
 		if err != nil {
 			return nil, err
 		}

@@ -13,6 +13,8 @@ import (
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/proto/link"
 	"github.com/fsmcp/fsmcp/sandbox"
+	"github.com/fsmcp/fsmcp/worker/internal/admit"
+	"github.com/fsmcp/fsmcp/worker/internal/selftest"
 	"github.com/fsmcp/fsmcp/worker/rulesfile"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
@@ -176,7 +178,7 @@ func run(args []string, hooks Hooks) error {
 		MaxRead:     cfg.MaxRead,
 		MaxMedia:    cfg.MaxMedia,
 		Policy:      cfg.Policy,
-		Limits: Limits{MaxFileBytes: cfg.MaxFileBytes, MemoryBytes: cfg.MemoryBytes,
+		Limits: admit.Limits{MaxFileBytes: cfg.MaxFileBytes, MemoryBytes: cfg.MemoryBytes,
 			MaxRG: cfg.MaxRG, MaxHeavy: cfg.MaxHeavy, QueueTimeout: cfg.QueueTimeout},
 		Quarantine: quarantine,
 		Rules:      rules,
@@ -186,15 +188,15 @@ func run(args []string, hooks Hooks) error {
 		return err
 	}
 	rootName := *svc.rootPath.name.Load()
-	outside := outsidePath(rootName)
+	outside := selftest.OutsidePath(rootName)
 	if hooks.SelftestOutside != nil {
 		outside = hooks.SelftestOutside(rootName, outside)
 	}
-	conf.Selftest, err = selftest(selftestConfig{
-		outside: outside, exe: exe, devNull: devNull,
-		fsEnforced:      st.ABI > 0,
-		netEnforced:     sc.Mode == "filter" || st.NetworkDenied,
-		seccompEnforced: sc.Mode == "filter",
+	conf.Selftest, err = selftest.Run(selftest.Config{
+		Outside: outside, Exe: exe, DevNull: devNull,
+		FSEnforced:      st.ABI > 0,
+		NetEnforced:     sc.Mode == "filter" || st.NetworkDenied,
+		SeccompEnforced: sc.Mode == "filter",
 	})
 	if err != nil {
 		return err
@@ -208,9 +210,9 @@ func run(args []string, hooks Hooks) error {
 	// Journals set aside go to the front-end, for the audit.
 	var r *Recovery
 	if cfg.ReadOnly {
-		r, err = svc.CheckReadOnly()
+		r, err = svc.checkReadOnly()
 	} else {
-		r, err = svc.Recover(cfg.DiscardJournal)
+		r, err = svc.recoverJournals(cfg.DiscardJournal)
 	}
 	if err != nil {
 		return err
@@ -261,5 +263,5 @@ func Serve(conn net.Conn, svc *Service, extra grpc.UnaryServerInterceptor) error
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(svc.rootStream, svc.rulesStream),
 		// Memory reserved for a reply is released once it was sent.
-		grpc.StatsHandler(releaseAfterReply{}))
+		grpc.StatsHandler(admit.ReleaseAfterReply{}))
 }

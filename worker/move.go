@@ -52,7 +52,7 @@ func (s *Service) Mkdir(ctx context.Context, req *fsmcpv1.MkdirRequest) (*fsmcpv
 	if depth > maxWalkDepth {
 		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_TOO_LARGE, p, "mkdir: the path has %d components, over the limit of %d; nothing was created", depth, maxWalkDepth)
 	}
-	done, err := s.Heavy(ctx, "mkdir", p)
+	done, err := s.heavy(ctx, "mkdir", p)
 	if err != nil {
 		return nil, err
 	}

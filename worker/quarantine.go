@@ -17,6 +17,7 @@ import (
 	"time"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/worker/internal/dirwalk"
 	"golang.org/x/sys/unix"
 )
 
@@ -77,6 +78,13 @@ const (
 	// partTake moves the file at the path, which must be unchanged, into
 	// the quarantine: nothing is kept for it (a file a patch created).
 	partTake
+	// partTruncate cuts an append off the file at the path (the same
+	// inode), once its first oldSize bytes still hash to keptSHA; the cut
+	// bytes go into the quarantine as a partCut.
+	partTruncate
+	// partCut is the bytes an undo of an append cut, kept under name
+	// until evicted; no token restores them.
+	partCut
 )
 
 // qPart is one name of an entry.
@@ -96,6 +104,8 @@ type qPart struct {
 	now     fileID
 	nowSHA  string
 	keptSHA string
+	// oldSize is, for partTruncate, the size before the append.
+	oldSize int64
 }
 
 // fileID is the inode a write put in place and what an in-place change
@@ -248,8 +258,7 @@ func (q *Quarantine) evict() {
 			if part.name == "" {
 				continue
 			}
-			w := &walker{ctx: context.Background(), path: part.name}
-			if err := w.removeAll(q.fd, part.name, 0); err != nil {
+			if err := (&dirwalk.Remover{Ctx: context.Background()}).RemoveAll(q.fd, part.name); err != nil {
 				fmt.Fprintf(os.Stderr, "fsmcp worker: quarantine: evicting %s: %v\n", part.name, err)
 			}
 		}

@@ -9,7 +9,11 @@ import (
 	"syscall"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/proto/link"
 	"github.com/fsmcp/fsmcp/sandbox"
+	"github.com/fsmcp/fsmcp/worker/internal/admit"
+	"github.com/fsmcp/fsmcp/worker/internal/hashcache"
+	"github.com/fsmcp/fsmcp/worker/internal/lines"
 	"github.com/fsmcp/fsmcp/worker/rulesfile"
 )
 
@@ -43,10 +47,10 @@ type Service struct {
 	// beforeDescend, when set, runs before a recursive delete opens a
 	// directory. Tests use it to swap the directory for a symlink.
 	beforeDescend func(name string)
-	hashes        *hashCache
-	lines         *lineIndex
+	hashes        *hashcache.Cache
+	lines         *lines.Index
 	budgets       budgets
-	limits        Limits
+	limits        admit.Limits
 	// quarantine, when set, keeps what deletes remove and writes replace.
 	quarantine *Quarantine
 	// rules, when set, are the operator's --rules, for Check and for
@@ -57,6 +61,8 @@ type Service struct {
 	// they record.
 	state            *os.File
 	rootDev, rootIno uint64
+	// appends are the append journal's slots (append.go).
+	appends appendSlots
 }
 
 var _ fsmcpv1.WorkerServiceServer = (*Service)(nil)
@@ -77,7 +83,7 @@ type Options struct {
 	// Policy is the operator's protected and denied paths.
 	Policy sandbox.Policy
 	// Limits are the worker's budgets; zero fields take defaults.
-	Limits Limits
+	Limits admit.Limits
 	// Quarantine, when set, keeps what deletes remove and writes replace,
 	// for Undo.
 	Quarantine *Quarantine
@@ -104,7 +110,7 @@ func New(root *os.Root, opts Options) (*Service, error) {
 	if opts.MaxMedia <= 0 {
 		opts.MaxMedia = 5 << 20
 	}
-	if err := opts.Limits.Check(); err != nil {
+	if err := opts.Limits.Check(link.MaxMessageBytes); err != nil {
 		return nil, err
 	}
 	if opts.Confinement == nil {
@@ -129,8 +135,8 @@ func New(root *os.Root, opts Options) (*Service, error) {
 		devNull:     opts.DevNull,
 		maxRead:     opts.MaxRead,
 		maxMedia:    opts.MaxMedia,
-		hashes:      newHashCache(),
-		lines:       newLineIndex(),
+		hashes:      hashcache.New(),
+		lines:       lines.NewIndex(),
 		budgets:     newBudgets(opts.Limits),
 		limits:      opts.Limits,
 		quarantine:  opts.Quarantine,

@@ -32,6 +32,9 @@ type Error struct {
 	// MissingDirectory is set on not_found when the directory a new name
 	// needs does not exist.
 	MissingDirectory string
+	// Offset is set on invalid_argument about text or a file in a
+	// charset: the byte offset where it stops holding.
+	Offset *int64
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -93,6 +96,7 @@ func (e *Error) Detail() *fsmcpv1.Error {
 		PolicyViolation:  e.PolicyViolation,
 		Nearest:          e.Nearest,
 		MissingDirectory: []byte(clip(e.MissingDirectory, maxErrorPath)),
+		Offset:           e.Offset,
 	}
 }
 
@@ -100,7 +104,7 @@ func (e *Error) Detail() *fsmcpv1.Error {
 func FromDetail(d *fsmcpv1.Error) *Error {
 	return &Error{Code: d.GetCode(), Message: d.GetMessage(), Path: string(d.GetPath()),
 		CurrentSHA256: d.GetCurrentSha256(), Count: d.GetCount(), PolicyViolation: d.GetPolicyViolation(),
-		Nearest: d.GetNearest(), MissingDirectory: string(d.GetMissingDirectory())}
+		Nearest: d.GetNearest(), MissingDirectory: string(d.GetMissingDirectory()), Offset: d.Offset}
 }
 
 // Decode is the error an RPC failed with: the *Error the server sent, or,

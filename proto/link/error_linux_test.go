@@ -22,14 +22,18 @@ import (
 func TestErrorTravels(t *testing.T) {
 	sent := &Error{Code: fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, Message: "write: changed", Path: "a/\xff\x00b",
 		CurrentSHA256: strings.Repeat("ab", 32), Count: 7, PolicyViolation: true,
-		Nearest: &fsmcpv1.Nearest{LineNumber: 3, Offset: 9, Differs: "case"}, MissingDirectory: "a/b"}
+		Nearest: &fsmcpv1.Nearest{LineNumber: 3, Offset: 9, Differs: "case"}, MissingDirectory: "a/b", Offset: new(int64(11))}
 	c := serve(t, &hello{answer: func() (*fsmcpv1.HelloResponse, error) { return nil, fmt.Errorf("wrapped: %w", sent) }})
 	_, err := c.Hello(context.Background(), &fsmcpv1.HelloRequest{}, grpc.WaitForReady(true))
 	got := Decode(err)
 	if !proto.Equal(got.Nearest, sent.Nearest) {
 		t.Errorf("Nearest = %v, want %v", got.Nearest, sent.Nearest)
 	}
+	if got.Offset == nil || *got.Offset != *sent.Offset {
+		t.Errorf("Offset = %v, want %d", got.Offset, *sent.Offset)
+	}
 	got.Nearest, sent.Nearest = nil, nil
+	got.Offset, sent.Offset = nil, nil
 	if *got != *sent {
 		t.Errorf("Decode = %+v, want %+v", got, sent)
 	}

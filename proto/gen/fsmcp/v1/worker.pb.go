@@ -423,8 +423,11 @@ type Error struct {
 	// For not_found from a call that creates a name: the directory that
 	// would hold it does not exist (root-relative). fs_mkdir creates it.
 	MissingDirectory []byte `protobuf:"bytes,8,opt,name=missing_directory,json=missingDirectory,proto3" json:"missing_directory,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// For invalid_argument about text or a file in a charset: the byte
+	// offset (in the text given, or in the file) where it stops holding.
+	Offset        *int64 `protobuf:"varint,9,opt,name=offset,proto3,oneof" json:"offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Error) Reset() {
@@ -511,6 +514,13 @@ func (x *Error) GetMissingDirectory() []byte {
 		return x.MissingDirectory
 	}
 	return nil
+}
+
+func (x *Error) GetOffset() int64 {
+	if x != nil && x.Offset != nil {
+		return *x.Offset
+	}
+	return 0
 }
 
 // Nearest is where text that did not match almost occurs in a file.
@@ -2741,7 +2751,10 @@ type WriteRequest struct {
 	// before the append.
 	Append bool `protobuf:"varint,5,opt,name=append,proto3" json:"append,omitempty"`
 	// Check everything and answer what would be written, changing nothing.
-	DryRun        bool `protobuf:"varint,6,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	DryRun bool `protobuf:"varint,6,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// The charset content is encoded into before it is written (see
+	// proto/charset); empty is UTF-8, taken as bytes.
+	Charset       string `protobuf:"bytes,7,opt,name=charset,proto3" json:"charset,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2816,6 +2829,13 @@ func (x *WriteRequest) GetDryRun() bool {
 		return x.DryRun
 	}
 	return false
+}
+
+func (x *WriteRequest) GetCharset() string {
+	if x != nil {
+		return x.Charset
+	}
+	return ""
 }
 
 type WriteResponse struct {
@@ -2967,11 +2987,17 @@ func (x *Edit) GetAll() bool {
 }
 
 type ReplaceRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Path          []byte                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
-	Edits         []*Edit                `protobuf:"bytes,2,rep,name=edits,proto3" json:"edits,omitempty"`
-	IfSha256      string                 `protobuf:"bytes,3,opt,name=if_sha256,json=ifSha256,proto3" json:"if_sha256,omitempty"`
-	DryRun        bool                   `protobuf:"varint,4,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Path     []byte                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Edits    []*Edit                `protobuf:"bytes,2,rep,name=edits,proto3" json:"edits,omitempty"`
+	IfSha256 string                 `protobuf:"bytes,3,opt,name=if_sha256,json=ifSha256,proto3" json:"if_sha256,omitempty"`
+	DryRun   bool                   `protobuf:"varint,4,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// The file's charset: old and new are encoded into it, and the file
+	// must round-trip through it. Empty is UTF-8, taken as bytes.
+	Charset string `protobuf:"bytes,5,opt,name=charset,proto3" json:"charset,omitempty"`
+	// "file": a \n in old and new stands for \r\n in a file that uses
+	// \r\n throughout. Empty: bytes as given.
+	Eol           string `protobuf:"bytes,6,opt,name=eol,proto3" json:"eol,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3032,6 +3058,20 @@ func (x *ReplaceRequest) GetDryRun() bool {
 		return x.DryRun
 	}
 	return false
+}
+
+func (x *ReplaceRequest) GetCharset() string {
+	if x != nil {
+		return x.Charset
+	}
+	return ""
+}
+
+func (x *ReplaceRequest) GetEol() string {
+	if x != nil {
+		return x.Eol
+	}
+	return ""
 }
 
 type ReplaceResponse struct {
@@ -4493,6 +4533,9 @@ type PatchFile struct {
 	// For a dry run: the file's sha256 now, the precondition the real call
 	// needs; empty for a file the patch creates.
 	CurrentSha256 string `protobuf:"bytes,9,opt,name=current_sha256,json=currentSha256,proto3" json:"current_sha256,omitempty"`
+	// For a file an envelope's *** Move to: renames: the new path (the
+	// file is deleted here and created there).
+	MovedTo       []byte `protobuf:"bytes,10,opt,name=moved_to,json=movedTo,proto3" json:"moved_to,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4590,13 +4633,22 @@ func (x *PatchFile) GetCurrentSha256() string {
 	return ""
 }
 
+func (x *PatchFile) GetMovedTo() []byte {
+	if x != nil {
+		return x.MovedTo
+	}
+	return nil
+}
+
 type PatchResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// In the order the patch names them.
 	Files []*PatchFile `protobuf:"bytes,1,rep,name=files,proto3" json:"files,omitempty"`
 	// With a quarantine: one token that undoes the whole patch. Empty for a
 	// dry run, or when the kept versions exceeded --quarantine-bytes.
-	Undo          string `protobuf:"bytes,2,opt,name=undo,proto3" json:"undo,omitempty"`
+	Undo string `protobuf:"bytes,2,opt,name=undo,proto3" json:"undo,omitempty"`
+	// The format read: "unified" or "envelope".
+	Format        string `protobuf:"bytes,3,opt,name=format,proto3" json:"format,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4641,6 +4693,13 @@ func (x *PatchResponse) GetFiles() []*PatchFile {
 func (x *PatchResponse) GetUndo() string {
 	if x != nil {
 		return x.Undo
+	}
+	return ""
+}
+
+func (x *PatchResponse) GetFormat() string {
+	if x != nil {
+		return x.Format
 	}
 	return ""
 }
@@ -5384,7 +5443,7 @@ var File_fsmcp_v1_worker_proto protoreflect.FileDescriptor
 
 const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\n" +
-	"\x15fsmcp/v1/worker.proto\x12\bfsmcp.v1\"\xa0\x02\n" +
+	"\x15fsmcp/v1/worker.proto\x12\bfsmcp.v1\"\xc8\x02\n" +
 	"\x05Error\x12'\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x13.fsmcp.v1.ErrorCodeR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x12\n" +
@@ -5393,7 +5452,9 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\x05count\x18\x05 \x01(\x03R\x05count\x12)\n" +
 	"\x10policy_violation\x18\x06 \x01(\bR\x0fpolicyViolation\x12+\n" +
 	"\anearest\x18\a \x01(\v2\x11.fsmcp.v1.NearestR\anearest\x12+\n" +
-	"\x11missing_directory\x18\b \x01(\fR\x10missingDirectory\"\x81\x01\n" +
+	"\x11missing_directory\x18\b \x01(\fR\x10missingDirectory\x12\x1b\n" +
+	"\x06offset\x18\t \x01(\x03H\x00R\x06offset\x88\x01\x01B\t\n" +
+	"\a_offset\"\x81\x01\n" +
 	"\aNearest\x12\x1f\n" +
 	"\vline_number\x18\x01 \x01(\x03R\n" +
 	"lineNumber\x12\x16\n" +
@@ -5579,14 +5640,15 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\x0efiles_searched\x18\x05 \x01(\x03R\rfilesSearched\x12\x18\n" +
 	"\amatches\x18\x06 \x01(\x03R\amatches\x12\x16\n" +
 	"\x06errors\x18\a \x01(\x03R\x06errors\x12)\n" +
-	"\x05files\x18\b \x03(\v2\x13.fsmcp.v1.FileCountR\x05files\"\xb0\x01\n" +
+	"\x05files\x18\b \x03(\v2\x13.fsmcp.v1.FileCountR\x05files\"\xca\x01\n" +
 	"\fWriteRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\fR\x04path\x12\x18\n" +
 	"\acontent\x18\x02 \x01(\fR\acontent\x12\x1b\n" +
 	"\tif_sha256\x18\x03 \x01(\tR\bifSha256\x12$\n" +
 	"\x0emust_not_exist\x18\x04 \x01(\bR\fmustNotExist\x12\x16\n" +
 	"\x06append\x18\x05 \x01(\bR\x06append\x12\x17\n" +
-	"\adry_run\x18\x06 \x01(\bR\x06dryRun\"\xa5\x01\n" +
+	"\adry_run\x18\x06 \x01(\bR\x06dryRun\x12\x18\n" +
+	"\acharset\x18\a \x01(\tR\acharset\"\xa5\x01\n" +
 	"\rWriteResponse\x12\x16\n" +
 	"\x06sha256\x18\x01 \x01(\tR\x06sha256\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\x03R\x04size\x12\x18\n" +
@@ -5597,12 +5659,14 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\x04Edit\x12\x10\n" +
 	"\x03old\x18\x01 \x01(\fR\x03old\x12\x10\n" +
 	"\x03new\x18\x02 \x01(\fR\x03new\x12\x10\n" +
-	"\x03all\x18\x03 \x01(\bR\x03all\"\x80\x01\n" +
+	"\x03all\x18\x03 \x01(\bR\x03all\"\xac\x01\n" +
 	"\x0eReplaceRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\fR\x04path\x12$\n" +
 	"\x05edits\x18\x02 \x03(\v2\x0e.fsmcp.v1.EditR\x05edits\x12\x1b\n" +
 	"\tif_sha256\x18\x03 \x01(\tR\bifSha256\x12\x17\n" +
-	"\adry_run\x18\x04 \x01(\bR\x06dryRun\"\xb1\x01\n" +
+	"\adry_run\x18\x04 \x01(\bR\x06dryRun\x12\x18\n" +
+	"\acharset\x18\x05 \x01(\tR\acharset\x12\x10\n" +
+	"\x03eol\x18\x06 \x01(\tR\x03eol\"\xb1\x01\n" +
 	"\x0fReplaceResponse\x12\x16\n" +
 	"\x06sha256\x18\x01 \x01(\tR\x06sha256\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\x03R\x04size\x12\"\n" +
@@ -5702,7 +5766,7 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\fPatchRequest\x12\x14\n" +
 	"\x05patch\x18\x01 \x01(\fR\x05patch\x12A\n" +
 	"\rpreconditions\x18\x02 \x03(\v2\x1b.fsmcp.v1.PatchPreconditionR\rpreconditions\x12\x17\n" +
-	"\adry_run\x18\x03 \x01(\bR\x06dryRun\"\xf8\x01\n" +
+	"\adry_run\x18\x03 \x01(\bR\x06dryRun\"\x93\x02\n" +
 	"\tPatchFile\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\fR\x04path\x12\x16\n" +
 	"\x06sha256\x18\x02 \x01(\tR\x06sha256\x12\x12\n" +
@@ -5712,10 +5776,13 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\x05hunks\x18\x06 \x01(\x03R\x05hunks\x12&\n" +
 	"\x0fbroke_hard_link\x18\a \x01(\bR\rbrokeHardLink\x12\x12\n" +
 	"\x04diff\x18\b \x01(\fR\x04diff\x12%\n" +
-	"\x0ecurrent_sha256\x18\t \x01(\tR\rcurrentSha256\"N\n" +
+	"\x0ecurrent_sha256\x18\t \x01(\tR\rcurrentSha256\x12\x19\n" +
+	"\bmoved_to\x18\n" +
+	" \x01(\fR\amovedTo\"f\n" +
 	"\rPatchResponse\x12)\n" +
 	"\x05files\x18\x01 \x03(\v2\x13.fsmcp.v1.PatchFileR\x05files\x12\x12\n" +
-	"\x04undo\x18\x02 \x01(\tR\x04undo\">\n" +
+	"\x04undo\x18\x02 \x01(\tR\x04undo\x12\x16\n" +
+	"\x06format\x18\x03 \x01(\tR\x06format\">\n" +
 	"\x0fReadManyRequest\x12+\n" +
 	"\x05reads\x18\x01 \x03(\v2\x15.fsmcp.v1.ReadRequestR\x05reads\"c\n" +
 	"\x0eReadManyResult\x12*\n" +
@@ -6036,6 +6103,7 @@ func file_fsmcp_v1_worker_proto_init() {
 	if File_fsmcp_v1_worker_proto != nil {
 		return
 	}
+	file_fsmcp_v1_worker_proto_msgTypes[0].OneofWrappers = []any{}
 	file_fsmcp_v1_worker_proto_msgTypes[63].OneofWrappers = []any{
 		(*CallsRequest_Stat)(nil),
 		(*CallsRequest_List)(nil),
