@@ -6,14 +6,18 @@ import (
 	"net"
 	"sync"
 
+	"github.com/fsmcp/fsmcp/proto/callstream"
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/proto/link"
 	"google.golang.org/grpc"
 )
 
-// workerClient is the front-end's gRPC connection to the worker.
+// workerClient is the front-end's gRPC connection to the worker. Its
+// Stat, List, Read and Write send small calls on the worker's Calls
+// stream and larger ones as their own RPCs (callstream.Client); every
+// other method is its RPC.
 type workerClient struct {
-	fsmcpv1.WorkerServiceClient
+	*callstream.Client
 	cc   *grpc.ClientConn
 	once sync.Once
 }
@@ -26,10 +30,15 @@ func dialWorker(conn net.Conn) (*workerClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &workerClient{WorkerServiceClient: fsmcpv1.NewWorkerServiceClient(cc), cc: cc}, nil
+	return &workerClient{Client: callstream.New(fsmcpv1.NewWorkerServiceClient(cc)), cc: cc}, nil
 }
 
-func (c *workerClient) close() { c.once.Do(func() { c.cc.Close() }) }
+func (c *workerClient) close() {
+	c.once.Do(func() {
+		c.Client.Close()
+		c.cc.Close()
+	})
+}
 
 // hello asserts the protocol version; a mismatch is a bug, as both ends
 // are one build.

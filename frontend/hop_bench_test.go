@@ -112,8 +112,9 @@ func BenchmarkHop(b *testing.B) {
 	}
 	defer func() { statWC.close(); <-served }()
 	statReq := &fsmcpv1.StatRequest{Path: []byte("f4k")}
+	statRPC := fsmcpv1.NewWorkerServiceClient(statWC.cc)
 	statUnary := func(ctx context.Context, _ uint64) error {
-		_, err := statWC.Stat(ctx, statReq)
+		_, err := statRPC.Stat(ctx, statReq)
 		return err
 	}
 	stat := func(ctx context.Context, in []byte) ([]byte, error) {

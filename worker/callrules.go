@@ -74,9 +74,12 @@ func (s *Service) newCallRules(tool string) *callRules {
 }
 
 // unjudged are the methods that resolve no client path under the rules.
+// The Calls stream is transport: each call on it runs through
+// rulesUnary itself, with its own metadata.
 var unjudged = map[string]bool{
 	fsmcpv1.WorkerService_Hello_FullMethodName: true,
 	fsmcpv1.WorkerService_Check_FullMethodName: true,
+	fsmcpv1.WorkerService_Calls_FullMethodName: true,
 }
 
 // rulesUnary gives each call its rule context (with --rules).
@@ -93,7 +96,7 @@ func (s *Service) rulesUnary(ctx context.Context, req any, info *grpc.UnaryServe
 
 // rulesStream is rulesUnary for streaming calls.
 func (s *Service) rulesStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-	if s.rules == nil {
+	if s.rules == nil || unjudged[info.FullMethod] {
 		return h(srv, ss)
 	}
 	cr, err := s.callRulesFrom(ss.Context(), info.FullMethod)

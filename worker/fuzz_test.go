@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/fsmcp/fsmcp/proto/callstream"
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/proto/link"
 	"github.com/fsmcp/fsmcp/worker/rulesfile"
@@ -112,13 +113,25 @@ func serveInProcess(tb testing.TB, s *Service, opts ...grpc.DialOption) fsmcpv1.
 // root, which is the point: they must never reach outside it.
 func FuzzPaths(f *testing.F) {
 	base, s, canary := fuzzTree(f)
-	c := serveInProcess(f, s)
+	clients := fuzzClients(f, serveInProcess(f, s))
 	for _, seed := range []string{"", ".", "/", "f", "in", "out", "dirout/secret", "abs", "d/up", "d/e/upup/secret",
 		"..", "../canary/secret", "d/../../canary/secret", "/etc/passwd", "//etc/passwd", "loop", "d/e/../../f",
 		"f/", "d//e", "./././f", "\x00", "d/\xff", base + "/canary/secret"} {
 		f.Add([]byte(seed))
 	}
-	f.Fuzz(func(t *testing.T, p []byte) { fuzzPath(t, c, p, base, canary) })
+	f.Fuzz(func(t *testing.T, p []byte) {
+		for _, c := range clients {
+			fuzzPath(t, c, p, base, canary)
+		}
+	})
+}
+
+// fuzzClients are the ways FuzzPaths sends: every call as its own RPC,
+// and the small calls on the Calls stream, as the front-end sends them.
+func fuzzClients(tb testing.TB, c fsmcpv1.WorkerServiceClient) []fsmcpv1.WorkerServiceClient {
+	cs := callstream.New(c)
+	tb.Cleanup(cs.Close)
+	return []fsmcpv1.WorkerServiceClient{c, cs}
 }
 
 // fuzzPath is one input of FuzzPaths: p sent to every RPC.

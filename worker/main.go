@@ -234,6 +234,9 @@ func run(args []string, hooks Hooks) error {
 	return Serve(conn, svc, hooks.Interceptor)
 }
 
+// who names the worker in the log of a panic.
+const who = "fsmcp worker"
+
 func rgVersion(rg string) (string, error) {
 	out, err := exec.Command(rg, "--version").Output()
 	if err != nil {
@@ -253,7 +256,10 @@ func Serve(conn net.Conn, svc *Service, extra grpc.UnaryServerInterceptor) error
 	if extra != nil {
 		unary = append(unary, extra)
 	}
-	return link.Serve(conn, "fsmcp worker", func(srv *grpc.Server) { fsmcpv1.RegisterWorkerServiceServer(srv, svc) },
+	// A call on the Calls stream runs through the same chain, inside the
+	// panic recovery link.Serve gives every unary RPC (calls.go).
+	calls := served{Service: svc, checks: chainUnary(append([]grpc.UnaryServerInterceptor{link.Recovery(who)}, unary...)...)}
+	return link.Serve(conn, who, func(srv *grpc.Server) { fsmcpv1.RegisterWorkerServiceServer(srv, calls) },
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(svc.rootStream, svc.rulesStream),
 		// Memory reserved for a reply is released once it was sent.

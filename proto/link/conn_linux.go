@@ -76,6 +76,10 @@ func Serve(conn net.Conn, who string, register func(*grpc.Server), opts ...grpc.
 // its string names the process in the log.
 type recovery string
 
+// Recovery is the panic recovery Serve puts around every unary call, for
+// calls a server runs itself (many on one stream), logging as who's.
+func Recovery(who string) grpc.UnaryServerInterceptor { return recovery(who).unary }
+
 func (who recovery) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
 	defer func() {
 		if r := recover(); r != nil {

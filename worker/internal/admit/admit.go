@@ -124,13 +124,26 @@ func (ReleaseAfterReply) HandleRPC(ctx context.Context, st stats.RPCStats) {
 		return
 	}
 	if h, _ := ctx.Value(replyHoldKey{}).(*replyHold); h != nil {
-		h.mu.Lock()
-		fns := h.fns
-		h.fns = nil
-		h.mu.Unlock()
-		for _, f := range fns {
-			f()
-		}
+		h.release()
+	}
+}
+
+// Hold gives ctx a hold of its own, for a call that is not an RPC of its
+// own (one of the Calls stream's): AfterReply then defers to release,
+// which the caller runs once that call's reply was handed to the stream.
+func Hold(ctx context.Context) (held context.Context, release func()) {
+	h := &replyHold{}
+	return context.WithValue(ctx, replyHoldKey{}, h), h.release
+}
+
+// release runs the releases added so far.
+func (h *replyHold) release() {
+	h.mu.Lock()
+	fns := h.fns
+	h.fns = nil
+	h.mu.Unlock()
+	for _, f := range fns {
+		f()
 	}
 }
 

@@ -5090,6 +5090,355 @@ func (x *JudgedPaths) GetPaths() []*JudgedPath {
 	return nil
 }
 
+// One message on the Calls stream from the front-end: a call or the
+// cancellation of one.
+type CallsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Chosen by the front-end, unique among its live calls on the stream.
+	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The nanoseconds the call has left (as grpc-timeout carries it); 0 for
+	// no deadline.
+	TimeLeftNanos int64 `protobuf:"varint,2,opt,name=time_left_nanos,json=timeLeftNanos,proto3" json:"time_left_nanos,omitempty"`
+	// Cancels the live call id; the message carries nothing else.
+	Cancel bool `protobuf:"varint,3,opt,name=cancel,proto3" json:"cancel,omitempty"`
+	// The call's metadata, as its own RPC would carry it (the tool, what
+	// Check judged).
+	Metadata []*CallMetadata `protobuf:"bytes,4,rep,name=metadata,proto3" json:"metadata,omitempty"`
+	// Types that are valid to be assigned to Call:
+	//
+	//	*CallsRequest_Stat
+	//	*CallsRequest_List
+	//	*CallsRequest_Read
+	//	*CallsRequest_Write
+	Call          isCallsRequest_Call `protobuf_oneof:"call"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CallsRequest) Reset() {
+	*x = CallsRequest{}
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CallsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CallsRequest) ProtoMessage() {}
+
+func (x *CallsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CallsRequest.ProtoReflect.Descriptor instead.
+func (*CallsRequest) Descriptor() ([]byte, []int) {
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *CallsRequest) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *CallsRequest) GetTimeLeftNanos() int64 {
+	if x != nil {
+		return x.TimeLeftNanos
+	}
+	return 0
+}
+
+func (x *CallsRequest) GetCancel() bool {
+	if x != nil {
+		return x.Cancel
+	}
+	return false
+}
+
+func (x *CallsRequest) GetMetadata() []*CallMetadata {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *CallsRequest) GetCall() isCallsRequest_Call {
+	if x != nil {
+		return x.Call
+	}
+	return nil
+}
+
+func (x *CallsRequest) GetStat() *StatRequest {
+	if x != nil {
+		if x, ok := x.Call.(*CallsRequest_Stat); ok {
+			return x.Stat
+		}
+	}
+	return nil
+}
+
+func (x *CallsRequest) GetList() *ListRequest {
+	if x != nil {
+		if x, ok := x.Call.(*CallsRequest_List); ok {
+			return x.List
+		}
+	}
+	return nil
+}
+
+func (x *CallsRequest) GetRead() *ReadRequest {
+	if x != nil {
+		if x, ok := x.Call.(*CallsRequest_Read); ok {
+			return x.Read
+		}
+	}
+	return nil
+}
+
+func (x *CallsRequest) GetWrite() *WriteRequest {
+	if x != nil {
+		if x, ok := x.Call.(*CallsRequest_Write); ok {
+			return x.Write
+		}
+	}
+	return nil
+}
+
+type isCallsRequest_Call interface {
+	isCallsRequest_Call()
+}
+
+type CallsRequest_Stat struct {
+	Stat *StatRequest `protobuf:"bytes,5,opt,name=stat,proto3,oneof"`
+}
+
+type CallsRequest_List struct {
+	List *ListRequest `protobuf:"bytes,6,opt,name=list,proto3,oneof"`
+}
+
+type CallsRequest_Read struct {
+	Read *ReadRequest `protobuf:"bytes,7,opt,name=read,proto3,oneof"`
+}
+
+type CallsRequest_Write struct {
+	Write *WriteRequest `protobuf:"bytes,8,opt,name=write,proto3,oneof"`
+}
+
+func (*CallsRequest_Stat) isCallsRequest_Call() {}
+
+func (*CallsRequest_List) isCallsRequest_Call() {}
+
+func (*CallsRequest_Read) isCallsRequest_Call() {}
+
+func (*CallsRequest_Write) isCallsRequest_Call() {}
+
+// One metadata value of a call on the Calls stream.
+type CallMetadata struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Value         []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CallMetadata) Reset() {
+	*x = CallMetadata{}
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CallMetadata) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CallMetadata) ProtoMessage() {}
+
+func (x *CallMetadata) ProtoReflect() protoreflect.Message {
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CallMetadata.ProtoReflect.Descriptor instead.
+func (*CallMetadata) Descriptor() ([]byte, []int) {
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *CallMetadata) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *CallMetadata) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+// One message on the Calls stream from the worker: a call's reply or its
+// failure.
+type CallsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The id of the call this answers.
+	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Types that are valid to be assigned to Reply:
+	//
+	//	*CallsResponse_Stat
+	//	*CallsResponse_List
+	//	*CallsResponse_Read
+	//	*CallsResponse_Write
+	//	*CallsResponse_Error
+	Reply         isCallsResponse_Reply `protobuf_oneof:"reply"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CallsResponse) Reset() {
+	*x = CallsResponse{}
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CallsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CallsResponse) ProtoMessage() {}
+
+func (x *CallsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CallsResponse.ProtoReflect.Descriptor instead.
+func (*CallsResponse) Descriptor() ([]byte, []int) {
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *CallsResponse) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *CallsResponse) GetReply() isCallsResponse_Reply {
+	if x != nil {
+		return x.Reply
+	}
+	return nil
+}
+
+func (x *CallsResponse) GetStat() *StatResponse {
+	if x != nil {
+		if x, ok := x.Reply.(*CallsResponse_Stat); ok {
+			return x.Stat
+		}
+	}
+	return nil
+}
+
+func (x *CallsResponse) GetList() *ListResponse {
+	if x != nil {
+		if x, ok := x.Reply.(*CallsResponse_List); ok {
+			return x.List
+		}
+	}
+	return nil
+}
+
+func (x *CallsResponse) GetRead() *ReadResponse {
+	if x != nil {
+		if x, ok := x.Reply.(*CallsResponse_Read); ok {
+			return x.Read
+		}
+	}
+	return nil
+}
+
+func (x *CallsResponse) GetWrite() *WriteResponse {
+	if x != nil {
+		if x, ok := x.Reply.(*CallsResponse_Write); ok {
+			return x.Write
+		}
+	}
+	return nil
+}
+
+func (x *CallsResponse) GetError() *Error {
+	if x != nil {
+		if x, ok := x.Reply.(*CallsResponse_Error); ok {
+			return x.Error
+		}
+	}
+	return nil
+}
+
+type isCallsResponse_Reply interface {
+	isCallsResponse_Reply()
+}
+
+type CallsResponse_Stat struct {
+	Stat *StatResponse `protobuf:"bytes,2,opt,name=stat,proto3,oneof"`
+}
+
+type CallsResponse_List struct {
+	List *ListResponse `protobuf:"bytes,3,opt,name=list,proto3,oneof"`
+}
+
+type CallsResponse_Read struct {
+	Read *ReadResponse `protobuf:"bytes,4,opt,name=read,proto3,oneof"`
+}
+
+type CallsResponse_Write struct {
+	Write *WriteResponse `protobuf:"bytes,5,opt,name=write,proto3,oneof"`
+}
+
+type CallsResponse_Error struct {
+	// The call failed, as its RPC's status detail would say.
+	Error *Error `protobuf:"bytes,6,opt,name=error,proto3,oneof"`
+}
+
+func (*CallsResponse_Stat) isCallsResponse_Reply() {}
+
+func (*CallsResponse_List) isCallsResponse_Reply() {}
+
+func (*CallsResponse_Read) isCallsResponse_Reply() {}
+
+func (*CallsResponse_Write) isCallsResponse_Reply() {}
+
+func (*CallsResponse_Error) isCallsResponse_Reply() {}
+
 var File_fsmcp_v1_worker_proto protoreflect.FileDescriptor
 
 const file_fsmcp_v1_worker_proto_rawDesc = "" +
@@ -5456,7 +5805,28 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\x06action\x18\x02 \x01(\x0e2\x14.fsmcp.v1.RuleActionR\x06action\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\fR\x04name\"9\n" +
 	"\vJudgedPaths\x12*\n" +
-	"\x05paths\x18\x01 \x03(\v2\x14.fsmcp.v1.JudgedPathR\x05paths*K\n" +
+	"\x05paths\x18\x01 \x03(\v2\x14.fsmcp.v1.JudgedPathR\x05paths\"\xd1\x02\n" +
+	"\fCallsRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12&\n" +
+	"\x0ftime_left_nanos\x18\x02 \x01(\x03R\rtimeLeftNanos\x12\x16\n" +
+	"\x06cancel\x18\x03 \x01(\bR\x06cancel\x122\n" +
+	"\bmetadata\x18\x04 \x03(\v2\x16.fsmcp.v1.CallMetadataR\bmetadata\x12+\n" +
+	"\x04stat\x18\x05 \x01(\v2\x15.fsmcp.v1.StatRequestH\x00R\x04stat\x12+\n" +
+	"\x04list\x18\x06 \x01(\v2\x15.fsmcp.v1.ListRequestH\x00R\x04list\x12+\n" +
+	"\x04read\x18\a \x01(\v2\x15.fsmcp.v1.ReadRequestH\x00R\x04read\x12.\n" +
+	"\x05write\x18\b \x01(\v2\x16.fsmcp.v1.WriteRequestH\x00R\x05writeB\x06\n" +
+	"\x04call\"6\n" +
+	"\fCallMetadata\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\"\x8c\x02\n" +
+	"\rCallsResponse\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12,\n" +
+	"\x04stat\x18\x02 \x01(\v2\x16.fsmcp.v1.StatResponseH\x00R\x04stat\x12,\n" +
+	"\x04list\x18\x03 \x01(\v2\x16.fsmcp.v1.ListResponseH\x00R\x04list\x12,\n" +
+	"\x04read\x18\x04 \x01(\v2\x16.fsmcp.v1.ReadResponseH\x00R\x04read\x12/\n" +
+	"\x05write\x18\x05 \x01(\v2\x17.fsmcp.v1.WriteResponseH\x00R\x05write\x12'\n" +
+	"\x05error\x18\x06 \x01(\v2\x0f.fsmcp.v1.ErrorH\x00R\x05errorB\a\n" +
+	"\x05reply*K\n" +
 	"\x0fProtocolVersion\x12 \n" +
 	"\x1cPROTOCOL_VERSION_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12PROTOCOL_VERSION_1\x10\x01*\xcd\x04\n" +
@@ -5507,7 +5877,8 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\x17RULE_ACTION_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11RULE_ACTION_ALLOW\x10\x01\x12\x14\n" +
 	"\x10RULE_ACTION_DENY\x10\x02\x12\x13\n" +
-	"\x0fRULE_ACTION_ASK\x10\x032\xe4\t\n" +
+	"\x0fRULE_ACTION_ASK\x10\x032\xa2\n" +
+	"\n" +
 	"\rWorkerService\x128\n" +
 	"\x05Hello\x12\x16.fsmcp.v1.HelloRequest\x1a\x17.fsmcp.v1.HelloResponse\x125\n" +
 	"\x04Stat\x12\x15.fsmcp.v1.StatRequest\x1a\x16.fsmcp.v1.StatResponse\x125\n" +
@@ -5530,7 +5901,8 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\n" +
 	"StatStream\x12\x1b.fsmcp.v1.StatStreamRequest\x1a\x1c.fsmcp.v1.StatStreamResponse0\x01\x125\n" +
 	"\x04Undo\x12\x15.fsmcp.v1.UndoRequest\x1a\x16.fsmcp.v1.UndoResponse\x128\n" +
-	"\x05Check\x12\x16.fsmcp.v1.CheckRequest\x1a\x17.fsmcp.v1.CheckResponseB3Z1github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1;fsmcpv1b\x06proto3"
+	"\x05Check\x12\x16.fsmcp.v1.CheckRequest\x1a\x17.fsmcp.v1.CheckResponse\x12<\n" +
+	"\x05Calls\x12\x16.fsmcp.v1.CallsRequest\x1a\x17.fsmcp.v1.CallsResponse(\x010\x01B3Z1github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1;fsmcpv1b\x06proto3"
 
 var (
 	file_fsmcp_v1_worker_proto_rawDescOnce sync.Once
@@ -5545,7 +5917,7 @@ func file_fsmcp_v1_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_fsmcp_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_fsmcp_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
+var file_fsmcp_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
 var file_fsmcp_v1_worker_proto_goTypes = []any{
 	(ProtocolVersion)(0),       // 0: fsmcp.v1.ProtocolVersion
 	(ErrorCode)(0),             // 1: fsmcp.v1.ErrorCode
@@ -5616,6 +5988,9 @@ var file_fsmcp_v1_worker_proto_goTypes = []any{
 	(*CheckResponse)(nil),      // 66: fsmcp.v1.CheckResponse
 	(*JudgedPath)(nil),         // 67: fsmcp.v1.JudgedPath
 	(*JudgedPaths)(nil),        // 68: fsmcp.v1.JudgedPaths
+	(*CallsRequest)(nil),       // 69: fsmcp.v1.CallsRequest
+	(*CallMetadata)(nil),       // 70: fsmcp.v1.CallMetadata
+	(*CallsResponse)(nil),      // 71: fsmcp.v1.CallsResponse
 }
 var file_fsmcp_v1_worker_proto_depIdxs = []int32{
 	1,  // 0: fsmcp.v1.Error.code:type_name -> fsmcp.v1.ErrorCode
@@ -5662,53 +6037,65 @@ var file_fsmcp_v1_worker_proto_depIdxs = []int32{
 	67, // 41: fsmcp.v1.CheckResponse.judged:type_name -> fsmcp.v1.JudgedPath
 	5,  // 42: fsmcp.v1.JudgedPath.action:type_name -> fsmcp.v1.RuleAction
 	67, // 43: fsmcp.v1.JudgedPaths.paths:type_name -> fsmcp.v1.JudgedPath
-	13, // 44: fsmcp.v1.WorkerService.Hello:input_type -> fsmcp.v1.HelloRequest
-	16, // 45: fsmcp.v1.WorkerService.Stat:input_type -> fsmcp.v1.StatRequest
-	20, // 46: fsmcp.v1.WorkerService.List:input_type -> fsmcp.v1.ListRequest
-	24, // 47: fsmcp.v1.WorkerService.Read:input_type -> fsmcp.v1.ReadRequest
-	27, // 48: fsmcp.v1.WorkerService.Glob:input_type -> fsmcp.v1.GlobRequest
-	29, // 49: fsmcp.v1.WorkerService.Grep:input_type -> fsmcp.v1.GrepRequest
-	34, // 50: fsmcp.v1.WorkerService.Write:input_type -> fsmcp.v1.WriteRequest
-	37, // 51: fsmcp.v1.WorkerService.Replace:input_type -> fsmcp.v1.ReplaceRequest
-	39, // 52: fsmcp.v1.WorkerService.Mkdir:input_type -> fsmcp.v1.MkdirRequest
-	41, // 53: fsmcp.v1.WorkerService.Move:input_type -> fsmcp.v1.MoveRequest
-	43, // 54: fsmcp.v1.WorkerService.Delete:input_type -> fsmcp.v1.DeleteRequest
-	47, // 55: fsmcp.v1.WorkerService.Splice:input_type -> fsmcp.v1.SpliceRequest
-	49, // 56: fsmcp.v1.WorkerService.Digest:input_type -> fsmcp.v1.DigestRequest
-	51, // 57: fsmcp.v1.WorkerService.Copy:input_type -> fsmcp.v1.CopyRequest
-	53, // 58: fsmcp.v1.WorkerService.Tree:input_type -> fsmcp.v1.TreeRequest
-	56, // 59: fsmcp.v1.WorkerService.View:input_type -> fsmcp.v1.ViewRequest
-	59, // 60: fsmcp.v1.WorkerService.Patch:input_type -> fsmcp.v1.PatchRequest
-	62, // 61: fsmcp.v1.WorkerService.ReadMany:input_type -> fsmcp.v1.ReadManyRequest
-	17, // 62: fsmcp.v1.WorkerService.StatStream:input_type -> fsmcp.v1.StatStreamRequest
-	45, // 63: fsmcp.v1.WorkerService.Undo:input_type -> fsmcp.v1.UndoRequest
-	65, // 64: fsmcp.v1.WorkerService.Check:input_type -> fsmcp.v1.CheckRequest
-	14, // 65: fsmcp.v1.WorkerService.Hello:output_type -> fsmcp.v1.HelloResponse
-	19, // 66: fsmcp.v1.WorkerService.Stat:output_type -> fsmcp.v1.StatResponse
-	21, // 67: fsmcp.v1.WorkerService.List:output_type -> fsmcp.v1.ListResponse
-	25, // 68: fsmcp.v1.WorkerService.Read:output_type -> fsmcp.v1.ReadResponse
-	28, // 69: fsmcp.v1.WorkerService.Glob:output_type -> fsmcp.v1.GlobResponse
-	33, // 70: fsmcp.v1.WorkerService.Grep:output_type -> fsmcp.v1.GrepResponse
-	35, // 71: fsmcp.v1.WorkerService.Write:output_type -> fsmcp.v1.WriteResponse
-	38, // 72: fsmcp.v1.WorkerService.Replace:output_type -> fsmcp.v1.ReplaceResponse
-	40, // 73: fsmcp.v1.WorkerService.Mkdir:output_type -> fsmcp.v1.MkdirResponse
-	42, // 74: fsmcp.v1.WorkerService.Move:output_type -> fsmcp.v1.MoveResponse
-	44, // 75: fsmcp.v1.WorkerService.Delete:output_type -> fsmcp.v1.DeleteResponse
-	48, // 76: fsmcp.v1.WorkerService.Splice:output_type -> fsmcp.v1.SpliceResponse
-	50, // 77: fsmcp.v1.WorkerService.Digest:output_type -> fsmcp.v1.DigestResponse
-	52, // 78: fsmcp.v1.WorkerService.Copy:output_type -> fsmcp.v1.CopyResponse
-	55, // 79: fsmcp.v1.WorkerService.Tree:output_type -> fsmcp.v1.TreeResponse
-	57, // 80: fsmcp.v1.WorkerService.View:output_type -> fsmcp.v1.ViewResponse
-	61, // 81: fsmcp.v1.WorkerService.Patch:output_type -> fsmcp.v1.PatchResponse
-	64, // 82: fsmcp.v1.WorkerService.ReadMany:output_type -> fsmcp.v1.ReadManyResponse
-	18, // 83: fsmcp.v1.WorkerService.StatStream:output_type -> fsmcp.v1.StatStreamResponse
-	46, // 84: fsmcp.v1.WorkerService.Undo:output_type -> fsmcp.v1.UndoResponse
-	66, // 85: fsmcp.v1.WorkerService.Check:output_type -> fsmcp.v1.CheckResponse
-	65, // [65:86] is the sub-list for method output_type
-	44, // [44:65] is the sub-list for method input_type
-	44, // [44:44] is the sub-list for extension type_name
-	44, // [44:44] is the sub-list for extension extendee
-	0,  // [0:44] is the sub-list for field type_name
+	70, // 44: fsmcp.v1.CallsRequest.metadata:type_name -> fsmcp.v1.CallMetadata
+	16, // 45: fsmcp.v1.CallsRequest.stat:type_name -> fsmcp.v1.StatRequest
+	20, // 46: fsmcp.v1.CallsRequest.list:type_name -> fsmcp.v1.ListRequest
+	24, // 47: fsmcp.v1.CallsRequest.read:type_name -> fsmcp.v1.ReadRequest
+	34, // 48: fsmcp.v1.CallsRequest.write:type_name -> fsmcp.v1.WriteRequest
+	19, // 49: fsmcp.v1.CallsResponse.stat:type_name -> fsmcp.v1.StatResponse
+	21, // 50: fsmcp.v1.CallsResponse.list:type_name -> fsmcp.v1.ListResponse
+	25, // 51: fsmcp.v1.CallsResponse.read:type_name -> fsmcp.v1.ReadResponse
+	35, // 52: fsmcp.v1.CallsResponse.write:type_name -> fsmcp.v1.WriteResponse
+	6,  // 53: fsmcp.v1.CallsResponse.error:type_name -> fsmcp.v1.Error
+	13, // 54: fsmcp.v1.WorkerService.Hello:input_type -> fsmcp.v1.HelloRequest
+	16, // 55: fsmcp.v1.WorkerService.Stat:input_type -> fsmcp.v1.StatRequest
+	20, // 56: fsmcp.v1.WorkerService.List:input_type -> fsmcp.v1.ListRequest
+	24, // 57: fsmcp.v1.WorkerService.Read:input_type -> fsmcp.v1.ReadRequest
+	27, // 58: fsmcp.v1.WorkerService.Glob:input_type -> fsmcp.v1.GlobRequest
+	29, // 59: fsmcp.v1.WorkerService.Grep:input_type -> fsmcp.v1.GrepRequest
+	34, // 60: fsmcp.v1.WorkerService.Write:input_type -> fsmcp.v1.WriteRequest
+	37, // 61: fsmcp.v1.WorkerService.Replace:input_type -> fsmcp.v1.ReplaceRequest
+	39, // 62: fsmcp.v1.WorkerService.Mkdir:input_type -> fsmcp.v1.MkdirRequest
+	41, // 63: fsmcp.v1.WorkerService.Move:input_type -> fsmcp.v1.MoveRequest
+	43, // 64: fsmcp.v1.WorkerService.Delete:input_type -> fsmcp.v1.DeleteRequest
+	47, // 65: fsmcp.v1.WorkerService.Splice:input_type -> fsmcp.v1.SpliceRequest
+	49, // 66: fsmcp.v1.WorkerService.Digest:input_type -> fsmcp.v1.DigestRequest
+	51, // 67: fsmcp.v1.WorkerService.Copy:input_type -> fsmcp.v1.CopyRequest
+	53, // 68: fsmcp.v1.WorkerService.Tree:input_type -> fsmcp.v1.TreeRequest
+	56, // 69: fsmcp.v1.WorkerService.View:input_type -> fsmcp.v1.ViewRequest
+	59, // 70: fsmcp.v1.WorkerService.Patch:input_type -> fsmcp.v1.PatchRequest
+	62, // 71: fsmcp.v1.WorkerService.ReadMany:input_type -> fsmcp.v1.ReadManyRequest
+	17, // 72: fsmcp.v1.WorkerService.StatStream:input_type -> fsmcp.v1.StatStreamRequest
+	45, // 73: fsmcp.v1.WorkerService.Undo:input_type -> fsmcp.v1.UndoRequest
+	65, // 74: fsmcp.v1.WorkerService.Check:input_type -> fsmcp.v1.CheckRequest
+	69, // 75: fsmcp.v1.WorkerService.Calls:input_type -> fsmcp.v1.CallsRequest
+	14, // 76: fsmcp.v1.WorkerService.Hello:output_type -> fsmcp.v1.HelloResponse
+	19, // 77: fsmcp.v1.WorkerService.Stat:output_type -> fsmcp.v1.StatResponse
+	21, // 78: fsmcp.v1.WorkerService.List:output_type -> fsmcp.v1.ListResponse
+	25, // 79: fsmcp.v1.WorkerService.Read:output_type -> fsmcp.v1.ReadResponse
+	28, // 80: fsmcp.v1.WorkerService.Glob:output_type -> fsmcp.v1.GlobResponse
+	33, // 81: fsmcp.v1.WorkerService.Grep:output_type -> fsmcp.v1.GrepResponse
+	35, // 82: fsmcp.v1.WorkerService.Write:output_type -> fsmcp.v1.WriteResponse
+	38, // 83: fsmcp.v1.WorkerService.Replace:output_type -> fsmcp.v1.ReplaceResponse
+	40, // 84: fsmcp.v1.WorkerService.Mkdir:output_type -> fsmcp.v1.MkdirResponse
+	42, // 85: fsmcp.v1.WorkerService.Move:output_type -> fsmcp.v1.MoveResponse
+	44, // 86: fsmcp.v1.WorkerService.Delete:output_type -> fsmcp.v1.DeleteResponse
+	48, // 87: fsmcp.v1.WorkerService.Splice:output_type -> fsmcp.v1.SpliceResponse
+	50, // 88: fsmcp.v1.WorkerService.Digest:output_type -> fsmcp.v1.DigestResponse
+	52, // 89: fsmcp.v1.WorkerService.Copy:output_type -> fsmcp.v1.CopyResponse
+	55, // 90: fsmcp.v1.WorkerService.Tree:output_type -> fsmcp.v1.TreeResponse
+	57, // 91: fsmcp.v1.WorkerService.View:output_type -> fsmcp.v1.ViewResponse
+	61, // 92: fsmcp.v1.WorkerService.Patch:output_type -> fsmcp.v1.PatchResponse
+	64, // 93: fsmcp.v1.WorkerService.ReadMany:output_type -> fsmcp.v1.ReadManyResponse
+	18, // 94: fsmcp.v1.WorkerService.StatStream:output_type -> fsmcp.v1.StatStreamResponse
+	46, // 95: fsmcp.v1.WorkerService.Undo:output_type -> fsmcp.v1.UndoResponse
+	66, // 96: fsmcp.v1.WorkerService.Check:output_type -> fsmcp.v1.CheckResponse
+	71, // 97: fsmcp.v1.WorkerService.Calls:output_type -> fsmcp.v1.CallsResponse
+	76, // [76:98] is the sub-list for method output_type
+	54, // [54:76] is the sub-list for method input_type
+	54, // [54:54] is the sub-list for extension type_name
+	54, // [54:54] is the sub-list for extension extendee
+	0,  // [0:54] is the sub-list for field type_name
 }
 
 func init() { file_fsmcp_v1_worker_proto_init() }
@@ -5717,13 +6104,26 @@ func file_fsmcp_v1_worker_proto_init() {
 		return
 	}
 	file_fsmcp_v1_worker_proto_msgTypes[0].OneofWrappers = []any{}
+	file_fsmcp_v1_worker_proto_msgTypes[63].OneofWrappers = []any{
+		(*CallsRequest_Stat)(nil),
+		(*CallsRequest_List)(nil),
+		(*CallsRequest_Read)(nil),
+		(*CallsRequest_Write)(nil),
+	}
+	file_fsmcp_v1_worker_proto_msgTypes[65].OneofWrappers = []any{
+		(*CallsResponse_Stat)(nil),
+		(*CallsResponse_List)(nil),
+		(*CallsResponse_Read)(nil),
+		(*CallsResponse_Write)(nil),
+		(*CallsResponse_Error)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fsmcp_v1_worker_proto_rawDesc), len(file_fsmcp_v1_worker_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   63,
+			NumMessages:   66,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,8 +1,3 @@
-// Package workertest is the worker's conformance suite: one table of escape
-// attempts, run against every RPC of any fsmcp.v1 worker. The worker
-// package runs it against a worker served in-process (os.Root alone, no
-// Landlock); cmd/fsmcp runs it against the real re-exec'd, Landlocked and
-// seccomp-filtered worker. Both must pass: each layer holds on its own.
 package workertest
 
 import (
@@ -18,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fsmcp/fsmcp/proto/callstream"
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"google.golang.org/protobuf/proto"
 )
@@ -56,55 +52,66 @@ var rows = []row{
 	{"dotdot to the outside dir", Layout{"d/"}, "d/../../outside"},
 }
 
-// RunAll runs every row against every RPC.
+// RunAll runs every row against every RPC, each as its own RPC and, for
+// the small calls the front-end sends on the worker's Calls stream,
+// through that stream (callstream.Client).
 func RunAll(t *testing.T, serve Serve) {
 	for _, r := range rows {
-		t.Run(r.name, func(t *testing.T) {
-			base := t.TempDir()
-			root, out := filepath.Join(base, "root"), filepath.Join(base, "outside")
-			for _, d := range []string{root, filepath.Join(out, "sub"), QuarantineDir(root)} {
-				if err := os.MkdirAll(d, 0o755); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := os.WriteFile(filepath.Join(out, "secret"), []byte(Secret), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			build(t, root, out, r.layout)
-			if err := os.MkdirAll(filepath.Dir(RulesFile(root)), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(RulesFile(root), []byte(rulesText), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			before := snapshot(t, out)
-			c := serve(t, root)
-			p := []byte(strings.ReplaceAll(r.path, "$OUT", strings.TrimPrefix(out, "/")))
-			// A refusal may echo the client's own path; only a host path
-			// the client did not send is a leak.
-			hostPath := []byte(base)
-			if bytes.Contains(p, hostPath[1:]) {
-				hostPath = []byte(Secret)
-			}
-			for _, call := range calls(p) {
-				msgs, err := call.do(context.Background(), c)
-				for _, m := range msgs {
-					b, _ := proto.Marshal(m)
-					if bytes.Contains(b, []byte(Secret)) || bytes.Contains(b, hostPath) {
-						t.Fatalf("%s(%q) leaked the outside: %q", call.name, p, b)
-					}
-				}
-				if err != nil && (strings.Contains(err.Error(), Secret) || strings.Contains(err.Error(), string(hostPath))) {
-					t.Fatalf("%s(%q) error leaked the outside: %v", call.name, p, err)
-				}
-				if call.mustFail && err == nil {
-					t.Errorf("%s(%q) succeeded, want a refusal", call.name, p)
-				}
-				if after := snapshot(t, out); after != before {
-					t.Fatalf("%s(%q) changed the outside tree:\nbefore %s\nafter  %s", call.name, p, before, after)
-				}
-			}
+		t.Run(r.name, func(t *testing.T) { runRow(t, r, serve) })
+		t.Run(r.name+" via the call stream", func(t *testing.T) {
+			runRow(t, r, func(t *testing.T, root string) fsmcpv1.WorkerServiceClient {
+				c := callstream.New(serve(t, root))
+				t.Cleanup(c.Close)
+				return c
+			})
 		})
+	}
+}
+
+func runRow(t *testing.T, r row, serve Serve) {
+	base := t.TempDir()
+	root, out := filepath.Join(base, "root"), filepath.Join(base, "outside")
+	for _, d := range []string{root, filepath.Join(out, "sub"), QuarantineDir(root)} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(out, "secret"), []byte(Secret), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	build(t, root, out, r.layout)
+	if err := os.MkdirAll(filepath.Dir(RulesFile(root)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(RulesFile(root), []byte(rulesText), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := snapshot(t, out)
+	c := serve(t, root)
+	p := []byte(strings.ReplaceAll(r.path, "$OUT", strings.TrimPrefix(out, "/")))
+	// A refusal may echo the client's own path; only a host path
+	// the client did not send is a leak.
+	hostPath := []byte(base)
+	if bytes.Contains(p, hostPath[1:]) {
+		hostPath = []byte(Secret)
+	}
+	for _, call := range calls(p) {
+		msgs, err := call.do(context.Background(), c)
+		for _, m := range msgs {
+			b, _ := proto.Marshal(m)
+			if bytes.Contains(b, []byte(Secret)) || bytes.Contains(b, hostPath) {
+				t.Fatalf("%s(%q) leaked the outside: %q", call.name, p, b)
+			}
+		}
+		if err != nil && (strings.Contains(err.Error(), Secret) || strings.Contains(err.Error(), string(hostPath))) {
+			t.Fatalf("%s(%q) error leaked the outside: %v", call.name, p, err)
+		}
+		if call.mustFail && err == nil {
+			t.Errorf("%s(%q) succeeded, want a refusal", call.name, p)
+		}
+		if after := snapshot(t, out); after != before {
+			t.Fatalf("%s(%q) changed the outside tree:\nbefore %s\nafter  %s", call.name, p, before, after)
+		}
 	}
 }
 
