@@ -137,7 +137,7 @@ func (s *Service) commitAll(ctx context.Context, files []*patchFile, emptied []*
 			f.tmp = tempName()
 			continue
 		}
-		if f.st, err = s.stage(ctx, f.d, f.path, f.cur, &body{data: f.data, mode: f.mode}); err != nil {
+		if f.st, err = s.stage(ctx, f.d, f.path, f.cur, &body{data: f.data, mode: f.mode, meta: f.meta}); err != nil {
 			return "", err
 		}
 		f.tmp = f.st.tmp
@@ -271,6 +271,9 @@ func (s *Service) commitAll(ctx context.Context, files []*patchFile, emptied []*
 			return "", undoAll(fsError("fsync the quarantine", "", err))
 		}
 	}
+	// What the tools left, recorded before the commit: a crash after
+	// this leaves a journal, whose recovery records the old state again.
+	s.touchCommit(files, made, emptied)
 	// The commit.
 	if err := unix.Unlinkat(stateFD, jname, 0); err != nil {
 		return "", undoAll(fsError("remove the patch journal", "", err))

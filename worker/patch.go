@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"maps"
+	"os"
 	"path"
 	"slices"
 	"strings"
@@ -55,6 +56,8 @@ type patchFile struct {
 	// qname is the old version's name in the quarantine, with one (not
 	// for a created file).
 	qname string
+	// meta, when set, gives the new file its metadata (body.meta).
+	meta *os.File
 }
 
 // Patch implements fsmcpv1.WorkerServiceServer. It applies a unified diff
@@ -70,81 +73,13 @@ func (s *Service) Patch(ctx context.Context, req *fsmcpv1.PatchRequest) (*fsmcpv
 	if err := matchPreconditions(files, req.GetPreconditions(), req.GetDryRun()); err != nil {
 		return nil, err
 	}
-	// Shared: a patch renames only files, never a directory (it makes
-	// and removes only empty ones).
-	unlockRenames := s.lockRenames(false)
-	defer unlockRenames()
-	for _, f := range files {
-		d, base, err := s.openName(ctx, "patch", f.path, accessRewrite)
-		if err != nil && f.create {
-			d, base, err = s.openMissing(ctx, f, err)
-		}
-		if err != nil {
-			return nil, err
-		}
-		defer d.close()
-		f.d, f.base, f.td = d, base, d
-		f.dirRel = d.rel
-		for _, m := range f.mkdirs {
-			f.dirRel = joinRel(f.dirRel, m)
-		}
-		f.key = lockKey{d.st.Dev, d.st.Ino, strings.Join(append(slices.Clone(f.mkdirs), base), "/")}
-		// What the patch replaces or deletes must be able to go into the
-		// quarantine by a rename.
-		if !f.create && !s.quarantine.sameFS(d.st.Dev) {
-			return nil, errOtherFS("patch", f.path)
-		}
-	}
-	// The fixed order: by directory inode and name. Locks are taken in it
-	// (so two patches never wait for each other in a cycle) and files are
-	// committed in it.
-	order := slices.Clone(files)
-	slices.SortFunc(order, func(a, b *patchFile) int {
-		return cmp3(a.key, b.key)
+	resp := &fsmcpv1.PatchResponse{}
+	resp.Undo, err = s.commitFiles(ctx, "patch", files, req.GetDryRun(), func(f *patchFile) (err error) {
+		f.data, err = applyHunks(f.path, f.cur.data, f.frags, f.delete)
+		return err
 	})
-	for i := 1; i < len(order); i++ {
-		if order[i].key == order[i-1].key {
-			return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, order[i].path,
-				"patch: %q and %q name the same file", order[i-1].path, order[i].path)
-		}
-	}
-	for _, f := range order {
-		unlock, err := s.locks.lock(ctx, f.key)
-		if err != nil {
-			return nil, fsError("patch", f.path, err)
-		}
-		defer unlock()
-	}
-	for _, f := range order {
-		cur := &current{}
-		if len(f.mkdirs) == 0 {
-			if cur, err = s.current(ctx, "patch", f.d, f.base, f.path, true); err != nil {
-				return nil, err
-			}
-		}
-		defer cur.close()
-		f.cur = cur
-		if f.unchecked && !f.create && cur.exists {
-			// A dry run without the precondition: the file as it is.
-			f.sha = cur.sha
-		}
-		if err := cur.check(f.path, f.sha); err != nil {
-			return nil, err
-		}
-		if f.data, err = applyHunks(f.path, cur.data, f.frags, f.delete); err != nil {
-			return nil, err
-		}
-	}
-	emptied, closeDirs, err := s.emptiedDirs(ctx, files)
 	if err != nil {
 		return nil, err
-	}
-	defer closeDirs()
-	resp := &fsmcpv1.PatchResponse{}
-	if !req.GetDryRun() {
-		if resp.Undo, err = s.commitAll(ctx, order, emptied); err != nil {
-			return nil, err
-		}
 	}
 	for _, f := range files {
 		pf := &fsmcpv1.PatchFile{Path: []byte(f.path), Created: f.create, Deleted: f.delete,
@@ -160,6 +95,90 @@ func (s *Service) Patch(ctx context.Context, req *fsmcpv1.PatchRequest) (*fsmcpv
 		resp.Files = append(resp.Files, pf)
 	}
 	return resp, nil
+}
+
+// commitFiles opens the files (as openName does for a rewrite, making
+// missing directories for a created file), locks them in the fixed order,
+// checks each one's precondition (f.sha), has content give each its new
+// content (from f.cur), and unless dryRun commits them all or none
+// through commitAll. It returns commitAll's undo token. op names the tool
+// in errors.
+func (s *Service) commitFiles(ctx context.Context, op string, files []*patchFile, dryRun bool, content func(*patchFile) error) (string, error) {
+	var err error
+	// Shared: a patch renames only files, never a directory (it makes
+	// and removes only empty ones).
+	unlockRenames := s.lockRenames(false)
+	defer unlockRenames()
+	for _, f := range files {
+		d, base, err := s.openName(ctx, op, f.path, accessRewrite)
+		if err != nil && f.create {
+			d, base, err = s.openMissing(ctx, f, err)
+		}
+		if err != nil {
+			return "", err
+		}
+		defer d.close()
+		f.d, f.base, f.td = d, base, d
+		f.dirRel = d.rel
+		for _, m := range f.mkdirs {
+			f.dirRel = joinRel(f.dirRel, m)
+		}
+		f.key = lockKey{d.st.Dev, d.st.Ino, strings.Join(append(slices.Clone(f.mkdirs), base), "/")}
+		// What the patch replaces or deletes must be able to go into the
+		// quarantine by a rename.
+		if !f.create && !s.quarantine.sameFS(d.st.Dev) {
+			return "", errOtherFS(op, f.path)
+		}
+	}
+	// The fixed order: by directory inode and name. Locks are taken in it
+	// (so two patches never wait for each other in a cycle) and files are
+	// committed in it.
+	order := slices.Clone(files)
+	slices.SortFunc(order, func(a, b *patchFile) int {
+		return cmp3(a.key, b.key)
+	})
+	for i := 1; i < len(order); i++ {
+		if order[i].key == order[i-1].key {
+			return "", newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, order[i].path,
+				"patch: %q and %q name the same file", order[i-1].path, order[i].path)
+		}
+	}
+	for _, f := range order {
+		unlock, err := s.locks.lock(ctx, f.key)
+		if err != nil {
+			return "", fsError(op, f.path, err)
+		}
+		defer unlock()
+	}
+	for _, f := range order {
+		cur := &current{}
+		if len(f.mkdirs) == 0 {
+			if cur, err = s.current(ctx, op, f.d, f.base, f.path, true); err != nil {
+				return "", err
+			}
+		}
+		defer cur.close()
+		f.cur = cur
+		if f.unchecked && !f.create && cur.exists {
+			// A dry run without the precondition: the file as it is.
+			f.sha = cur.sha
+		}
+		if err := cur.check(f.path, f.sha); err != nil {
+			return "", err
+		}
+		if err := content(f); err != nil {
+			return "", err
+		}
+	}
+	emptied, closeDirs, err := s.emptiedDirs(ctx, files)
+	if err != nil {
+		return "", err
+	}
+	defer closeDirs()
+	if dryRun {
+		return "", nil
+	}
+	return s.commitAll(ctx, order, emptied)
 }
 
 // openMissing resolves a file the patch creates in a directory that does

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	qindex "github.com/fsmcp/fsmcp/worker/internal/quarantine"
 	"golang.org/x/sys/unix"
 )
 
@@ -25,10 +26,13 @@ import (
 // it back. Nothing is copied: the worker renames the inode it already holds
 // (a write's displaced file, a deleted name) into the quarantine, and back.
 //
-// It does not keep anything across a restart in a way a client can use:
-// tokens are sealed with a key drawn at start, so an earlier run's entries
-// can no longer be restored through fsmcp (the operator still finds them in
-// the directory) and are the first to be evicted. It does not keep fifos,
+// With a state directory (persist), the index of what each entry was and
+// the key that seals tokens live there, so entries and tokens outlive a
+// restart; tokens are bound to the root and the quarantine (device and
+// inode), so one root's token is refused by another's worker. Without
+// one, the key is drawn at start and an earlier run's entries can no
+// longer be restored through fsmcp (the operator still finds them in the
+// directory); they are the first to be evicted. It does not keep fifos,
 // sockets or devices, which hold no data and which Landlock would need
 // extra rights to move; those are unlinked as before.
 type Quarantine struct {
@@ -47,6 +51,15 @@ type Quarantine struct {
 	// an eviction.
 	used   map[uint64]bool
 	nextID uint64
+	// bind is the root's and the quarantine's identity, sealed into
+	// every token (persist).
+	bind []byte
+	// index, when set, is the index in the state directory, appended to
+	// as entries come and go.
+	index *os.File
+	// evictedID is the highest id evicted so far: a checkpoint taken
+	// before it may have lost a version it needs.
+	evictedID uint64
 }
 
 // qPrefix starts every name fsmcp puts in the quarantine; other names
@@ -232,6 +245,114 @@ func (q *Quarantine) add(e *qEntry) {
 	q.byID[e.id] = e
 	q.entries = append(q.entries, e)
 	q.total += e.bytes
+	q.record(qindex.Record{Op: qindex.OpAdd, ID: e.id, Bytes: e.bytes, Parts: indexParts(e.parts)}, true)
+}
+
+// record appends r to the index, when there is one; q.mu is held. A
+// failure is logged: the change itself happened, and only its survival
+// across a restart is lost.
+func (q *Quarantine) record(r qindex.Record, sync bool) {
+	if q.index == nil || r.ID == 0 {
+		return
+	}
+	if err := qindex.Append(q.index, r, sync); err != nil {
+		fmt.Fprintf(os.Stderr, "fsmcp worker: quarantine index: %v\n", err)
+	}
+}
+
+// Seq is the id of the newest entry: those a later change makes are
+// numbered above it.
+func (q *Quarantine) Seq() uint64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.nextID
+}
+
+// EvictedID is the highest id evicted so far.
+func (q *Quarantine) EvictedID() uint64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.evictedID
+}
+
+// persist keeps the quarantine's index and token key in the state
+// directory stateFD, binding tokens to the root (rootDev, rootIno) and the
+// quarantine: entries the index names come back with their ids, so their
+// tokens work again; names it does not know stay as an earlier run's.
+func (q *Quarantine) persist(stateFD int, rootDev, rootIno uint64) error {
+	key, err := qindex.Key(stateFD)
+	if err != nil {
+		return fmt.Errorf("quarantine key: %w", err)
+	}
+	st, err := qindex.Load(stateFD)
+	if err != nil {
+		return fmt.Errorf("quarantine index: %w", err)
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.key = key
+	q.bind = binary.BigEndian.AppendUint64(nil, rootDev)
+	q.bind = binary.BigEndian.AppendUint64(q.bind, rootIno)
+	q.bind = binary.BigEndian.AppendUint64(q.bind, q.dev)
+	q.bind = binary.BigEndian.AppendUint64(q.bind, q.ino)
+	known := map[string]bool{}
+	var kept []qindex.Entry
+	for _, ie := range st.Entries {
+		e := &qEntry{id: ie.ID, bytes: ie.Bytes}
+		whole := true
+		for _, ip := range ie.Parts {
+			part := fromIndex(ip)
+			if part.name != "" {
+				if _, err := fstatat(q.fd, part.name); err != nil {
+					whole = false
+				}
+				known[part.name] = true
+			}
+			e.parts = append(e.parts, part)
+		}
+		if !whole {
+			continue
+		}
+		kept = append(kept, ie)
+		q.byID[e.id] = e
+	}
+	var old []*qEntry
+	for _, e := range q.entries {
+		if !known[e.parts[0].name] {
+			old = append(old, e)
+		} else {
+			q.total -= e.bytes
+		}
+	}
+	q.entries = old
+	for _, ie := range kept {
+		e := q.byID[ie.ID]
+		q.entries = append(q.entries, e)
+		q.total += e.bytes
+	}
+	q.used = st.Used
+	q.nextID = max(q.nextID, st.MaxID)
+	st.Entries = kept
+	if q.index, err = qindex.Rewrite(stateFD, st); err != nil {
+		return fmt.Errorf("quarantine index: %w", err)
+	}
+	return nil
+}
+
+func indexParts(parts []qPart) []qindex.Part {
+	out := make([]qindex.Part, len(parts))
+	for i, p := range parts {
+		out[i] = qindex.Part{Name: p.name, Kind: uint8(p.kind), Path: []byte(p.path), ParentDev: p.parentDev, ParentIno: p.parentIno,
+			Base: []byte(p.base), NowDev: p.now.dev, NowIno: p.now.ino, NowSize: p.now.size, NowSec: p.now.mtime.Sec, NowNsec: p.now.mtime.Nsec,
+			NowSHA: p.nowSHA, KeptSHA: p.keptSHA}
+	}
+	return out
+}
+
+func fromIndex(p qindex.Part) qPart {
+	return qPart{name: p.Name, kind: partKind(p.Kind), path: string(p.Path), parentDev: p.ParentDev, parentIno: p.ParentIno, base: string(p.Base),
+		now:    fileID{dev: p.NowDev, ino: p.NowIno, size: p.NowSize, mtime: unix.Timespec{Sec: p.NowSec, Nsec: p.NowNsec}},
+		nowSHA: p.NowSHA, keptSHA: p.KeptSHA}
 }
 
 // evict removes the oldest entries (never one an undo is using) until the
@@ -244,6 +365,7 @@ func (q *Quarantine) evict() {
 			continue
 		}
 		q.remove(e)
+		q.evictedID = max(q.evictedID, e.id)
 		for _, part := range e.parts {
 			if part.name == "" {
 				continue
@@ -263,6 +385,7 @@ func (q *Quarantine) remove(e *qEntry) {
 	}
 	delete(q.byID, e.id)
 	q.total -= e.bytes
+	q.record(qindex.Record{Op: qindex.OpDel, ID: e.id}, false)
 }
 
 // tokenLen is a token's length before encoding: the id and a truncated
@@ -278,7 +401,8 @@ func (q *Quarantine) token(id uint64) string {
 
 func (q *Quarantine) mac(id []byte) []byte {
 	m := hmac.New(sha256.New, q.key[:])
-	m.Write([]byte("fsmcp undo v1\x00"))
+	m.Write([]byte("fsmcp undo v2\x00"))
+	m.Write(q.bind)
 	m.Write(id)
 	return m.Sum(nil)[:16]
 }
@@ -289,7 +413,7 @@ func (q *Quarantine) mac(id []byte) []byte {
 func (q *Quarantine) take(token string) (*qEntry, error) {
 	b, err := base64.RawURLEncoding.DecodeString(token)
 	if err != nil || len(b) != tokenLen || !hmac.Equal(b[8:], q.mac(b[:8])) {
-		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "", "undo: not an undo token of this server run")
+		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "", "undo: not an undo token of this server's root and quarantine")
 	}
 	id := binary.BigEndian.Uint64(b[:8])
 	q.mu.Lock()
@@ -316,6 +440,7 @@ func (q *Quarantine) release(e *qEntry, done bool) {
 	e.busy = false
 	if done {
 		q.used[e.id] = true
+		q.record(qindex.Record{Op: qindex.OpUsed, ID: e.id}, false)
 		q.remove(e)
 	}
 }

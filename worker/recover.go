@@ -257,6 +257,7 @@ func (s *Service) recoverOne(jn, discard string) (bool, error) {
 	if s.quarantine != nil {
 		unix.Fsync(s.quarantine.fd)
 	}
+	s.touchJournal(j)
 	if err := unix.Unlinkat(int(s.state.Fd()), jn, 0); err != nil {
 		return false, err
 	}

@@ -58,6 +58,9 @@ type Service struct {
 	// they record.
 	state            *os.File
 	rootDev, rootIno uint64
+	// cps, with a quarantine and a state directory, holds the
+	// checkpoints and the touch log (rewind.go).
+	cps *checkpoints
 }
 
 var _ fsmcpv1.WorkerServiceServer = (*Service)(nil)
@@ -120,7 +123,17 @@ func New(root *os.Root, opts Options) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("name the root through /proc/self/fd: %w", err)
 	}
+	var cps *checkpoints
+	if opts.Quarantine != nil && opts.State != nil {
+		if err := opts.Quarantine.persist(int(opts.State.Fd()), uint64(rst.Dev), rst.Ino); err != nil {
+			return nil, err
+		}
+		if cps, err = openCheckpoints(int(opts.State.Fd())); err != nil {
+			return nil, err
+		}
+	}
 	return &Service{
+		cps:         cps,
 		rootPath:    rp,
 		policy:      pol,
 		root:        root,

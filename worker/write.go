@@ -662,20 +662,30 @@ func (s *Service) stage(ctx context.Context, d *parent, p string, cur *current, 
 			rerr = st.discardReport(p, rerr)
 		}
 	}()
-	if cur.exists {
-		if err := copyFlags(p, cur.f, f); err != nil {
+	var meta *os.File
+	switch {
+	case b.meta != nil:
+		meta = b.meta
+	case cur.exists:
+		meta = cur.f
+	}
+	if meta != nil {
+		if err := copyFlags(p, meta, f); err != nil {
 			return nil, err
 		}
 	}
 	if err := b.fill(ctx, cur, f); err != nil {
 		return nil, fsError("write", p, err)
 	}
-	if cur.exists {
-		if err := copyMetadata(p, cur.f, f); err != nil {
+	if meta != nil {
+		if err := copyMetadata(p, meta, f); err != nil {
 			return nil, err
 		}
-	} else if err := f.Chmod(os.FileMode(cmp.Or(b.mode, newFileMode))); err != nil {
-		return nil, fsError("chmod", p, err)
+	}
+	if meta == nil || b.meta != nil && b.mode != 0 {
+		if err := unix.Fchmod(int(f.Fd()), cmp.Or(b.mode, newFileMode)); err != nil {
+			return nil, fsError("chmod", p, err)
+		}
 	}
 	if err := f.Sync(); err != nil {
 		return nil, fsError("fsync", p, err)
