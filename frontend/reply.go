@@ -26,6 +26,9 @@ type toolError struct {
 	missingDirectory []byte
 	// policyViolation marks a refusal by the operator's policy or rules.
 	policyViolation bool
+	// conflicts, for a refused rewind, is the JSON array of its
+	// conflicts.
+	conflicts []byte
 }
 
 func (e *toolError) Error() string { return codeName(e.code) + ": " + e.message }
@@ -248,6 +251,9 @@ func errorDoc(e *toolError) *obj {
 	}
 	if len(e.missingDirectory) > 0 {
 		inner.name("missing_directory", e.missingDirectory)
+	}
+	if e.conflicts != nil {
+		inner.rawValue("conflicts", e.conflicts)
 	}
 	return inner
 }

@@ -593,6 +593,7 @@ func allTools() []*tool {
 	ts = append(ts, writeTools()...)
 	ts = append(ts, editTools()...)
 	ts = append(ts, undoTools()...)
+	ts = append(ts, checkpointTool(), rewindTool(), checkpointsTool())
 	return ts
 }
 
