@@ -484,10 +484,7 @@ func (s *Service) rewindSources(ctx context.Context, items []*rewindItem, now *c
 // by its sha256), and returns it with the file open for its metadata.
 func readKept(ctx context.Context, s *Service, kept []keptFile, want *checkpoint.Entry) ([]byte, *os.File, bool) {
 	for _, k := range kept {
-		// No symlink is followed on the way: the name is a real path
-		// beneath the root or the quarantine.
-		fd, err := unix.Openat2(k.dirfd, k.name, &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC,
-			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS})
+		fd, err := openBeneath(k.dirfd, k.name)
 		if err != nil {
 			continue
 		}
@@ -512,6 +509,31 @@ func readKept(ctx context.Context, s *Service, kept []keptFile, want *checkpoint
 		return data, f, true
 	}
 	return nil, nil, false
+}
+
+// openBeneath opens the file at the real relative path rel beneath dirfd
+// without following a symlink on the way (the name is a real path in the
+// root or the quarantine, which the agent may since have changed).
+func openBeneath(dirfd int, rel string) (int, error) {
+	comps := strings.Split(rel, "/")
+	fd := dirfd
+	for i, c := range comps {
+		flags := unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+		if i < len(comps)-1 {
+			flags |= unix.O_DIRECTORY
+		} else {
+			flags |= unix.O_NONBLOCK
+		}
+		next, err := unix.Openat(fd, c, flags, 0)
+		if fd != dirfd {
+			unix.Close(fd)
+		}
+		if err != nil {
+			return -1, err
+		}
+		fd = next
+	}
+	return fd, nil
 }
 
 // find adds to found the quarantined files whose content one of needed
