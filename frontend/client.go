@@ -61,6 +61,7 @@ func dialWorker(conn net.Conn) (*workerClient, error) {
 		// until the call commits.
 		grpc.WithDisableServiceConfig(),
 		grpc.WithDisableRetry(),
+		grpc.WithChainUnaryInterceptor(evictedTrailer),
 	)
 	if err != nil {
 		return nil, err

@@ -420,6 +420,8 @@ type previewShape struct {
 
 type undoTokenShape struct {
 	Undo *string `json:"undo,omitempty"`
+	// Evicted names the checkpoints the change's kept version evicted.
+	Evicted *string `json:"evicted_checkpoint,omitempty"`
 }
 
 // writeShape is fs_write's reply, and fs_splice's.
@@ -535,7 +537,6 @@ type rewindShape struct {
 	} `json:"changes"`
 	Kept       []pathShape `json:"kept,omitempty"`
 	Checkpoint *string     `json:"checkpoint,omitempty"`
-	Evicted    *string     `json:"evicted_checkpoint,omitempty"`
 	undoTokenShape
 }
 

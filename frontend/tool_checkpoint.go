@@ -2,9 +2,13 @@ package frontend
 
 import (
 	"context"
+	"strings"
+	"sync"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 )
 
 type checkpointIn struct {
@@ -36,4 +40,49 @@ func (s *server) checkpoint(ctx context.Context, in *checkpointIn, _ *mcp.CallTo
 		doc.str("evicted_checkpoint", ev)
 	}
 	return doc, nil
+}
+
+// evictedMetadata is the worker's trailer naming the checkpoints a
+// call's change evicted from the quarantine (worker.EvictedMetadata).
+const evictedMetadata = "fsmcp-evicted-checkpoint"
+
+// evictedNote collects, for one tool call, the checkpoints its worker
+// calls evicted.
+type evictedNote struct {
+	mu  sync.Mutex
+	ids []string
+}
+
+type evictedKey struct{}
+
+func withEvicted(ctx context.Context) (context.Context, *evictedNote) {
+	n := &evictedNote{}
+	return context.WithValue(ctx, evictedKey{}, n), n
+}
+
+// add says in doc which checkpoints the call evicted, unless the tool
+// said so itself.
+func (n *evictedNote) add(doc *obj) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if len(n.ids) > 0 {
+		doc.str("evicted_checkpoint", strings.Join(n.ids, ","))
+	}
+}
+
+// evictedTrailer reads a worker call's eviction trailer into the call's
+// note.
+func evictedTrailer(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	n, ok := ctx.Value(evictedKey{}).(*evictedNote)
+	if !ok {
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	var md metadata.MD
+	err := invoker(ctx, method, req, reply, cc, append(opts, grpc.Trailer(&md))...)
+	if ids := md.Get(evictedMetadata); len(ids) > 0 {
+		n.mu.Lock()
+		n.ids = append(n.ids, ids...)
+		n.mu.Unlock()
+	}
+	return err
 }
