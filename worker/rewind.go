@@ -228,17 +228,22 @@ func (s *Service) Rewind(ctx context.Context, req *fsmcpv1.RewindRequest) (*fsmc
 	if err := s.checkpointsAvailable("rewind"); err != nil {
 		return nil, err
 	}
-	s.dropEvicted()
-	rec, err := checkpoint.Read(int(s.state.Fd()), req.GetId())
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_NOT_FOUND, "", "rewind: no checkpoint %q (fs_checkpoints lists them; the oldest are evicted under --quarantine-bytes)", req.GetId())
-	}
-	if err != nil {
-		return nil, fsError("rewind", "", err)
-	}
 	under, err := s.rewindScope(ctx, req.GetPath())
 	if err != nil {
 		return nil, err
+	}
+	s.dropEvicted()
+	rec, err := checkpoint.Read(int(s.state.Fd()), req.GetId())
+	if errors.Is(err, os.ErrNotExist) {
+		// The id is echoed only when it could be one.
+		id := req.GetId()
+		if !checkpoint.ValidID(id) {
+			id = "of that id"
+		}
+		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_NOT_FOUND, "", "rewind: no checkpoint %s (fs_checkpoints lists them; the oldest are evicted under --quarantine-bytes)", id)
+	}
+	if err != nil {
+		return nil, fsError("rewind", "", err)
 	}
 	var keep []string
 	for _, k := range req.GetKeep() {
