@@ -139,16 +139,11 @@ func (s *Service) Checkpoint(ctx context.Context, req *fsmcpv1.CheckpointRequest
 }
 
 // walkTree records the whole tree as it is now, through the digest's walk:
-// denied files are left out; under --rules, every name is judged by the
-// rules' lines as it resolves (walkRules).
+// denied files (by the policy, and the call's deny lines) are left out.
 func (s *Service) walkTree(ctx context.Context, op string) (*checkpoint.Record, error) {
 	rec := &checkpoint.Record{}
 	rec.Seq = s.quarantine.Seq()
-	cr := walkRules(ctx)
 	dg := &digester{s: s, ctx: ctx, skipDenied: true, visit: func(rel string, e checkpoint.Entry) error {
-		if err := s.judgeCallRules(cr, op, cmp.Or(rel, "."), rel); err != nil {
-			return err
-		}
 		if rel != "" {
 			rec.Entries = append(rec.Entries, e)
 		}
@@ -167,17 +162,18 @@ func (s *Service) walkTree(ctx context.Context, op string) (*checkpoint.Record, 
 	return rec, nil
 }
 
-// walkRules is the rule context a tree walk judges each name by: the
-// call's rules with nothing judged by Check, so that a deny or an ask
-// line refuses (judgeCallRules). nil without --rules.
-func walkRules(ctx context.Context) *callRules {
+// withWalkRules gives ctx the rule context a rewind judges each name it
+// changes by: the call's rules with nothing judged by
+// Check (which judged only the named path), so that a deny or an ask
+// line on a name beneath refuses the call (judgeCallRules).
+func withWalkRules(ctx context.Context) context.Context {
 	cr := callRulesOf(ctx)
 	if cr == nil {
-		return nil
+		return ctx
 	}
 	beneath := *cr
 	beneath.judged = nil
-	return &beneath
+	return context.WithValue(ctx, callRulesKey{}, &beneath)
 }
 
 // saveCheckpoint gives rec its id, label and time and writes it.
@@ -253,6 +249,9 @@ func (s *Service) Rewind(ctx context.Context, req *fsmcpv1.RewindRequest) (*fsmc
 		}
 		keep = append(keep, strings.TrimSuffix(p, "/"))
 	}
+	// Check judged the named path; names beneath it are judged by the
+	// rules' lines as they resolve.
+	ctx = withWalkRules(ctx)
 	now, err := s.walkTree(ctx, "rewind")
 	if err != nil {
 		return nil, err
@@ -286,6 +285,9 @@ func (s *Service) Rewind(ctx context.Context, req *fsmcpv1.RewindRequest) (*fsmc
 			s.judge(ctx, "rewind", rel, rel, accessRewrite) != nil {
 			resp.Kept = append(resp.Kept, []byte(rel))
 			continue
+		}
+		if err := s.judgeRules(ctx, "rewind", rel, rel); err != nil {
+			return nil, err
 		}
 		if it.action == "type" {
 			resp.Conflicts = append(resp.Conflicts, &fsmcpv1.RewindConflict{Path: []byte(rel),

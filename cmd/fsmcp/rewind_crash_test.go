@@ -88,6 +88,9 @@ func TestRewindCrash(t *testing.T) {
 		if target == "" {
 			t.Fatalf("trial %d: no checkpoint of the %s tree is left", trial, other)
 		}
+		// The tools made every change since that checkpoint, recovery
+		// included: the rewind sees no conflict.
+		s.wantOK("fs_rewind", map[string]any{"id": target, "dry_run": true})
 		type outcome struct {
 			res *mcp.CallToolResult
 			err error

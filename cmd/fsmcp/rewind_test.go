@@ -345,15 +345,29 @@ func TestRewindPolicy(t *testing.T) {
 	s.session.Close()
 	s.wait(10 * time.Second)
 
-	rules := rulesFile(t, root, "ask fs_rewind sub\n")
+	rules := rulesFile(t, root, "ask fs_rewind m\n")
 	r := start(t, root, append(flags, "--rules", rules)...)
 	cp = r.wantOK("fs_checkpoint", map[string]any{}).str("id")
-	r.wantOK("fs_write", map[string]any{"path": "sub/d.txt", "content": "DELTA\n", "if_sha256": sha([]byte("delta\n"))})
-	refused := r.wantErr("fs_rewind", map[string]any{"id": cp}, "permission_denied")
-	if !strings.Contains(refused.text, "sub") {
-		t.Fatalf("refusal names no sub path: %s", refused.text)
+	r.wantOK("fs_mkdir", map[string]any{"path": "m"})
+	r.wantOK("fs_write", map[string]any{"path": "a.txt", "content": "ALPHA\n", "if_sha256": sha([]byte("alpha\n"))})
+	// The call names "." (allowed); the directory m beneath it, which
+	// the rewind would remove, falls under the ask line: the whole
+	// rewind is refused, its dry run too.
+	for _, dry := range []bool{true, false} {
+		refused := r.wantErr("fs_rewind", map[string]any{"id": cp, "path": ".", "dry_run": dry}, "permission_denied")
+		if !strings.Contains(refused.text, `\"m\"`) || !strings.Contains(refused.text, "line 1") {
+			t.Fatalf("refusal names no m: %s", refused.text)
+		}
 	}
-	if got := string(readFile(t, filepath.Join(root, "sub/d.txt"))); got != "DELTA\n" {
-		t.Fatalf("a refused rewind changed sub/d.txt to %q", got)
+	if got := string(readFile(t, filepath.Join(root, "a.txt"))); got != "ALPHA\n" {
+		t.Fatalf("a refused rewind changed a.txt to %q", got)
+	}
+	// A rewind of a.txt alone changes nothing the ask line covers.
+	r.wantOK("fs_rewind", map[string]any{"id": cp, "path": "a.txt"})
+	if got := string(readFile(t, filepath.Join(root, "a.txt"))); got != "alpha\n" {
+		t.Fatalf("a rewind of a.txt left %q", got)
+	}
+	if _, err := os.Stat(filepath.Join(root, "m")); err != nil {
+		t.Fatalf("a rewind of a.txt removed m: %v", err)
 	}
 }
