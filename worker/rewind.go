@@ -48,6 +48,10 @@ import (
 // maxLabel bounds a checkpoint's label.
 const maxLabel = 256
 
+// maxCheckpoints bounds how many checkpoints are kept: a new one past it
+// evicts the oldest, as the quarantine's bound does.
+const maxCheckpoints = 64
+
 // maxRewindDiff bounds the text a dry run shows per file, and the file
 // size it diffs.
 const maxRewindDiff = 4 << 10
@@ -75,6 +79,9 @@ func openCheckpoints(stateFD int) (*checkpoints, error) {
 	c := &checkpoints{infos: infos, touch: touch}
 	if len(infos) > 0 {
 		c.last = infos[len(infos)-1].Created
+	} else if err := touch.Truncate(0); err != nil {
+		// No checkpoint needs a record of before this start.
+		return nil, fmt.Errorf("touch log: %w", err)
 	}
 	return c, nil
 }
@@ -107,6 +114,10 @@ func (s *Service) dropEvicted() []string {
 		checkpoint.Remove(int(s.state.Fd()), c.infos[0].ID)
 		c.infos = c.infos[1:]
 	}
+	if len(gone) > 0 && len(c.infos) == 0 {
+		// No checkpoint is left to need a record.
+		c.touch.Truncate(0)
+	}
 	return gone
 }
 
@@ -130,11 +141,12 @@ func (s *Service) Checkpoint(ctx context.Context, req *fsmcpv1.CheckpointRequest
 	if err != nil {
 		return nil, err
 	}
-	if err := s.saveCheckpoint(rec, label); err != nil {
+	gone, err := s.saveCheckpoint(rec, label)
+	if err != nil {
 		return nil, err
 	}
 	resp := &fsmcpv1.CheckpointResponse{Checkpoint: infoProto(&rec.Info), TreeSha256: rec.TreeSHA}
-	resp.EvictedCheckpoint = strings.Join(s.dropEvicted(), ",")
+	resp.EvictedCheckpoint = strings.Join(append(gone, s.dropEvicted()...), ",")
 	return resp, nil
 }
 
@@ -176,20 +188,27 @@ func withWalkRules(ctx context.Context) context.Context {
 	return context.WithValue(ctx, callRulesKey{}, &beneath)
 }
 
-// saveCheckpoint gives rec its id, label and time and writes it.
-func (s *Service) saveCheckpoint(rec *checkpoint.Record, label string) error {
+// saveCheckpoint gives rec its id, label and time and writes it; past
+// maxCheckpoints, the oldest go, and it returns their ids.
+func (s *Service) saveCheckpoint(rec *checkpoint.Record, label string) ([]string, error) {
 	c := s.cps
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	created := max(time.Now().UnixNano(), c.last+1)
 	rec.ID, rec.Label, rec.Created = checkpoint.ID(created), label, created
 	if err := checkpoint.Write(int(s.state.Fd()), rec); err != nil {
-		return fsError("checkpoint", "", err)
+		return nil, fsError("checkpoint", "", err)
 	}
 	c.last = created
 	info := rec.Info
 	c.infos = append(c.infos, &info)
-	return nil
+	var gone []string
+	for len(c.infos) > maxCheckpoints {
+		gone = append(gone, c.infos[0].ID)
+		checkpoint.Remove(int(s.state.Fd()), c.infos[0].ID)
+		c.infos = c.infos[1:]
+	}
+	return gone, nil
 }
 
 func infoProto(i *checkpoint.Info) *fsmcpv1.CheckpointInfo {
@@ -338,7 +357,8 @@ func (s *Service) Rewind(ctx context.Context, req *fsmcpv1.RewindRequest) (*fsmc
 	if len(items) == 0 {
 		return resp, nil
 	}
-	if err := s.saveCheckpoint(now, "before rewind to "+rec.ID); err != nil {
+	gone, err := s.saveCheckpoint(now, "before rewind to "+rec.ID)
+	if err != nil {
 		return nil, err
 	}
 	resp.Checkpoint = now.ID
@@ -350,7 +370,7 @@ func (s *Service) Rewind(ctx context.Context, req *fsmcpv1.RewindRequest) (*fsmc
 	if err := s.rewindDirs(ctx, items); err != nil {
 		return nil, err
 	}
-	resp.EvictedCheckpoint = strings.Join(s.dropEvicted(), ",")
+	resp.EvictedCheckpoint = strings.Join(append(gone, s.dropEvicted()...), ",")
 	return resp, nil
 }
 
@@ -795,20 +815,24 @@ func (s *Service) touchUnary(ctx context.Context, req any, info *grpc.UnaryServe
 	case *fsmcpv1.UndoRequest:
 		paths = resp.(*fsmcpv1.UndoResponse).GetPaths()
 	}
+	// The names a call changed are judged by the rules' lines alone (as
+	// an undo's, which Check never saw): one they refuse gets no record,
+	// and a rewind sees its change as a conflict.
+	rctx := withWalkRules(ctx)
 	var rels []string
 	for _, raw := range paths {
 		p, perr := clientPath(raw)
 		if perr != nil || p == "." {
 			continue
 		}
-		d, base, perr := s.openName(ctx, "touch", p, accessMeta)
+		d, base, perr := s.openName(rctx, "touch", p, accessMeta)
 		if perr != nil {
 			continue
 		}
 		rels = append(rels, joinRel(d.rel, base))
 		d.close()
 	}
-	s.touchRel(ctx, rels...)
+	s.touchRel(rctx, rels...)
 	if ids := s.dropEvicted(); len(ids) > 0 {
 		grpc.SetTrailer(ctx, metadata.Pairs(EvictedMetadata, strings.Join(ids, ",")))
 	}
