@@ -1,0 +1,49 @@
+package worker
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/worker/internal/checkpoint"
+)
+
+// A commit records in the touch log what it leaves before its journal is
+// removed; a crash in between leaves a journal, whose recovery records
+// the old state again. So a rewind after that recovery sees the files as
+// the tools left them, not as a conflict.
+func TestRewindAfterRecovery(t *testing.T) {
+	ctx := context.Background()
+	s, root, qdir := newQuarantineService(t, 1<<20)
+	for _, n := range []string{"a", "b", "c", "w-copy"} {
+		wput(t, filepath.Join(root, n), "w\n")
+	}
+	cp, err := s.Checkpoint(ctx, &fsmcpv1.CheckpointRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The tools wrote "x" into a, b and c (recorded by hand here), then
+	// a patch to "y" was cut short after its touch records.
+	j, files := interruptedPatch(t, s, root)
+	var recs []checkpoint.Touch
+	for _, n := range []string{"a", "b", "c"} {
+		recs = append(recs, checkpoint.Touch{Path: []byte(n), Type: checkpoint.File, SHA: wsum([]byte("x\n")), Time: time.Now().UnixNano()})
+	}
+	s.appendTouch(recs)
+	s.touchCommit(files, nil, nil)
+	sealJournal(t, s, j)
+
+	again := quarantineServiceOver(t, root, qdir, 1<<20)
+	if r, err := again.Recover(""); err != nil || r.Undone != 1 {
+		t.Fatalf("Recover = %+v, %v; want the patch undone", r, err)
+	}
+	resp, err := again.Rewind(ctx, &fsmcpv1.RewindRequest{Id: cp.GetCheckpoint().GetId(), DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.GetConflicts()) > 0 || len(resp.GetChanges()) != 3 {
+		t.Fatalf("after recovery: %d changes, conflicts %v; want 3 changes and no conflict", len(resp.GetChanges()), resp.GetConflicts())
+	}
+}
