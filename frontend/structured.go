@@ -535,8 +535,9 @@ type rewindShape struct {
 		NewSize *int64  `json:"new_size,omitempty"`
 		Diff    *string `json:"diff,omitempty"`
 	} `json:"changes"`
-	Kept       []pathShape `json:"kept,omitempty"`
-	Checkpoint *string     `json:"checkpoint,omitempty"`
+	Conflicts  []conflictShape `json:"conflicts,omitempty"`
+	Kept       []pathShape     `json:"kept,omitempty"`
+	Checkpoint *string         `json:"checkpoint,omitempty"`
 	undoTokenShape
 }
 

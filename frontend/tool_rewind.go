@@ -20,7 +20,7 @@ func rewindTool() *tool {
 	t := defineTool("fs_rewind", "Bring the root, or the subtree path, back to a checkpoint: changed files get their old "+
 		"bytes and metadata, files created since are removed, removed ones return, all or nothing. A path changed since "+
 		"the checkpoint by anything other than these tools (an editor, a command) is a conflict: the rewind is refused "+
-		"listing conflicts, unless keep names it or force is true. dry_run lists what would change. The reply's undo "+
+		"listing conflicts, unless keep names it or force is true. dry_run lists what would change and the conflicts. The reply's undo "+
 		"token reverses the rewind, and checkpoint is one taken just before it.",
 		false, true, false, (*server).rewind).titled("Rewind to a checkpoint").paths(onePath("path").acted(), listOfPaths("keep"))
 	t.enabled = func(c *Config) bool { return c.Quarantine != "" }
@@ -43,7 +43,7 @@ func (s *server) rewind(ctx context.Context, in *rewindIn, _ *mcp.CallToolReques
 	if err != nil {
 		return nil, err
 	}
-	if n := len(resp.GetConflicts()); n > 0 {
+	if n := len(resp.GetConflicts()); n > 0 && !req.DryRun {
 		e := errf(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED,
 			"rewind: %d %s changed since the checkpoint outside these tools or cannot be restored; nothing was changed "+
 				"(keep leaves a path as it is; force rewinds the changed ones, never a lost one)", n, plural(n, "path", "paths"))
@@ -73,6 +73,11 @@ func (s *server) rewind(ctx context.Context, in *rewindIn, _ *mcp.CallToolReques
 		doc.b = append(doc.b, e.bytes()...)
 	}
 	doc.b = append(doc.b, ']')
+	if cs := resp.GetConflicts(); len(cs) > 0 {
+		// A dry run lists them beside the changes; a rewind would be
+		// refused.
+		doc.rawValue("conflicts", conflictList(cs))
+	}
 	if kept := resp.GetKept(); len(kept) > 0 {
 		doc.key("kept")
 		doc.b = append(doc.b, '[')

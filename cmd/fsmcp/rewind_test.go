@@ -207,6 +207,10 @@ func TestRewindConflicts(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, "b.txt"), []byte("host edit\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	dry := s.wantOK("fs_rewind", map[string]any{"id": cp, "dry_run": true})
+	if c, _ := dry.doc["conflicts"].([]any); len(c) != 1 || len(dry.doc["changes"].([]any)) != 1 {
+		t.Fatalf("a dry run lists the change and the conflict: %s", dry.text)
+	}
 	refused := s.wantErr("fs_rewind", map[string]any{"id": cp}, "precondition_failed")
 	conflicts := refused.doc["error"].(map[string]any)["conflicts"].([]any)
 	if len(conflicts) != 1 || conflicts[0].(map[string]any)["path"] != "b.txt" {
