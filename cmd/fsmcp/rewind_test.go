@@ -131,6 +131,9 @@ func TestRewindEndToEnd(t *testing.T) {
 	if cp.str("id") == "" || cp.num("files") != 9 || len(cp.str("tree_sha256")) != 64 {
 		t.Fatalf("checkpoint: %s", cp.text)
 	}
+	if d := s.wantOK("fs_digest", map[string]any{}); d.str("tree_sha256") != cp.str("tree_sha256") {
+		t.Fatalf("checkpoint tree_sha256 %s, fs_digest %s", cp.str("tree_sha256"), d.str("tree_sha256"))
+	}
 	changeEverything(s)
 	changed := treeSnapshot(t, root)
 	wantPaths := []string{"a.txt", "b.txt", "c.txt", "e.txt", "f.txt", "g", "g/deep", "g/deep/k.txt", "g/h.txt",
