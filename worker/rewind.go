@@ -325,7 +325,14 @@ func (s *Service) Rewind(ctx context.Context, req *fsmcpv1.RewindRequest) (*fsmc
 	if err != nil {
 		return nil, err
 	}
+	lost := map[string]bool{}
+	for _, c := range resp.Conflicts {
+		lost[string(c.GetPath())] = c.GetLost()
+	}
 	for _, it := range items {
+		if lost[it.rel] {
+			continue // listed as a conflict
+		}
 		ch := &fsmcpv1.RewindChange{Path: []byte(it.rel), Action: it.action, OldSize: -1, NewSize: -1}
 		if it.have != nil && it.have.Type == checkpoint.File {
 			ch.OldSize = it.have.Size

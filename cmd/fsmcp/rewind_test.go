@@ -226,7 +226,11 @@ func TestRewindConflicts(t *testing.T) {
 	if a, b := string(readFile(t, filepath.Join(root, "a.txt"))), string(readFile(t, filepath.Join(root, "b.txt"))); a != "alpha\n" || b != "host edit\n" {
 		t.Fatalf("keep: a.txt %q, b.txt %q", a, b)
 	}
-	// The host's b.txt replaced a version no tool kept: it is lost.
+	// The host's b.txt replaced a version no tool kept: it is lost, a
+	// conflict and no change.
+	if d := s.wantOK("fs_rewind", map[string]any{"id": cp, "force": true, "dry_run": true}); len(d.doc["changes"].([]any)) != 0 {
+		t.Fatalf("a lost path listed as a change: %s", d.text)
+	}
 	lost := s.wantErr("fs_rewind", map[string]any{"id": cp, "force": true}, "precondition_failed")
 	if c := lost.doc["error"].(map[string]any)["conflicts"].([]any); len(c) != 1 || c[0].(map[string]any)["lost"] != true {
 		t.Fatalf("lost: %s", lost.text)
