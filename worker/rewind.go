@@ -293,14 +293,14 @@ func (s *Service) Rewind(ctx context.Context, req *fsmcpv1.RewindRequest) (*fsmc
 	resp := &fsmcpv1.RewindResponse{}
 	var items []*rewindItem
 	for _, rel := range rels {
-		if !within(rel, under) {
+		if !checkpoint.Within(rel, under) {
 			continue
 		}
 		it := &rewindItem{rel: rel, want: want[rel], have: have[rel]}
-		if it.action = action(it.want, it.have); it.action == "" {
+		if it.action = checkpoint.Action(it.want, it.have); it.action == "" {
 			continue
 		}
-		if slices.ContainsFunc(keep, func(k string) bool { return within(rel, k) }) ||
+		if slices.ContainsFunc(keep, func(k string) bool { return checkpoint.Within(rel, k) }) ||
 			s.judge(ctx, "rewind", rel, rel, accessRewrite) != nil {
 			resp.Kept = append(resp.Kept, []byte(rel))
 			continue
@@ -313,7 +313,7 @@ func (s *Service) Rewind(ctx context.Context, req *fsmcpv1.RewindRequest) (*fsmc
 				Reason: "a directory is where the checkpoint has a file, or the reverse; rewind does not change a type"})
 			continue
 		}
-		if !byTools(touches, rel, it.have) && !req.GetForce() && it.action != "rmdir" && it.action != "mkdir" {
+		if !touches.Explains(rel, it.have) && !req.GetForce() && it.action != "rmdir" && it.action != "mkdir" {
 			resp.Conflicts = append(resp.Conflicts, &fsmcpv1.RewindConflict{Path: []byte(rel),
 				Reason: "changed since the checkpoint by something other than fsmcp's tools"})
 			continue
@@ -397,51 +397,6 @@ func (s *Service) rewindScope(ctx context.Context, raw []byte) (string, error) {
 	}
 	defer d.close()
 	return joinRel(d.rel, base), nil
-}
-
-// within reports whether rel is dir or lies beneath it ("" holds all).
-func within(rel, dir string) bool {
-	return dir == "" || rel == dir || strings.HasPrefix(rel, dir+"/")
-}
-
-// action is what brings have back to want: "" for nothing.
-func action(want, have *checkpoint.Entry) string {
-	switch {
-	case want == nil && have.Type == checkpoint.File:
-		return "delete"
-	case want == nil:
-		return "rmdir"
-	case have == nil && want.Type == checkpoint.File:
-		return "create"
-	case have == nil:
-		return "mkdir"
-	case want.Type != have.Type:
-		return "type"
-	case want.Type == checkpoint.Dir && want.Mode != have.Mode:
-		return "chmod"
-	case want.Type == checkpoint.Dir:
-		return ""
-	case want.SHA != have.SHA:
-		return "restore"
-	case want.Mode != have.Mode:
-		return "chmod"
-	}
-	return ""
-}
-
-// byTools reports whether what is at rel now (have, nil for nothing) is
-// what fsmcp's tools last left there since the checkpoint.
-func byTools(ts *checkpoint.Touches, rel string, have *checkpoint.Entry) bool {
-	t, ok := ts.Left(rel)
-	switch {
-	case !ok:
-		return false
-	case have == nil:
-		return t.Type == checkpoint.Absent
-	case have.Type == checkpoint.Dir:
-		return t.Type == checkpoint.Dir
-	}
-	return t.Type == checkpoint.File && t.SHA == have.SHA
 }
 
 // keptFile is where bytes with a checkpoint's sha256 are kept.

@@ -89,3 +89,38 @@ func TestTouchLeft(t *testing.T) {
 		}
 	}
 }
+
+// Action names what brings each state back to the checkpoint's; Explains
+// matches the tools' last record against what is there.
+func TestActionAndExplains(t *testing.T) {
+	f := &Entry{Type: File, Mode: 0o644, SHA: "1"}
+	g := &Entry{Type: File, Mode: 0o644, SHA: "2"}
+	x := &Entry{Type: File, Mode: 0o755, SHA: "1"}
+	d := &Entry{Type: Dir, Mode: 0o755}
+	e := &Entry{Type: Dir, Mode: 0o700}
+	for _, c := range []struct {
+		want, have *Entry
+		action     string
+	}{
+		{nil, f, "delete"}, {nil, d, "rmdir"}, {f, nil, "create"}, {d, nil, "mkdir"}, {f, d, "type"},
+		{d, e, "chmod"}, {d, d, ""}, {f, g, "restore"}, {f, x, "chmod"}, {f, f, ""},
+	} {
+		if got := Action(c.want, c.have); got != c.action {
+			t.Errorf("Action(%v, %v) = %q, want %q", c.want, c.have, got, c.action)
+		}
+	}
+	ts := &Touches{exact: map[string]touchAt{
+		"f": {Touch{Type: File, SHA: "2"}, 0}, "gone": {Touch{Type: Absent}, 1}, "d": {Touch{Type: Dir}, 2}}, trees: map[string]int{}}
+	for _, c := range []struct {
+		path string
+		have *Entry
+		want bool
+	}{{"f", g, true}, {"f", f, false}, {"gone", nil, true}, {"gone", f, false}, {"d", d, true}, {"none", f, false}, {"none", nil, false}} {
+		if got := ts.Explains(c.path, c.have); got != c.want {
+			t.Errorf("Explains(%q, %v) = %v, want %v", c.path, c.have, got, c.want)
+		}
+	}
+	if !Within("a/b", "a") || Within("ab", "a") || !Within("x", "") || !Within("a", "a") {
+		t.Error("Within")
+	}
+}

@@ -117,3 +117,18 @@ func (ts *Touches) Left(path string) (Touch, bool) {
 	}
 	return at.t, ok
 }
+
+// Explains reports whether what is at path now (have, nil for nothing)
+// is what fsmcp's tools last left there since the checkpoint.
+func (ts *Touches) Explains(path string, have *Entry) bool {
+	t, ok := ts.Left(path)
+	switch {
+	case !ok:
+		return false
+	case have == nil:
+		return t.Type == Absent
+	case have.Type == Dir:
+		return t.Type == Dir
+	}
+	return t.Type == File && t.SHA == have.SHA
+}
