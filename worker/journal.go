@@ -334,7 +334,9 @@ func patchEntry(files []*patchFile) *qEntry {
 		}
 		switch {
 		case f.delete:
-			part.kind = partRestore
+			// A deleted file whose directory the patch removed was moved
+			// aside to a directory it kept (emptiedDirs).
+			part.kind, part.gone = partRestore, f.td.rel != f.dirRel
 		case f.cur.exists:
 			part.kind = partSwap
 		default:

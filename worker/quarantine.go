@@ -109,6 +109,10 @@ type qPart struct {
 	now     fileID
 	nowSHA  string
 	keptSHA string
+	// gone, for partRestore: the change also removed the directory that
+	// held it (a patch's deletions emptied it), so an undo makes the
+	// directories of its path again instead of refusing.
+	gone bool
 }
 
 // fileID is the inode a write put in place and what an in-place change
@@ -344,7 +348,7 @@ func indexParts(parts []qPart) []qindex.Part {
 	for i, p := range parts {
 		out[i] = qindex.Part{Name: p.name, Kind: uint8(p.kind), Path: []byte(p.path), ParentDev: p.parentDev, ParentIno: p.parentIno,
 			Base: []byte(p.base), NowDev: p.now.dev, NowIno: p.now.ino, NowSize: p.now.size, NowSec: p.now.mtime.Sec, NowNsec: p.now.mtime.Nsec,
-			NowSHA: p.nowSHA, KeptSHA: p.keptSHA}
+			NowSHA: p.nowSHA, KeptSHA: p.keptSHA, Gone: p.gone}
 	}
 	return out
 }
@@ -352,7 +356,7 @@ func indexParts(parts []qPart) []qindex.Part {
 func fromIndex(p qindex.Part) qPart {
 	return qPart{name: p.Name, kind: partKind(p.Kind), path: string(p.Path), parentDev: p.ParentDev, parentIno: p.ParentIno, base: string(p.Base),
 		now:    fileID{dev: p.NowDev, ino: p.NowIno, size: p.NowSize, mtime: unix.Timespec{Sec: p.NowSec, Nsec: p.NowNsec}},
-		nowSHA: p.NowSHA, keptSHA: p.KeptSHA}
+		nowSHA: p.NowSHA, keptSHA: p.KeptSHA, gone: p.Gone}
 }
 
 // evict removes the oldest entries (never one an undo is using) until the

@@ -217,6 +217,9 @@ func (s *Service) openPart(ctx context.Context, part qPart) (*parent, error) {
 		kind = accessRewrite
 	}
 	d, base, err := s.openName(ctx, "undo", p, kind)
+	if errors.Is(err, &Error{Code: fsmcpv1.ErrorCode_ERROR_CODE_NOT_FOUND}) && part.gone {
+		return s.remakeParent(ctx, part, err)
+	}
 	if errors.Is(err, &Error{Code: fsmcpv1.ErrorCode_ERROR_CODE_NOT_FOUND}) {
 		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, p, "undo: the directory that held it is gone; nothing was restored")
 	}
@@ -228,6 +231,40 @@ func (s *Service) openPart(ctx context.Context, part qPart) (*parent, error) {
 		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, p, "undo: the path no longer leads to the directory that held it; nothing was restored")
 	}
 	return d, nil
+}
+
+// remakeParent makes again the directories of a restored part's path that
+// the change removed with it (nf is openName's not_found), judged as a
+// patch judges a file it creates in directories it makes (openMissing),
+// and returns the directory that will hold it. A directory made again is
+// new: it has fsmcp's mode for new directories, and no identity to check.
+func (s *Service) remakeParent(ctx context.Context, part qPart, nf error) (*parent, error) {
+	f := &patchFile{path: part.path, create: true}
+	d, _, err := s.openMissing(ctx, f, nf)
+	if err != nil {
+		return nil, err
+	}
+	defer d.close()
+	fd, rel := d.fd, d.rel
+	for _, m := range f.mkdirs {
+		if err := unix.Mkdirat(fd, m, newDirMode); err != nil && !errors.Is(err, unix.EEXIST) {
+			return nil, fsError("undo", part.path, err)
+		}
+		unix.Fsync(fd)
+		rel = joinRel(rel, m)
+		next, err := unix.Openat(fd, m, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if fd != d.fd {
+			unix.Close(fd)
+		}
+		if err != nil {
+			return nil, fsError("undo", part.path, err)
+		}
+		fd = next
+	}
+	if fd != d.fd {
+		unix.Close(fd)
+	}
+	return s.openDir("undo", part.path, rel)
 }
 
 // checkPart refuses a part that cannot be undone without losing a newer

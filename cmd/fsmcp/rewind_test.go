@@ -121,8 +121,9 @@ func changeEverything(s *server) {
 // tool (write, replace, splice, append, patch, copy, move, mkdir,
 // delete); a dry run lists exactly those paths and changes nothing; the
 // rewind brings back every byte, mode, extended attribute and ACL and
-// removes every entry made since; its own undo token reverses it, and
-// the checkpoint it took before can be rewound to.
+// removes every entry made since; its own undo token brings every edited
+// file back, and the checkpoint it took before brings the whole edited
+// tree back, directories included.
 func TestRewindEndToEnd(t *testing.T) {
 	root, _, flags := rewindTree(t)
 	s := start(t, root, flags...)
@@ -162,6 +163,15 @@ func TestRewindEndToEnd(t *testing.T) {
 	}
 	if rw.str("undo") == "" || rw.str("checkpoint") == "" {
 		t.Fatalf("rewind reply: %s", rw.text)
+	}
+	// The rewind's own token brings every edited file back, in the
+	// directories the rewind removed too.
+	s.wantOK("fs_undo", map[string]any{"undo": rw.str("undo")})
+	undone := treeSnapshot(t, root)
+	for f, v := range changed {
+		if strings.Contains(v, " content ") && undone[f] != v {
+			t.Errorf("after undoing the rewind, %s is %q, want %q", f, undone[f], v)
+		}
 	}
 	// And the checkpoint taken before the rewind is listed, newest first.
 	list := s.wantOK("fs_checkpoints", map[string]any{})

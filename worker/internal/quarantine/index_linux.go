@@ -41,6 +41,7 @@ type Part struct {
 	NowNsec   int64  `json:"ntn,omitempty"`
 	NowSHA    string `json:"nsha,omitempty"`
 	KeptSHA   string `json:"ksha,omitempty"`
+	Gone      bool   `json:"g,omitempty"`
 }
 
 // Record is one line of the index.
