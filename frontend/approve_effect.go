@@ -9,6 +9,7 @@ import (
 	"fmt"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/proto/link"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -164,7 +165,7 @@ func (s *server) dryRunEffect(ctx context.Context, t *tool, req *mcp.CallToolReq
 	// The question bounds the diffs itself and counts what it leaves
 	// out, so the dry run's reply is not cut at --max-response-bytes.
 	whole, cfg := *s, *s.cfg
-	cfg.MaxResponseBytes = maxMessageBytes
+	cfg.MaxResponseBytes = link.MaxMessageBytes
 	whole.cfg = &cfg
 	doc, err := t.call(context.WithValue(ctx, recordKey{}, (*callRecord)(nil)), &whole, dry)
 	if err != nil {

@@ -82,12 +82,12 @@ func TestAskDiffBounds(t *testing.T) {
 func TestAskMessageNames(t *testing.T) {
 	long := strings.Repeat("d/", 1500) + "f"
 	raw := fmt.Sprintf(`{"paths":[%q,{"path_base64":"/w=="},"x\u202e.txt"]}`, long)
-	q := askMessage("fs_read_many", readManyTool(), []byte(raw), nil, nil)
+	q := askMessage("fs_read_many", readManyTool.tool(), []byte(raw), nil, nil)
 	want := fmt.Sprintf(`paths: %q, "\xff", "x\u202e.txt"`, long)
 	if !strings.Contains(q, want) {
 		t.Errorf("the question does not name every path whole and escaped:\n%.300s", q)
 	}
-	q = askMessage("fs_move", writeTools()[3], []byte(fmt.Sprintf(`{"from":%q,"to_base64":"/w=="}`, long)), nil, nil)
+	q = askMessage("fs_move", moveTool.tool(), []byte(fmt.Sprintf(`{"from":%q,"to_base64":"/w=="}`, long)), nil, nil)
 	if !strings.Contains(q, fmt.Sprintf("from: %q\n", long)) || !strings.Contains(q, `to: "\xff"`) {
 		t.Errorf("the question does not name from and to whole:\n%.300s", q)
 	}

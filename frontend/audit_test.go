@@ -77,7 +77,7 @@ func TestAuditLine(t *testing.T) {
 	}
 	res := errorResult(errf(7, "m"))
 	res.Meta = mcp.Meta{"scope_violation": true}
-	read := readTools()[2]
+	read := readTool.tool()
 	line := auditLine(start, 1500*time.Microsecond, read, req, &callRecord{}, res, nil, nil)
 	var doc map[string]any
 	if err := json.Unmarshal(line, &doc); err != nil || line[len(line)-1] != '\n' || strings.Count(string(line), "\n") != 1 {
@@ -95,7 +95,7 @@ func TestAuditLine(t *testing.T) {
 	if strings.Contains(string(line), "SECRET") {
 		t.Errorf("audit line carries argument content: %s", line)
 	}
-	line = auditLine(start, 0, readTools()[0], &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{}}, &callRecord{}, nil, errors.New("x"), nil)
+	line = auditLine(start, 0, statTool.tool(), &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{}}, &callRecord{}, nil, errors.New("x"), nil)
 	if !strings.Contains(string(line), `"session":"stdio"`) || !strings.Contains(string(line), `"outcome":"protocol_error"`) {
 		t.Errorf("audit line %s", line)
 	}
@@ -106,7 +106,7 @@ func TestAuditLine(t *testing.T) {
 func BenchmarkAuditLine(b *testing.B) {
 	start := time.Now()
 	res := okResult(newObj().bool("ok", true))
-	stat := readTools()[0]
+	stat := statTool.tool()
 	many := make([]any, 64)
 	for i := range many {
 		many[i] = fmt.Sprintf("dir/file%02d.txt", i)
@@ -117,7 +117,7 @@ func BenchmarkAuditLine(b *testing.B) {
 		args map[string]any
 	}{
 		{"stat", stat, map[string]any{"path": "dir/f4k"}},
-		{"read_many_64", readManyTool(), map[string]any{"paths": many}},
+		{"read_many_64", readManyTool.tool(), map[string]any{"paths": many}},
 	} {
 		req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: c.t.name}}
 		rec := &callRecord{args: c.args, outcome: "ok", replyBytes: 100, res: res}

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fsmcp/fsmcp/proto/link"
 	"github.com/fsmcp/fsmcp/sandbox"
 )
 
@@ -389,9 +390,9 @@ func checkRG(rg string) error {
 	return nil
 }
 
-// maxCallsLimit is the worker's bound on concurrent gRPC streams
-// (worker.MaxStreams): more calls would only queue inside gRPC.
-const maxCallsLimit = 256
+// maxCallsLimit is the worker's bound on concurrent gRPC streams: more
+// calls would only queue inside gRPC.
+const maxCallsLimit = link.MaxStreams
 
 // maxResponseBytesLimit keeps a page well inside one gRPC message.
 const maxResponseBytesLimit = 64 << 20

@@ -52,7 +52,7 @@ var mentionedTool = regexp.MustCompile(`\b[A-Za-z0-9_.-]*fs_[a-z0-9_]+\b`)
 func descriptionProblems(tl *mcp.Tool, registered map[string]bool, prefix string) []string {
 	var p []string
 	if tl.Title == "" || len(tl.Title) > 32 {
-		p = append(p, "a title of 1 to 32 characters (defineTool(...).titled)")
+		p = append(p, "a title of 1 to 32 characters (toolDecl.title)")
 	}
 	d := tl.Description
 	first, rest, _ := strings.Cut(d, ". ")
@@ -151,11 +151,11 @@ var originalTools = []string{"fs_stat", "fs_list", "fs_read", "fs_glob", "fs_gre
 var laterArguments = map[string][]string{
 	"fs_stat":    {"hash"},
 	"fs_list":    {"sort", "totals"},
-	"fs_read":    {"line", "lines", "if_sha256"},
+	"fs_read":    {"line", "lines", "if_sha256", "charset"},
 	"fs_glob":    {"max_depth", "sort", "exclude"},
 	"fs_grep":    {"before", "after", "output", "type", "multiline", "max_results"},
-	"fs_write":   {"append", "dry_run"},
-	"fs_replace": {"dry_run"},
+	"fs_write":   {"append", "dry_run", "charset"},
+	"fs_replace": {"dry_run", "charset", "eol"},
 	"fs_move":    {"if_sha256", "if_tree_sha256"},
 	"fs_delete":  {"if_sha256", "if_tree_sha256"},
 }

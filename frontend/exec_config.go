@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -20,6 +21,14 @@ type ExecOptions struct {
 	ReadDirs []string
 	// Writable is --exec-writable.
 	Writable bool
+	// Native is --exec-native: commands may execute what commands built.
+	Native bool
+	// Cache is --exec-cache, symlinks resolved; "" without.
+	Cache string
+	// Env are the --exec-env arguments as given; EnvVars the same as
+	// NAME=VALUE, resolved at start.
+	Env     []string
+	EnvVars []string
 	// MaxTimeoutS is --exec-max-timeout, in seconds.
 	MaxTimeoutS int64
 	// MaxPids is --exec-max-pids: the pids.max of the commands' cgroup.
@@ -56,6 +65,13 @@ func execFlags(fs *flag.FlagSet, o *ExecOptions) {
 		return nil
 	})
 	fs.BoolVar(&o.Writable, "exec-writable", false, "let fs_exec commands write beneath the root")
+	fs.BoolVar(&o.Native, "exec-native", false,
+		"let fs_exec commands execute what commands built: in their scratch, the --exec-cache and, with --exec-writable, the root")
+	fs.StringVar(&o.Cache, "exec-cache", "", "a persistent directory outside the root that every fs_exec command may write, at $FSMCP_CACHE")
+	fs.Func("exec-env", "NAME=VALUE sets, NAME passes from fsmcp's environment, a variable of every fs_exec command; repeatable", func(v string) error {
+		o.Env = append(o.Env, v)
+		return nil
+	})
 	fs.Int64Var(&o.MaxTimeoutS, "exec-max-timeout", 300, "the largest timeout_s an fs_exec call may ask for, in seconds")
 	fs.Int64Var(&o.MaxPids, "exec-max-pids", defaultMaxPids,
 		"the most tasks (processes and threads) all commands together may have: the pids.max of their cgroup")
@@ -89,6 +105,12 @@ func (o *ExecOptions) check(root string, readOnly bool) error {
 	}
 	if len(o.ReadDirs) > 0 && len(o.Programs) == 0 {
 		return errors.New("--exec-read needs --exec")
+	}
+	if (o.Native || o.Cache != "" || len(o.Env) > 0) && len(o.Programs) == 0 {
+		return errors.New("--exec-native, --exec-cache and --exec-env need --exec")
+	}
+	if err := o.checkEnv(); err != nil {
+		return err
 	}
 	realRoot, err := filepath.EvalSymlinks(root)
 	if err != nil {
@@ -134,6 +156,24 @@ func (o *ExecOptions) check(root string, readOnly bool) error {
 		}
 		o.ReadDirs[i] = real
 	}
+	if o.Cache != "" {
+		if !filepath.IsAbs(o.Cache) {
+			return fmt.Errorf("--exec-cache %s: not an absolute path", o.Cache)
+		}
+		real, err := filepath.EvalSymlinks(o.Cache)
+		if err != nil {
+			return fmt.Errorf("--exec-cache %s: %w", o.Cache, errors.Unwrap(err))
+		}
+		if fi, err := os.Stat(real); err != nil || !fi.IsDir() {
+			return fmt.Errorf("--exec-cache %s: not a directory", o.Cache)
+		}
+		// The runner binds it by a descriptor opened before its tmpfs
+		// covers /tmp, so unlike a program it may lie there.
+		if within(real, realRoot) || within(realRoot, real) {
+			return fmt.Errorf("--exec-cache %s: overlaps the root", o.Cache)
+		}
+		o.Cache = real
+	}
 	o.VCSPrograms = nil
 	for _, v := range o.VCS {
 		path, err := exec.LookPath(vcsBackends[v])
@@ -151,12 +191,42 @@ func (o *ExecOptions) check(root string, readOnly bool) error {
 	return nil
 }
 
+// envReserved are the variables fsmcp sets for every command itself.
+var envReserved = []string{"HOME", "TMPDIR", "FSMCP_CACHE"}
+
+// checkEnv resolves --exec-env into EnvVars: NAME=VALUE as given, NAME
+// from fsmcp's own environment, where it must be set.
+func (o *ExecOptions) checkEnv() error {
+	o.EnvVars = nil
+	for _, e := range o.Env {
+		name, value, set := strings.Cut(e, "=")
+		if !envName.MatchString(name) {
+			return fmt.Errorf("--exec-env %q: want NAME or NAME=VALUE, NAME of letters, digits and _", e)
+		}
+		if slices.Contains(envReserved, name) {
+			return fmt.Errorf("--exec-env %s: set by fsmcp for every command", name)
+		}
+		if !set {
+			v, ok := os.LookupEnv(name)
+			if !ok {
+				return fmt.Errorf("--exec-env %s: not set in fsmcp's environment", name)
+			}
+			value = v
+		}
+		if strings.IndexByte(value, 0) >= 0 {
+			return fmt.Errorf("--exec-env %s: the value holds a NUL byte", name)
+		}
+		o.EnvVars = append(o.EnvVars, name+"="+value)
+	}
+	return nil
+}
+
+// envName is what --exec-env accepts as a variable's name.
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
 // outsideOf refuses a path beneath root or beneath /tmp, and a root
 // beneath it.
 func outsideOf(path, root, what string) error {
-	within := func(p, dir string) bool {
-		return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
-	}
 	switch {
 	case within(path, root) || within(root, path):
 		return fmt.Errorf("%s: overlaps the root; commands never execute or grant anything beneath it", what)

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
-	"github.com/fsmcp/fsmcp/worker"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -55,12 +54,6 @@ func TestCallGateBounds(t *testing.T) {
 	defer g.mu.Unlock()
 	if len(g.server) != 0 || len(g.sessions) != 0 {
 		t.Fatalf("slots left: server %d, sessions %d", len(g.server), len(g.sessions))
-	}
-}
-
-func TestCallGateFitsWorkerStreams(t *testing.T) {
-	if maxCallsLimit > worker.MaxStreams {
-		t.Fatalf("--max-calls may reach %d, the worker serves %d streams", maxCallsLimit, worker.MaxStreams)
 	}
 }
 

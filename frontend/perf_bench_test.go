@@ -22,7 +22,10 @@ import (
 // confined, so that each sub-benchmark adds one layer to the one before:
 //
 //	worker    the worker's Stat (lstat, open, fstat, cached sha256)
-//	grpc      + the gRPC round trip over a socketpair, with fsmcp's options
+//	grpc      + a unary gRPC round trip over a socketpair, with fsmcp's
+//	          options and the worker's interceptors
+//	stream    the same Stat as a call on the worker's Calls stream, as the
+//	          front-end sends it: compare with grpc
 //	handler   + the tool handler: argument checks, the reply, the audit line
 //	mcp       + the go-sdk server and client over in-memory transports
 //
@@ -80,24 +83,31 @@ func BenchmarkStatLayers(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer func() { wc.close(); <-served }()
-	b.Run("grpc", func(b *testing.B) {
-		lat := make([]time.Duration, 0, b.N)
-		for b.Loop() {
-			t0 := time.Now()
-			if _, err := wc.Stat(ctx, req); err != nil {
-				b.Fatal(err)
+	for _, via := range []struct {
+		name string
+		c    fsmcpv1.WorkerServiceClient
+	}{{"grpc", fsmcpv1.NewWorkerServiceClient(wc.cc)}, {"stream", wc}} {
+		b.Run(via.name, func(b *testing.B) {
+			lat := make([]time.Duration, 0, b.N)
+			cpu0 := hopCPU(b)
+			for b.Loop() {
+				t0 := time.Now()
+				if _, err := via.c.Stat(ctx, req); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(t0))
 			}
-			lat = append(lat, time.Since(t0))
-		}
-		reportP50(b, lat)
-	})
+			b.ReportMetric(float64(hopCPU(b)-cpu0)/float64(b.N)/1e3, "cpu-µs/op")
+			reportP50(b, lat)
+		})
+	}
 
 	audit, err := openAudit("", io.Discard)
 	if err != nil {
 		b.Fatal(err)
 	}
 	s := &server{cfg: &Config{MaxResponseBytes: 262144, CallTimeout: time.Minute, MaxCalls: 64, MaxSessionCalls: 16}, wc: wc, audit: audit}
-	stat := readTools()[0]
+	stat := statTool.tool()
 	h := audit.wrap(stat, recovered(stat.name, s.handler(stat)))
 	call := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "fs_stat", Arguments: json.RawMessage(`{"path":"f4k"}`)}}
 	b.Run("handler", func(b *testing.B) {

@@ -29,6 +29,9 @@ type toolError struct {
 	// conflicts, for a refused rewind, is the JSON array of its
 	// conflicts.
 	conflicts []byte
+	// offset is, on invalid_argument about text in a charset, the byte
+	// offset where it stops holding.
+	offset *int64
 }
 
 func (e *toolError) Error() string { return codeName(e.code) + ": " + e.message }
@@ -254,6 +257,9 @@ func errorDoc(e *toolError) *obj {
 	}
 	if e.conflicts != nil {
 		inner.rawValue("conflicts", e.conflicts)
+	}
+	if e.offset != nil {
+		inner.int("offset", *e.offset)
 	}
 	return inner
 }

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/fsmcp/fsmcp/proto/charset"
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -24,14 +25,20 @@ import (
 // tool that takes them.
 var argumentRules = map[string]func(*jsonschema.Schema){
 	"encoding": func(s *jsonschema.Schema) { s.Enum = []any{"utf8", "base64"} },
-	"offset":   minimum(0),
-	"delete":   minimum(0),
-	"length":   minimum(0),
-	"context":  between(0, maxContext),
-	"before":   between(0, maxContext),
-	"after":    between(0, maxContext),
-	"lines":    minimum(1),
-	"output":   func(s *jsonschema.Schema) { s.Enum = []any{"matches", "files", "count"} },
+	"charset": func(s *jsonschema.Schema) {
+		for _, n := range charset.Names() {
+			s.Enum = append(s.Enum, n)
+		}
+	},
+	"eol":     func(s *jsonschema.Schema) { s.Enum = []any{"file"} },
+	"offset":  minimum(0),
+	"delete":  minimum(0),
+	"length":  minimum(0),
+	"context": between(0, maxContext),
+	"before":  between(0, maxContext),
+	"after":   between(0, maxContext),
+	"lines":   minimum(1),
+	"output":  func(s *jsonschema.Schema) { s.Enum = []any{"matches", "files", "count"} },
 	"paths": func(s *jsonschema.Schema) {
 		lo, hi := 1, maxReadManyPaths
 		s.Type, s.Types, s.MinItems, s.MaxItems = "array", nil, &lo, &hi
@@ -58,7 +65,7 @@ func between(lo, hi float64) func(*jsonschema.Schema) {
 
 // refineSchema adds argumentRules to a tool's top-level properties, and
 // refuses null for the optional fields of objects inside lists, as
-// defineTool does for the top level.
+// newTool does for the top level.
 func refineSchema(s *jsonschema.Schema) {
 	for name, prop := range s.Properties {
 		if rule, ok := argumentRules[name]; ok {

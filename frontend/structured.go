@@ -179,6 +179,7 @@ type errorDetail struct {
 	Nearest       *nearestShape `json:"nearest,omitempty"`
 	MissingDir    *string       `json:"missing_directory,omitempty"`
 	MissingDirB64 *string       `json:"missing_directory_base64,omitempty"`
+	Offset        *int64        `json:"offset,omitempty"`
 	// Conflicts are a refused rewind's.
 	Conflicts []conflictShape `json:"conflicts,omitempty"`
 }
@@ -284,6 +285,9 @@ type execConfinementShape struct {
 		Result  string `json:"result"`
 		Refused bool   `json:"refused"`
 	} `json:"selftest"`
+	Native  bool     `json:"native"`
+	Cache   string   `json:"cache"`
+	Helpers []string `json:"helpers"`
 }
 
 type listShape struct {
@@ -324,6 +328,7 @@ type readShape struct {
 	Binary        *bool   `json:"binary,omitempty"`
 	SHA256        *string `json:"sha256,omitempty"`
 	SHA256Omitted *bool   `json:"sha256_omitted,omitempty"`
+	Charset       *string `json:"charset,omitempty"`
 }
 
 type readManyShape struct {
@@ -497,7 +502,10 @@ type patchShape struct {
 		Diff          *string `json:"diff,omitempty"`
 		DiffBase64    *string `json:"diff_base64,omitempty"`
 		DiffTruncated *bool   `json:"diff_truncated,omitempty"`
+		MovedTo       *string `json:"moved_to,omitempty"`
+		MovedToBase64 *string `json:"moved_to_base64,omitempty"`
 	} `json:"files"`
+	Format         string             `json:"format"`
 	DiffTruncated  *bool              `json:"diff_truncated,omitempty"`
 	IfSHA256       map[string]*string `json:"if_sha256,omitempty"`
 	IfSHA256Base64 map[string]*string `json:"if_sha256_base64,omitempty"`
@@ -566,6 +574,7 @@ type execShape struct {
 	Stdout          string `json:"stdout"`
 	StdoutEncoding  string `json:"stdout_encoding"`
 	StdoutTruncated bool   `json:"stdout_truncated"`
+	PastCallTimeout bool   `json:"past_call_timeout,omitempty"`
 }
 
 type vcsStatusShape struct {

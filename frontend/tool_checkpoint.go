@@ -15,13 +15,14 @@ type checkpointIn struct {
 	Label *string `json:"label,omitempty" jsonschema:"a few words to recognise the checkpoint by"`
 }
 
-func checkpointTool() *tool {
-	t := defineTool("fs_checkpoint", "Record the whole tree's state (names, types, modes, content hashes) as a checkpoint "+
-		"that fs_rewind can bring the tree back to. Nothing is copied: from now on every change made through these tools "+
+var checkpointTool = toolDecl[checkpointIn]{
+	name:  "fs_checkpoint",
+	title: "Take a checkpoint",
+	description: "Record the whole tree's state (names, types, modes, content hashes) as a checkpoint " +
+		"that fs_rewind can bring the tree back to. Nothing is copied: from now on every change made through these tools " +
 		"keeps the version it replaced or removed. Checkpoints survive a restart; the oldest go first under the quarantine's bound.",
-		false, false, false, (*server).checkpoint).titled("Take a checkpoint").paths()
-	t.enabled = func(c *Config) bool { return c.Quarantine != "" }
-	return t
+	enabled: func(c *Config) bool { return c.Quarantine != "" },
+	run:     (*server).checkpoint,
 }
 
 func (s *server) checkpoint(ctx context.Context, in *checkpointIn, _ *mcp.CallToolRequest) (*obj, error) {
@@ -73,16 +74,25 @@ func (n *evictedNote) add(doc *obj) {
 // evictedTrailer reads a worker call's eviction trailer into the call's
 // note.
 func evictedTrailer(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	n, ok := ctx.Value(evictedKey{}).(*evictedNote)
-	if !ok {
+	if _, ok := ctx.Value(evictedKey{}).(*evictedNote); !ok {
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
 	var md metadata.MD
 	err := invoker(ctx, method, req, reply, cc, append(opts, grpc.Trailer(&md))...)
+	noteEvicted(ctx, md)
+	return err
+}
+
+// noteEvicted adds the checkpoints a worker call's trailer md names as
+// evicted to the call's note, if it has one.
+func noteEvicted(ctx context.Context, md metadata.MD) {
+	n, ok := ctx.Value(evictedKey{}).(*evictedNote)
+	if !ok {
+		return
+	}
 	if ids := md.Get(evictedMetadata); len(ids) > 0 {
 		n.mu.Lock()
 		n.ids = append(n.ids, ids...)
 		n.mu.Unlock()
 	}
-	return err
 }

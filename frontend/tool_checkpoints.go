@@ -9,12 +9,14 @@ import (
 
 type checkpointsIn struct{}
 
-func checkpointsTool() *tool {
-	t := defineTool("fs_checkpoints", "List the checkpoints fs_rewind can go back to, newest first: id, label, "+
+var checkpointsTool = toolDecl[checkpointsIn]{
+	name:  "fs_checkpoints",
+	title: "List checkpoints",
+	description: "List the checkpoints fs_rewind can go back to, newest first: id, label, " +
 		"when it was taken, and how many files and bytes it recorded.",
-		true, false, true, (*server).checkpoints).titled("List checkpoints").paths()
-	t.enabled = func(c *Config) bool { return c.Quarantine != "" }
-	return t
+	hints:   hints{readOnly: true, idempotent: true},
+	enabled: func(c *Config) bool { return c.Quarantine != "" },
+	run:     (*server).checkpoints,
 }
 
 func (s *server) checkpoints(ctx context.Context, _ *checkpointsIn, _ *mcp.CallToolRequest) (*obj, error) {

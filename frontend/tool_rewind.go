@@ -16,15 +16,18 @@ type rewindIn struct {
 	Force      *bool    `json:"force,omitempty" jsonschema:"rewind conflicting paths too; their current versions are kept for fs_undo"`
 }
 
-func rewindTool() *tool {
-	t := defineTool("fs_rewind", "Bring the root, or the subtree path, back to a checkpoint: changed files get their old "+
-		"bytes and metadata, files created since are removed, removed ones return, all or nothing. A path changed since "+
-		"the checkpoint by anything other than these tools (an editor, a command) is a conflict: the rewind is refused "+
-		"listing conflicts, unless keep names it or force is true. dry_run lists what would change and the conflicts. The reply's undo "+
+var rewindTool = toolDecl[rewindIn]{
+	name:  "fs_rewind",
+	title: "Rewind to a checkpoint",
+	description: "Bring the root, or the subtree path, back to a checkpoint: changed files get their old " +
+		"bytes and metadata, files created since are removed, removed ones return, all or nothing. A path changed since " +
+		"the checkpoint by anything other than these tools (an editor, a command) is a conflict: the rewind is refused " +
+		"listing conflicts, unless keep names it or force is true. dry_run lists what would change and the conflicts. The reply's undo " +
 		"token reverses the rewind, and checkpoint is one taken just before it.",
-		false, true, false, (*server).rewind).titled("Rewind to a checkpoint").paths(onePath("path").acted(), listOfPaths("keep"))
-	t.enabled = func(c *Config) bool { return c.Quarantine != "" }
-	return t
+	hints:   hints{destructive: true},
+	paths:   []pathDecl{onePath("path").acted(), listOfPaths("keep")},
+	enabled: func(c *Config) bool { return c.Quarantine != "" },
+	run:     (*server).rewind,
 }
 
 func (s *server) rewind(ctx context.Context, in *rewindIn, _ *mcp.CallToolRequest) (*obj, error) {

@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/proto/link"
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc/metadata"
@@ -99,7 +100,7 @@ const (
 )
 
 // pathDecl declares one argument of a tool that names paths. The one
-// declaration serves the audit line, --rules (the front-end's gate and
+// declaration serves the audit line, --rules (the front-end's permit and
 // the worker's Check) and the approval question, so that no tool is
 // audited by one list and judged by another.
 type pathDecl struct {
@@ -215,10 +216,56 @@ func (t *tool) judgedPaths(args map[string]any) [][]byte {
 	return out
 }
 
-// defineTool builds a tool whose input is In, with a schema inferred from
-// In's json and jsonschema tags. Inferred struct schemas refuse unknown
-// properties, and fields without omitempty are required.
+// toolDecl declares one tool, whole: its name, title and description,
+// its hints, the arguments that name paths, when a configuration serves
+// it, and its handler. The input schema is inferred from In's json and
+// jsonschema tags: inferred struct schemas refuse unknown properties, and
+// fields without omitempty are required. A tool's file, tool_<name>.go,
+// holds In, its one toolDecl and its handler.
+type toolDecl[In any] struct {
+	name string
+	// title is the short human-readable name hosts show (MCP's title).
+	title       string
+	description string
+	hints       hints
+	// paths declares the arguments that name paths; the audit, --rules,
+	// Check and the approval all read it. A tool that names no path
+	// leaves it empty.
+	paths []pathDecl
+	// enabled, when set, says whether a configuration serves the tool.
+	enabled func(*Config) bool
+	// ownDeadline: the tool bounds its own call, so the handler sets none.
+	ownDeadline bool
+	run         func(s *server, ctx context.Context, in *In, req *mcp.CallToolRequest) (*obj, error)
+}
+
+// hints are MCP's tool annotations; --ask's classes (writes,
+// destructive) and --tool-help read them too.
+type hints struct {
+	readOnly, destructive, idempotent bool
+}
+
+// declaration is a toolDecl of any input type.
+type declaration interface {
+	tool() *tool
+}
+
+// tool builds the tool d declares.
+func (d toolDecl[In]) tool() *tool {
+	t := newTool(d.name, d.description, d.hints, d.run).titled(d.title).paths(d.paths...)
+	t.enabled, t.ownDeadline = d.enabled, d.ownDeadline
+	return t
+}
+
+// defineTool builds a tool from its parts, declaring neither title nor
+// paths: it reads defineTool(...).titled("Run command").paths(onePath("cwd")).
 func defineTool[In any](name, description string, readOnly, destructive, idempotent bool,
+	run func(s *server, ctx context.Context, in *In, req *mcp.CallToolRequest) (*obj, error)) *tool {
+	return newTool(name, description, hints{readOnly, destructive, idempotent}, run)
+}
+
+// newTool makes the tool whose input is In.
+func newTool[In any](name, description string, h hints,
 	run func(s *server, ctx context.Context, in *In, req *mcp.CallToolRequest) (*obj, error)) *tool {
 	schema, err := jsonschema.For[In](nil)
 	if err != nil {
@@ -237,14 +284,14 @@ func defineTool[In any](name, description string, readOnly, destructive, idempot
 	if err != nil {
 		panic(fmt.Sprintf("BUG(fsmcp): resolve schema of %s: %v", name, err))
 	}
-	t := &tool{name: name, description: description, readOnly: readOnly, destructive: destructive,
-		idempotent: idempotent, schema: schema, resolved: resolved}
+	t := &tool{name: name, description: description, readOnly: h.readOnly, destructive: h.destructive,
+		idempotent: h.idempotent, schema: schema, resolved: resolved}
 	// Only file content makes arguments large: the other tools' arguments
 	// are refused unread past maxSmallArguments, before any decoding.
 	maxArgs := maxSmallArguments
 	for _, big := range []string{"content", "edits", "insert", "patch"} {
 		if _, ok := schema.Properties[big]; ok {
-			maxArgs = maxMessageBytes
+			maxArgs = link.MaxMessageBytes
 		}
 	}
 	t.maxArgs = maxArgs
@@ -310,7 +357,7 @@ func rawArguments(req *mcp.CallToolRequest) (json.RawMessage, error) {
 	}
 	if want, ok := req.Params.Meta["args_sha256"]; ok {
 		ws, ok := want.(string)
-		if !ok || len(ws) != 64 || !isLowerHex(ws) {
+		if !ok || !link.IsSHA256Hex(ws) {
 			return nil, invalidf("_meta.args_sha256 must be 64 lowercase hex digits")
 		}
 		sum := sha256.Sum256(raw)
@@ -341,15 +388,6 @@ func validateArguments(raw json.RawMessage, resolved *jsonschema.Resolved) (any,
 		return nil, invalidf("%s", explainInvalid(resolved.Schema(), v, err))
 	}
 	return v, nil
-}
-
-func isLowerHex(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // checkSurrogates refuses a \u escape of a UTF-16 surrogate that is not
@@ -514,7 +552,7 @@ func (s *server) handler(t *tool) mcp.ToolHandler {
 			return res
 		}
 		if s.approvals != nil {
-			run, md, res := s.gate(cctx, t, req)
+			run, md, res := s.permit(cctx, t, req)
 			if res != nil {
 				return res, nil
 			}
@@ -590,12 +628,14 @@ func (s *server) callGate() *callGate {
 // allTools lists every tool in the order tools/list shows them.
 func allTools() []*tool {
 	var ts []*tool
-	ts = append(ts, readTools()...)
-	ts = append(ts, searchTools()...)
-	ts = append(ts, writeTools()...)
-	ts = append(ts, editTools()...)
-	ts = append(ts, undoTools()...)
-	ts = append(ts, checkpointTool(), rewindTool(), checkpointsTool())
+	for _, d := range []declaration{
+		statTool, listTool, readTool, readManyTool, globTool, grepTool, treeTool, viewTool,
+		writeTool, replaceTool, mkdirTool, moveTool, deleteTool,
+		spliceTool, patchTool, copyTool, digestTool, undoTool,
+		checkpointTool, rewindTool, checkpointsTool,
+	} {
+		ts = append(ts, d.tool())
+	}
 	return ts
 }
 
@@ -624,4 +664,34 @@ func (s *server) build() *mcp.Server {
 		srv.AddReceivingMiddleware(encodeResult(s.stdio), gate.middleware)
 	}
 	return srv
+}
+
+func boolArg(b *bool) bool { return b != nil && *b }
+
+// excludeArg checks a list of exclusion globs.
+func excludeArg(globs []string) error {
+	for _, g := range globs {
+		if g == "" {
+			return invalidf("exclude: an empty glob excludes nothing")
+		}
+	}
+	return nil
+}
+
+// requiredPath is pathArg for a path that must be given.
+func requiredPath(field string, text, b64 *string) ([]byte, error) {
+	if text == nil && b64 == nil {
+		return nil, invalidf("%s is required: a path relative to the root, such as \"src/main.go\", or \".\" for the root itself; "+
+			"%s_base64 for a name that is not UTF-8", field, field)
+	}
+	return pathArg(field, text, b64)
+}
+
+// rootedPath is pathArg for a tool that works on a directory: left out, it
+// is the root, for clients that cannot send an empty string.
+func rootedPath(field string, text, b64 *string) ([]byte, error) {
+	if text == nil && b64 == nil {
+		return []byte{}, nil
+	}
+	return pathArg(field, text, b64)
 }

@@ -16,7 +16,7 @@ func everyTool() []*tool {
 // TestPathDeclarations: a new argument must be declared one or the
 // other.
 var notPaths = []string{
-	"after", "all", "append", "argv", "backend", "before", "content", "context", "cursor", "delete",
+	"after", "all", "append", "argv", "backend", "before", "charset", "content", "context", "cursor", "delete", "eol",
 	"dry_run", "edits", "encoding", "exclude", "force", "glob", "grep", "hash", "hidden", "id", "ignore_case", "if_sha256", "if_tree_sha256",
 	"insert", "label", "length", "line", "lines", "literal", "max_bytes", "max_count", "max_depth", "max_results",
 	"multiline", "no_ignore", "offset", "output", "pattern", "patch", "recursive", "sort", "staged", "stdin",
@@ -30,7 +30,7 @@ var notPaths = []string{
 func TestPathDeclarations(t *testing.T) {
 	for _, tl := range everyTool() {
 		if !tl.pathsDeclared {
-			t.Errorf("%s declares no path arguments (tool.paths)", tl.name)
+			t.Errorf("%s declares no path arguments (toolDecl.paths)", tl.name)
 			continue
 		}
 		declared := map[string]bool{}
@@ -50,7 +50,7 @@ func TestPathDeclarations(t *testing.T) {
 			case twin:
 				t.Errorf("%s: %q has a _base64 twin, so it names a path, and is not declared", tl.name, name)
 			case !slices.Contains(notPaths, name):
-				t.Errorf("%s: property %q is neither declared a path (tool.paths) nor listed in notPaths", tl.name, name)
+				t.Errorf("%s: property %q is neither declared a path (toolDecl.paths) nor listed in notPaths", tl.name, name)
 			}
 		}
 	}

@@ -1,12 +1,8 @@
 package frontend
 
-import (
-	"context"
+// What fs_vcs_status and fs_vcs_diff share; each has its tool_<name>.go.
 
-	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-)
-
+// vcsIn is what fs_vcs_status takes, and fs_vcs_diff besides its own.
 type vcsIn struct {
 	Backend    string   `json:"backend" jsonschema:"the version-control system: one the operator enabled with --vcs (git, hg or svn)"`
 	Path       *string  `json:"path,omitempty" jsonschema:"the working copy's directory (or one inside it); the root when left out"`
@@ -15,25 +11,12 @@ type vcsIn struct {
 	TimeoutS   *int64   `json:"timeout_s,omitempty" jsonschema:"seconds before the command is killed; default 30"`
 }
 
-type vcsDiffIn struct {
-	vcsIn
-	Staged   *bool  `json:"staged,omitempty" jsonschema:"git: the index against HEAD instead of the work tree against the index"`
-	MaxBytes *int64 `json:"max_bytes,omitempty" jsonschema:"the most bytes of the diff returned; default 65536, at most 1048576"`
-}
-
+// vcsTools lists the version-control tools when --vcs names a backend.
 func vcsTools(cfg *Config) []*tool {
 	if len(cfg.Exec.VCS) == 0 {
 		return nil
 	}
-	return []*tool{
-		defineTool("fs_vcs_status", "The working copy's status (git status --porcelain=v2, hg status, svn status --xml; parsed): git's branch and one entry "+
-			"per changed, renamed, unmerged, untracked path. Runs read-only in the command confinement; the repository's own "+
-			"configuration (hooks, fsmonitor, filters, pagers) runs nothing.",
-			true, false, true, (*server).vcsStatus).titled("Version-control status").paths(onePath("path"), pathsUnder("files")),
-		defineTool("fs_vcs_diff", "The working copy's unstaged diff (or, with staged, the index's), as text or base64, "+
-			"bounded by max_bytes. Runs read-only in the command confinement; external diffs and textconv filters never run.",
-			true, false, true, (*server).vcsDiff).titled("Version-control diff").paths(onePath("path"), pathsUnder("files")),
-	}
+	return []*tool{vcsStatusTool.tool(), vcsDiffTool.tool()}
 }
 
 // vcsArgs checks what both tools share.
@@ -46,83 +29,4 @@ func (s *server) vcsArgs(in *vcsIn) (path []byte, files [][]byte, timeoutMS int6
 	}
 	timeout, err := s.timeoutArg(in.TimeoutS)
 	return path, files, timeout.Milliseconds(), err
-}
-
-func (s *server) vcsStatus(ctx context.Context, in *vcsIn, _ *mcp.CallToolRequest) (*obj, error) {
-	path, files, timeoutMS, err := s.vcsArgs(in)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := s.ec.VcsStatus(ctx, &fsmcpv1.VcsStatusRequest{Backend: in.Backend, Path: path, Files: files, TimeoutMs: timeoutMS})
-	if err != nil {
-		return nil, err
-	}
-	doc := newObj().bool("ok", true).str("backend", in.Backend).name("path", displayPath(path))
-	branch := newObj()
-	for _, kv := range [][2]string{{"oid", resp.GetBranchOid()}, {"head", resp.GetBranchHead()}, {"upstream", resp.GetBranchUpstream()}} {
-		if kv[1] != "" {
-			branch.str(kv[0], kv[1])
-		}
-	}
-	if resp.GetHasAheadBehind() {
-		branch.int("ahead", resp.GetAhead()).int("behind", resp.GetBehind())
-	}
-	doc.object("branch", branch)
-	// The entries take at most three quarters of the reply; how git
-	// ended and its stderr what is left.
-	max := int(s.cfg.MaxResponseBytes) * 3 / 4
-	doc.key("entries")
-	doc.b = append(doc.b, '[')
-	truncated := resp.GetEntriesTruncated()
-	for i, e := range resp.GetEntries() {
-		item := newObj().str("kind", e.GetKind())
-		if e.GetXy() != "" {
-			item.str("xy", e.GetXy())
-		}
-		item.name("path", e.GetPath())
-		if e.GetKind() == "renamed" || e.GetKind() == "copied" {
-			item.name("orig_path", e.GetOrigPath()).str("score", e.GetScore())
-		}
-		if e.GetSubmodule() != "" {
-			item.str("submodule", e.GetSubmodule())
-		}
-		b := item.bytes()
-		if len(doc.b)+1+len(b) > max {
-			truncated = true
-			break
-		}
-		if i > 0 {
-			doc.b = append(doc.b, ',')
-		}
-		doc.b = append(doc.b, b...)
-	}
-	doc.b = append(doc.b, ']')
-	doc.bool("entries_truncated", truncated)
-	commandResult(doc, resp.GetResult(), false, int(s.cfg.MaxResponseBytes)-doc.size()-commandFields)
-	return doc, nil
-}
-
-func (s *server) vcsDiff(ctx context.Context, in *vcsDiffIn, _ *mcp.CallToolRequest) (*obj, error) {
-	path, files, timeoutMS, err := s.vcsArgs(&in.vcsIn)
-	if err != nil {
-		return nil, err
-	}
-	maxBytes, err := maxBytesArg(in.MaxBytes)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := s.ec.VcsDiff(ctx, &fsmcpv1.VcsDiffRequest{Backend: in.Backend, Path: path, Files: files,
-		Staged: boolArg(in.Staged), TimeoutMs: timeoutMS, MaxBytes: maxBytes})
-	if err != nil {
-		return nil, err
-	}
-	r := resp.GetResult()
-	doc := newObj().bool("ok", true).str("backend", in.Backend).name("path", displayPath(path))
-	// The diff is the command's stdout, under its own name.
-	renamed := &fsmcpv1.CommandResult{Exited: r.GetExited(), Exit: r.GetExit(), Signal: r.GetSignal(), TimedOut: r.GetTimedOut(),
-		DurationMs: r.GetDurationMs(), Stderr: r.GetStderr(), StderrTruncated: r.GetStderrTruncated()}
-	avail := int(s.cfg.MaxResponseBytes) - doc.size() - commandFields
-	writeStream(doc, "diff", r.GetStdout(), r.GetStdoutTruncated(), avail*3/4)
-	commandResult(doc, renamed, false, int(s.cfg.MaxResponseBytes)-doc.size()-commandFields)
-	return doc, nil
 }

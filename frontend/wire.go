@@ -16,6 +16,7 @@ import (
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/proto/jsontext"
+	"github.com/fsmcp/fsmcp/proto/link"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	segjson "github.com/segmentio/encoding/json"
@@ -57,7 +58,7 @@ import (
 
 const (
 	// maxStdioLineBytes bounds one JSON-RPC message on stdio.
-	maxStdioLineBytes = maxMessageBytes
+	maxStdioLineBytes = link.MaxMessageBytes
 	// maxPendingWriteBytes of replies waiting for stdout, or more than
 	// maxPendingWrites replies, stop reading: a reply waits only when
 	// stdout is not read, and each waiting one holds a goroutine.

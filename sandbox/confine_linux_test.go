@@ -73,7 +73,7 @@ func TestCommandLayerChild(t *testing.T) {
 	case "filter-ro", "filter-rw":
 		// The filter is the calling thread's, as in the shim.
 		runtime.LockOSThread()
-		if _, err := filterCommand(mode == "filter-rw"); err != nil {
+		if _, err := filterCommand(mode == "filter-rw", false); err != nil {
 			fmt.Printf("probe install=%v\n", err)
 			return
 		}
@@ -82,7 +82,7 @@ func TestCommandLayerChild(t *testing.T) {
 	case "mounts":
 		// The runner's mount namespace, without Landlock or seccomp.
 		root, canary := filepath.SplitList(arg)[0], filepath.SplitList(arg)[1]
-		layout, err := EnterExecNamespace(root, false)
+		layout, err := EnterExecNamespace(root, ExecMounts{})
 		if err != nil {
 			fmt.Printf("probe install=%v\n", err)
 			return

@@ -38,6 +38,15 @@ type ExecConfig struct {
 	ReadDirs []string
 	// Writable lets fs_exec commands write the root (--exec-writable).
 	Writable bool
+	// Native lets commands execute what commands built: in the scratch,
+	// the cache and, when Writable, the root (--exec-native).
+	Native bool
+	// Cache is a directory outside the root every command may write, at
+	// ExecCache in its view (--exec-cache); "" without one.
+	Cache string
+	// Env is NAME=VALUE added to every fs_exec command's environment
+	// (--exec-env), resolved by the front-end.
+	Env []string
 	// MaxTimeoutS is the largest timeout a call may ask for, in seconds.
 	MaxTimeoutS int64
 	// VCS maps a version-control backend to its program ("git=/usr/bin/git").
@@ -68,6 +77,8 @@ func (c ExecConfig) argv() []string {
 		"--root=" + c.Root,
 		"--rg=" + c.RG,
 		"--writable=" + strconv.FormatBool(c.Writable),
+		"--native=" + strconv.FormatBool(c.Native),
+		"--cache=" + c.Cache,
 		"--max-timeout=" + strconv.FormatInt(c.MaxTimeoutS, 10),
 		"--allow-no-landlock=" + strconv.FormatBool(c.AllowNoLandlock),
 		"--verbose=" + strconv.FormatBool(c.Verbose),
@@ -80,6 +91,9 @@ func (c ExecConfig) argv() []string {
 	}
 	for _, v := range c.VCS {
 		a = append(a, "--vcs="+v)
+	}
+	for _, e := range c.Env {
+		a = append(a, "--env="+e)
 	}
 	a = append(a, c.Policy.args()...)
 	if c.Rules != "" {
@@ -109,6 +123,9 @@ func ParseExecConfig(args []string) (RunnerConfig, error) {
 	fs.StringVar(&c.Root, "root", "", "")
 	fs.StringVar(&c.RG, "rg", "", "")
 	fs.BoolVar(&c.Writable, "writable", false, "")
+	fs.BoolVar(&c.Native, "native", false, "")
+	fs.StringVar(&c.Cache, "cache", "", "")
+	fs.Var((*listFlag)(&c.Env), "env", "")
 	fs.Int64Var(&c.MaxTimeoutS, "max-timeout", 300, "")
 	fs.BoolVar(&c.AllowNoLandlock, "allow-no-landlock", false, "")
 	fs.Var((*listFlag)(&c.Programs), "program", "")

@@ -26,10 +26,11 @@ import (
 // and gid, so files it creates belong to the operator). Why each:
 //   - user: the others need it without host privileges, and capabilities
 //     in it mean nothing outside it;
-//   - mount: the root and the scratch directory are remounted noexec,
-//     which the kernel's ELF loader and mmap honour: a copied binary
-//     beneath the root cannot run even through the dynamic loader, which
-//     Landlock alone cannot refuse (it must grant the loader execute);
+//   - mount: the root and the scratch directory are remounted noexec
+//     (unless --exec-native), which the kernel's ELF loader and mmap
+//     honour: a copied binary beneath the root cannot run even through
+//     the dynamic loader, which Landlock alone cannot refuse (it must
+//     grant the loader execute);
 //   - network: a namespace with no interface but a down loopback, a third
 //     wall behind Landlock's TCP rule and the seccomp socket refusal;
 //   - IPC: System V shared memory and queues of the host are out of reach.
@@ -49,6 +50,8 @@ func execProcAttr() *syscall.SysProcAttr {
 const (
 	ExecRoot        = "/tmp/root"
 	execScratchBase = "/tmp/home"
+	// ExecCache is where commands see --exec-cache ($FSMCP_CACHE).
+	ExecCache = "/tmp/cache"
 	// execTmpfsBytes bounds what all scratch directories together hold.
 	execTmpfsBytes = 256 << 20
 )
@@ -62,6 +65,11 @@ type ExecLayout struct {
 	SelfFiles []string
 	// NoExec is true when the root and scratch are mounted noexec.
 	NoExec bool
+	// Native: commands may execute files in the scratch, the cache and
+	// (when writable) the root (ExecMounts.Native).
+	Native bool
+	// Cache is ExecCache when --exec-cache is mounted, else "".
+	Cache string
 	// Pids is the commands' pids cgroup's cgroup.procs (nil without
 	// one), opened by the front-end: each shim moves itself in.
 	Pids *os.File
@@ -72,11 +80,26 @@ type ExecLayout struct {
 	next atomic.Uint64
 }
 
+// ExecMounts says what the runner's mounts let commands do.
+type ExecMounts struct {
+	// Writable: commands may write the root.
+	Writable bool
+	// Native: the scratch tmpfs, the cache and, when Writable, the root
+	// are mounted without noexec, and commands get Landlock's execute
+	// right on them (--exec-native).
+	Native bool
+	// Cache is the host directory bound at ExecCache, writable; "" for
+	// none.
+	Cache string
+}
+
 // EnterExecNamespace prepares the runner's mount namespace: every mount
-// private and read-only, a tmpfs (noexec, nosuid, nodev) over /tmp, and
-// the root bound at ExecRoot, noexec, nosuid, nodev, and read-only unless
-// writable. It must run in the runner, before it confines itself:
-// Landlock forbids mounting.
+// private and read-only, a tmpfs (nosuid, nodev, noexec unless native)
+// over /tmp, the root bound at ExecRoot, nosuid, nodev, noexec unless
+// native and writable, read-only unless writable, and the cache, when
+// there is one, bound writable at ExecCache, nosuid, nodev, noexec unless
+// native. It must run in the runner, before it confines itself: Landlock
+// forbids mounting.
 //
 // Read-only mounts refuse every metadata change (chmod, chown, xattrs,
 // times, file flags) whatever descriptor asks, an access-mode-3 or a
@@ -85,7 +108,8 @@ type ExecLayout struct {
 // user and mount namespace of its own beneath the runner's (see Start),
 // where the kernel locks these flags: not even a process with every
 // capability there can make a mount writable again.
-func EnterExecNamespace(root string, writable bool) (*ExecLayout, error) {
+func EnterExecNamespace(root string, m ExecMounts) (*ExecLayout, error) {
+	writable := m.Writable
 	self, err := filepath.EvalSymlinks("/proc/self/exe")
 	if err != nil {
 		return nil, fmt.Errorf("find own binary: %w", err)
@@ -111,13 +135,29 @@ func EnterExecNamespace(root string, writable bool) (*ExecLayout, error) {
 		return nil, fmt.Errorf("open root: %w", err)
 	}
 	defer unix.Close(rootFD)
-	steps := []struct {
+	cacheFD := -1
+	if m.Cache != "" {
+		// Opened before /tmp is covered, like the root: bound by its
+		// descriptor, so a path swapped meanwhile is not what commands get.
+		if cacheFD, err = unix.Open(m.Cache, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+			return nil, fmt.Errorf("open the cache: %w", err)
+		}
+		defer unix.Close(cacheFD)
+	}
+	// Without --exec-native the scratch tmpfs is noexec: nothing a
+	// command writes there can run.
+	tmpFlags := uintptr(unix.MS_NOSUID | unix.MS_NODEV)
+	if !m.Native {
+		tmpFlags |= unix.MS_NOEXEC
+	}
+	type step struct {
 		what string
 		err  func() error
-	}{
+	}
+	steps := []step{
 		{"make mounts private", func() error { return unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, "") }},
 		{"mount tmpfs on /tmp", func() error {
-			return unix.Mount("tmpfs", "/tmp", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC,
+			return unix.Mount("tmpfs", "/tmp", "tmpfs", tmpFlags,
 				fmt.Sprintf("size=%d,nr_inodes=65536,mode=0700", execTmpfsBytes))
 		}},
 		{"mkdir " + ExecRoot, func() error { return unix.Mkdir(ExecRoot, 0o700) }},
@@ -125,15 +165,24 @@ func EnterExecNamespace(root string, writable bool) (*ExecLayout, error) {
 		{"bind the root", func() error {
 			return unix.Mount(fmt.Sprintf("/proc/self/fd/%d", rootFD), ExecRoot, "", unix.MS_BIND, "")
 		}},
-		{"remount the root", func() error { return remountBind(ExecRoot, !writable) }},
-		{"make every mount read-only", func() error { return setReadOnly("/", true, unix.AT_RECURSIVE) }},
-		{"make the scratch tmpfs writable", func() error { return setReadOnly("/tmp", false, 0) }},
+		{"remount the root", func() error { return remountBind(ExecRoot, !writable, !(m.Native && writable)) }},
+	}
+	if cacheFD >= 0 {
+		steps = append(steps,
+			step{"mkdir " + ExecCache, func() error { return unix.Mkdir(ExecCache, 0o700) }},
+			step{"bind the cache", func() error {
+				return unix.Mount(fmt.Sprintf("/proc/self/fd/%d", cacheFD), ExecCache, "", unix.MS_BIND, "")
+			}},
+			step{"remount the cache", func() error { return remountBind(ExecCache, false, !m.Native) }})
+	}
+	steps = append(steps,
+		step{"make every mount read-only", func() error { return setReadOnly("/", true, unix.AT_RECURSIVE) }},
+		step{"make the scratch tmpfs writable", func() error { return setReadOnly("/tmp", false, 0) }})
+	if cacheFD >= 0 {
+		steps = append(steps, step{"make the cache writable", func() error { return setReadOnly(ExecCache, false, 0) }})
 	}
 	if writable {
-		steps = append(steps, struct {
-			what string
-			err  func() error
-		}{"make the root writable", func() error { return setReadOnly(ExecRoot, false, 0) }})
+		steps = append(steps, step{"make the root writable", func() error { return setReadOnly(ExecRoot, false, 0) }})
 	}
 	for _, s := range steps {
 		if err := s.err(); err != nil {
@@ -141,7 +190,11 @@ func EnterExecNamespace(root string, writable bool) (*ExecLayout, error) {
 		}
 	}
 	selfPath := fmt.Sprintf("/proc/self/fd/%d", selfFD)
-	return &ExecLayout{Self: selfPath, SelfFiles: append([]string{selfPath}, selfFiles[1:]...), NoExec: true}, nil
+	l := &ExecLayout{Self: selfPath, SelfFiles: append([]string{selfPath}, selfFiles[1:]...), NoExec: !m.Native, Native: m.Native}
+	if cacheFD >= 0 {
+		l.Cache = ExecCache
+	}
+	return l, nil
 }
 
 // setReadOnly sets or clears the read-only flag of the mount at path (and,
@@ -154,17 +207,21 @@ func setReadOnly(path string, readOnly bool, flags int) error {
 	return unix.MountSetattr(unix.AT_FDCWD, path, uint(flags), attr)
 }
 
-// remountBind adds noexec, nosuid and nodev (and read-only) to the bind
-// mount at path. In a user namespace the flags the original mount has are
-// locked and must be repeated, or the kernel refuses the remount.
-func remountBind(path string, readOnly bool) error {
+// remountBind adds nosuid and nodev (and noexec, and read-only) to the
+// bind mount at path. In a user namespace the flags the original mount
+// has are locked and must be repeated, or the kernel refuses the remount
+// (a host mount that is noexec stays so).
+func remountBind(path string, readOnly, noExec bool) error {
 	var st unix.Statfs_t
 	if err := unix.Statfs(path, &st); err != nil {
 		return err
 	}
-	flags := uintptr(unix.MS_BIND | unix.MS_REMOUNT | unix.MS_NOEXEC | unix.MS_NOSUID | unix.MS_NODEV)
+	flags := uintptr(unix.MS_BIND | unix.MS_REMOUNT | unix.MS_NOSUID | unix.MS_NODEV)
+	if noExec {
+		flags |= unix.MS_NOEXEC
+	}
 	for _, f := range []struct{ st, ms uintptr }{
-		{unix.ST_RDONLY, unix.MS_RDONLY}, {unix.ST_NOATIME, unix.MS_NOATIME},
+		{unix.ST_RDONLY, unix.MS_RDONLY}, {unix.ST_NOEXEC, unix.MS_NOEXEC}, {unix.ST_NOATIME, unix.MS_NOATIME},
 		{unix.ST_NODIRATIME, unix.MS_NODIRATIME}, {unix.ST_RELATIME, unix.MS_RELATIME},
 	} {
 		if uintptr(st.Flags)&f.st != 0 {
@@ -178,34 +235,49 @@ func remountBind(path string, readOnly bool) error {
 }
 
 // Rights of commands beneath the root and in their scratch directory.
-// Neither grants execute, devices, fifos or sockets.
+// Neither grants execute, devices, fifos or sockets; --exec-native adds
+// execute (nativeRights) to the scratch, the cache and a writable root.
 const (
 	commandReadRights  = rootReadRights
 	commandWriteRights = rootWriteRights
 	devNullRights      = ll.AccessFSReadFile | ll.AccessFSWriteFile | ll.AccessFSTruncate
+	nativeRights       = ll.AccessFSExecute
 )
+
+// writeRights are the rights on the scratch and the cache: the
+// command's write rights, and execute when native.
+func writeRights(native bool) landlock.AccessFSSet {
+	if native {
+		return commandWriteRights | nativeRights
+	}
+	return commandWriteRights
+}
 
 // ConfineRunner restricts the command runner to what its commands may
 // touch (each command is confined further, to its own part): the root
-// (read, and write when writable), the scratch tmpfs, read and execute on
-// execFiles (its own binary, the programs, rg, their libraries), read on
-// readDirs, and /dev/null. TCP, abstract unix sockets and signals are
-// refused as for the worker.
+// (read, and write when writable), the scratch tmpfs and the cache, read
+// and execute on execFiles (its own binary, the programs, their helpers,
+// rg, their libraries), read on readDirs, and /dev/null; execute too on
+// the scratch, the cache and a writable root when native. TCP, abstract
+// unix sockets and signals are refused as for the worker.
 func (l *ExecLayout) ConfineRunner(writable bool, execFiles, readDirs []string) (Status, error) {
 	rootRights := landlock.AccessFSSet(commandReadRights)
 	if writable {
-		rootRights = commandWriteRights
+		rootRights = writeRights(l.Native)
 	}
 	rules := []landlock.Rule{
 		landlock.PathAccess(rootRights, ExecRoot),
-		landlock.PathAccess(commandWriteRights, execScratchBase),
+		landlock.PathAccess(writeRights(l.Native), execScratchBase),
 		landlock.ROFiles(append(append([]string{}, l.SelfFiles...), execFiles...)...),
 		landlock.PathAccess(devNullRights, os.DevNull),
 	}
 	if len(readDirs) > 0 {
 		rules = append(rules, landlock.PathAccess(commandReadRights, readDirs...))
 	}
-	desc := []string{fmt.Sprintf("root %s", rootRights), "scratch read-write",
+	if l.Cache != "" {
+		rules = append(rules, landlock.PathAccess(writeRights(l.Native), l.Cache))
+	}
+	desc := []string{fmt.Sprintf("root %s", rootRights), "scratch " + writeRights(l.Native).String(),
 		fmt.Sprintf("%d files read+execute", len(l.SelfFiles)+len(execFiles)),
 		fmt.Sprintf("%d directories read", len(readDirs))}
 	return restrict(rules, desc, !writable)
@@ -215,15 +287,21 @@ func (l *ExecLayout) ConfineRunner(writable bool, execFiles, readDirs []string) 
 // refusals (filters stack, so the runner's must allow what its commands
 // may do), except that clone may create the PID, user and mount
 // namespaces each command gets (see Start).
-func FilterRunner(writable bool) (Seccomp, error) {
-	return installCond(commandDeny(writable), commandConditional(nsFlags&^commandNS), true)
+func FilterRunner(writable, native bool) (Seccomp, error) {
+	return installCond(commandDeny(writable, native), commandConditional(nsFlags&^commandNS, writable, native), true)
 }
 
 // filterCommand installs a command's own seccomp filter on the calling
 // thread, the one that executes the command: the worker's refusals, no
 // namespaces of any kind.
-func filterCommand(writable bool) (Seccomp, error) {
-	return installCond(commandDeny(writable), commandConditional(nsFlags), false)
+func filterCommand(writable, native bool) (Seccomp, error) {
+	sc, err := installCond(commandDeny(writable, native), commandConditional(nsFlags, writable, native), false)
+	if err != nil {
+		return sc, err
+	}
+	// Last, so that its success prevails over the refusals (see
+	// sameIDsProgram).
+	return sc, filterSameIDs()
 }
 
 // commandReads are system calls the worker never makes but ordinary
@@ -244,10 +322,34 @@ var commandReads = []string{"getxattr", "lgetxattr", "listxattr", "llistxattr", 
 // everything but the root and the scratch.
 var descriptorMeta = []string{"fchmod", "fchown", "fsetxattr", "fremovexattr", "utimensat"}
 
+// commandAllowed are system calls of the worker's list that commands may
+// make with some arguments (commandConditional refuses the others):
+// socketpair of the unix family, which node and other runtimes use for
+// their children's standard streams (a connected pair reaches nothing but
+// itself), and, under nativeChmod, chmod by path.
+var commandAllowed = []string{"socketpair"}
+
+// pathChmod are the chmod calls by path. A linker (ld) sets the mode of
+// what it wrote by name, and no Landlock ABI governs it: allowed only
+// when the scratch and the cache are the only writable mounts
+// (nativeChmod), where the read-only mounts answer EROFS for every other
+// file, and never with a set-user-ID or set-group-ID bit.
+var pathChmod = []string{"chmod", "fchmodat", "fchmodat2"}
+
+// nativeChmod says whether commands may chmod by path: with
+// --exec-native and a read-only root. Under --exec-writable a path could
+// name a protected or denied file of the root, which has no Landlock
+// right this call would need.
+func nativeChmod(writable, native bool) bool { return native && !writable }
+
 // commandDeny is what a command's filter refuses: the worker's list but
-// commandReads, and descriptorMeta unless the root is writable.
-func commandDeny(writable bool) []string {
-	d := slices.DeleteFunc(workerDeny(), func(n string) bool { return slices.Contains(commandReads, n) })
+// commandReads and commandAllowed (pathChmod too under nativeChmod), and
+// descriptorMeta unless the root is writable.
+func commandDeny(writable, native bool) []string {
+	d := slices.DeleteFunc(workerDeny(), func(n string) bool {
+		return slices.Contains(commandReads, n) || slices.Contains(commandAllowed, n) ||
+			(nativeChmod(writable, native) && slices.Contains(pathChmod, n))
+	})
 	if !writable {
 		d = append(d, descriptorMeta...)
 	}
@@ -275,12 +377,12 @@ func restrictThread(rules []landlock.Rule) error {
 
 // CommandSeccompDenied is how many system calls a command's filter
 // refuses on this CPU (0 when no filter can be built).
-func CommandSeccompDenied(writable bool) int {
+func CommandSeccompDenied(writable, native bool) int {
 	info, err := arch.GetInfo("")
 	if err != nil || info.SyscallNames == nil {
 		return 0
 	}
-	_, refused := policiesCond(info, commandDeny(writable), commandConditional(nsFlags))
+	_, refused := policiesCond(info, commandDeny(writable, native), commandConditional(nsFlags, writable, native))
 	return len(refused)
 }
 
@@ -327,6 +429,11 @@ type Command struct {
 	Stdout, Stderr io.Writer
 	// Writable grants write beneath the root.
 	Writable bool
+	// Native grants execute on the scratch, the cache (with Cache) and,
+	// with Writable, the root, where the layout's mounts allow it.
+	Native bool
+	// Cache grants the layout's cache.
+	Cache bool
 	// ExecFiles are granted read and execute; ReadDirs read.
 	ExecFiles []string
 	ReadDirs  []string
@@ -343,7 +450,7 @@ type Command struct {
 	// they deny out of the command's rules, as it does --deny.
 	Lines []RuleLine
 	// Protected are root-relative paths the command may not change,
-	// literally (Rules.WithPaths), beside --protect: the repositories'
+	// literally (Matcher.WithPaths), beside --protect: the repositories'
 	// derived protection when the call started.
 	Protected []string
 }
@@ -387,6 +494,7 @@ const commandNS = unix.CLONE_NEWPID | unix.CLONE_NEWUSER | unix.CLONE_NEWNS
 func (l *ExecLayout) Start(c *Command) (*Process, error) {
 	a := []string{"fsmcp", CommandSubcommand,
 		"--writable=" + strconv.FormatBool(c.Writable),
+		"--native=" + strconv.FormatBool(c.Native && l.Native),
 		"--scratch=" + c.Scratch,
 		"--nproc=" + strconv.FormatUint(c.Limits.Procs, 10),
 		"--fsize=" + strconv.FormatUint(c.Limits.FileBytes, 10),
@@ -394,6 +502,9 @@ func (l *ExecLayout) Start(c *Command) (*Process, error) {
 		"--as=" + strconv.FormatUint(c.Limits.MemoryBytes, 10),
 		"--nofile=" + strconv.FormatUint(c.Limits.Files, 10),
 		"--probe=" + strconv.FormatBool(c.Probe),
+	}
+	if c.Cache && l.Cache != "" {
+		a = append(a, "--cache="+l.Cache)
 	}
 	for _, f := range c.ExecFiles {
 		a = append(a, "--exec-file="+f)
@@ -556,16 +667,22 @@ func errnoName(err error) string {
 // MetadataGuards names what keeps commands from changing metadata by
 // descriptor, for the attestation: the read-only mounts always, and the
 // seccomp filter's part when one is installed.
-func MetadataGuards(writable, seccomp bool) []string {
+func MetadataGuards(writable, native, cache, seccomp bool) []string {
 	writableMounts := "the scratch"
+	if cache {
+		writableMounts += ", the cache"
+	}
 	if writable {
-		writableMounts = "the scratch and the root"
+		writableMounts += " and the root"
 	}
 	g := []string{"read-only mounts but " + writableMounts + ", locked in each command's own user and mount namespaces"}
 	if seccomp {
 		refused := "seccomp refuses access-mode-3 opens, openat2 (ENOSYS), fchmod to a set-user-ID or set-group-ID mode, file attribute ioctls"
 		if !writable {
 			refused += ", and fchmod, fchown, fsetxattr, fremovexattr and futimens"
+		}
+		if nativeChmod(writable, native) {
+			refused += "; chmod by path allowed without set-id bits (the writable mounts are the scratch and the cache)"
 		}
 		g = append(g, refused)
 	}
@@ -596,8 +713,8 @@ func CommandMain(args []string) int {
 
 func commandMain(args []string) error {
 	var (
-		writable                   bool
-		scratch                    string
+		writable, native           bool
+		scratch, cache             string
 		execFiles, readDirs        listFlag
 		policy                     Policy
 		lines                      ruleLines
@@ -609,7 +726,9 @@ func commandMain(args []string) error {
 	fs := flag.NewFlagSet(CommandSubcommand, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.BoolVar(&writable, "writable", false, "")
+	fs.BoolVar(&native, "native", false, "")
 	fs.StringVar(&scratch, "scratch", "", "")
+	fs.StringVar(&cache, "cache", "", "")
 	fs.Var(&execFiles, "exec-file", "")
 	fs.Var(&readDirs, "read-dir", "")
 	fs.Uint64Var(&nproc, "nproc", 0, "")
@@ -658,22 +777,25 @@ func commandMain(args []string) error {
 	// The rules beneath the root leave the policy's paths out, as the
 	// tree is now: the walk happens here, in the command's own process,
 	// before anything of the command runs.
-	rules, err := rootRules(ExecRoot, writable, compiled)
+	rules, err := rootRules(ExecRoot, writable, native, compiled)
 	if err != nil {
 		return fmt.Errorf("apply --deny, --protect, --rules and derived protection: %w", err)
 	}
 	rules = append(rules,
-		landlock.PathAccess(commandWriteRights, scratch),
+		landlock.PathAccess(writeRights(native), scratch),
 		landlock.ROFiles(execFiles...),
 		landlock.PathAccess(devNullRights, os.DevNull),
 	)
 	if len(readDirs) > 0 {
 		rules = append(rules, landlock.PathAccess(commandReadRights, readDirs...))
 	}
+	if cache != "" {
+		rules = append(rules, landlock.PathAccess(writeRights(native), cache))
+	}
 	if err := restrictThread(rules); err != nil && !errors.Is(err, ErrNoLandlock) {
 		return err
 	}
-	if _, err := filterCommand(writable); err != nil && !errors.Is(err, ErrNoSeccomp) {
+	if _, err := filterCommand(writable, native); err != nil && !errors.Is(err, ErrNoSeccomp) {
 		return err
 	}
 	// The limits come last: the race detector's runtime (in test builds)

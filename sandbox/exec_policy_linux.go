@@ -64,15 +64,17 @@ type policyNode struct {
 // needsPolicyWalk reports whether commands need the tree walked: the
 // policy denies something, or protects something a writable command could
 // otherwise change.
-func needsPolicyWalk(p *Rules, writable bool) bool {
+func needsPolicyWalk(p *Matcher, writable bool) bool {
 	return p != nil && (p.Denies() || (writable && p.Protects()))
 }
 
 // rootRules are a command's Landlock rules beneath root under policy p.
-func rootRules(root string, writable bool, p *Rules) ([]landlock.Rule, error) {
+// A native command of a writable root may also execute there, but not a
+// protected or denied path.
+func rootRules(root string, writable, native bool, p *Matcher) ([]landlock.Rule, error) {
 	base := landlock.AccessFSSet(commandReadRights)
 	if writable {
-		base = commandWriteRights
+		base = writeRights(native)
 	}
 	if !needsPolicyWalk(p, writable) {
 		return []landlock.Rule{landlock.PathAccess(base, root)}, nil
@@ -100,7 +102,7 @@ func rootRules(root string, writable bool, p *Rules) ([]landlock.Rule, error) {
 	// rights and what its directory may do to it (remove, rename).
 	want := func(n *policyNode) landlock.AccessFSSet {
 		if _, d := p.Denied(n.rel); d || (!n.dir && n.nlink > 1 && denied[[2]uint64{n.dev, n.ino}]) {
-			return base &^ ll.AccessFSReadFile
+			return base &^ (ll.AccessFSReadFile | nativeRights)
 		}
 		if _, pr := p.Protected(n.rel); pr && writable {
 			return commandReadRights

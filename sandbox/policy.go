@@ -76,10 +76,10 @@ type globRule struct {
 	anchored bool
 }
 
-// Rules is a compiled Policy. A path matches a rule when the path or one
+// Matcher is a compiled Policy. A path matches a rule when the path or one
 // of its ancestors matches the rule's glob: "secrets" covers everything
 // beneath the directory, as ".git/hooks/**" covers the directory itself.
-type Rules struct {
+type Matcher struct {
 	protect, deny []globRule
 	// foldProtect and foldDeny are the same globs, case-folded (Fold),
 	// for paths in directories that compare names without case.
@@ -104,7 +104,7 @@ type RuleLine struct {
 }
 
 // WithLines returns r judging content also by lines, in their order.
-func (r *Rules) WithLines(lines []RuleLine) *Rules {
+func (r *Matcher) WithLines(lines []RuleLine) *Matcher {
 	c := *r
 	c.lines = lines
 	return &c
@@ -113,7 +113,7 @@ func (r *Rules) WithLines(lines []RuleLine) *Rules {
 // WithPaths returns r protecting also the root-relative paths, each
 // literally (a path's bytes are never read as a glob): the path and what
 // lies beneath it, "" the whole root.
-func (r *Rules) WithPaths(paths []string) *Rules {
+func (r *Matcher) WithPaths(paths []string) *Matcher {
 	c := *r
 	c.paths = paths
 	return &c
@@ -148,8 +148,8 @@ func ParseRuleLine(v string) (RuleLine, error) {
 // components (zero included), "[...]" and "{a,b}" are doublestar's
 // (https://github.com/bmatcuk/doublestar). A glob that starts with "/" is
 // anchored at the root; any other matches at any depth.
-func (p Policy) Compile() (*Rules, error) {
-	var c Rules
+func (p Policy) Compile() (*Matcher, error) {
+	var c Matcher
 	for _, set := range []struct {
 		flag       string
 		globs      []string
@@ -284,7 +284,7 @@ func seqAt(rel string, start int, lit []string) bool {
 
 // Protected returns the glob (or the literal path, WithPaths) that makes
 // the root-relative path rel read-only, if any.
-func (r *Rules) Protected(rel string) (string, bool) {
+func (r *Matcher) Protected(rel string) (string, bool) {
 	if g, ok := match(r.protect, rel); ok {
 		return g, true
 	}
@@ -299,7 +299,7 @@ func (r *Rules) Protected(rel string) (string, bool) {
 // AbovePath reports whether a path protected literally (WithPaths) lies
 // strictly beneath the root-relative directory rel, whether or not it
 // exists.
-func (r *Rules) AbovePath(rel string) bool {
+func (r *Matcher) AbovePath(rel string) bool {
 	for _, p := range r.paths {
 		if p != "" && (rel == "" || strings.HasPrefix(p, rel+"/")) {
 			return true
@@ -310,7 +310,7 @@ func (r *Rules) AbovePath(rel string) bool {
 
 // Denied returns what denies the content of rel, if anything: "--deny"
 // and the glob, or the label of the --rules line.
-func (r *Rules) Denied(rel string) (string, bool) {
+func (r *Matcher) Denied(rel string) (string, bool) {
 	if g, ok := match(r.deny, rel); ok {
 		return "--deny " + g, true
 	}
@@ -331,7 +331,7 @@ func (r *Rules) Denied(rel string) (string, bool) {
 // ProtectedFolded is Protected with rel and the globs case-folded
 // (Fold): the glob that makes rel read-only where the directories on its
 // way compare names without case.
-func (r *Rules) ProtectedFolded(rel string) (string, bool) {
+func (r *Matcher) ProtectedFolded(rel string) (string, bool) {
 	if len(r.foldProtect) == 0 {
 		return "", false
 	}
@@ -340,7 +340,7 @@ func (r *Rules) ProtectedFolded(rel string) (string, bool) {
 
 // DeniedFolded is Denied with rel and the --deny globs case-folded
 // ("--deny" and the glob); --rules lines are matched as bytes only.
-func (r *Rules) DeniedFolded(rel string) (string, bool) {
+func (r *Matcher) DeniedFolded(rel string) (string, bool) {
 	if len(r.foldDeny) == 0 {
 		return "", false
 	}
@@ -351,13 +351,13 @@ func (r *Rules) DeniedFolded(rel string) (string, bool) {
 }
 
 // Empty reports whether r protects and denies nothing.
-func (r *Rules) Empty() bool { return !r.Protects() && !r.Denies() }
+func (r *Matcher) Empty() bool { return !r.Protects() && !r.Denies() }
 
 // Protects reports whether r protects anything.
-func (r *Rules) Protects() bool { return len(r.protect) > 0 || len(r.paths) > 0 }
+func (r *Matcher) Protects() bool { return len(r.protect) > 0 || len(r.paths) > 0 }
 
 // Denies reports whether r denies anything.
-func (r *Rules) Denies() bool {
+func (r *Matcher) Denies() bool {
 	return len(r.deny) > 0 || slices.ContainsFunc(r.lines, func(l RuleLine) bool { return l.Deny })
 }
 
@@ -407,7 +407,7 @@ func (r *globRule) matchPattern(rel string) bool {
 // The --rules deny lines before the first line of another action are
 // passed too; a later one is left to Denied, since the earlier line may
 // let through part of what it matches.
-func (r *Rules) RGExcludes(dir string) []string {
+func (r *Matcher) RGExcludes(dir string) []string {
 	globs := slices.Clip(r.deny)
 	for _, l := range r.lines {
 		if !l.Deny {

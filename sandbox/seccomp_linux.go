@@ -136,10 +136,21 @@ func iow(typ, nr, size uint64) uint64 { return 1<<30 | size<<16 | typ<<8 | nr }
 // command may change the mode of the root's files, which belong to the
 // operator (root, often), and a set-user-ID file there would run as its
 // owner for anyone on the host. (Mounts are nosuid only in the command's
-// view.) chmod by path is refused always.
-func commandConditional(cloneNS uint64) []seccomp.NameWithConditions {
-	c := append(conditionalNS(cloneNS), seccomp.NameWithConditions{Name: "fchmod",
-		Conditions: seccomp.ArgumentConditions{{Argument: 1, Operation: seccomp.BitsSet, Value: unix.S_ISUID | unix.S_ISGID}}})
+// view.) chmod by path is refused (commandDeny) but with --exec-native
+// and a read-only root, and then with a set-id bit. socketpair is refused
+// but for the unix family.
+func commandConditional(cloneNS uint64, writable, native bool) []seccomp.NameWithConditions {
+	setID := func(arg uint32) seccomp.ArgumentConditions {
+		return seccomp.ArgumentConditions{{Argument: arg, Operation: seccomp.BitsSet, Value: unix.S_ISUID | unix.S_ISGID}}
+	}
+	c := append(conditionalNS(cloneNS), seccomp.NameWithConditions{Name: "fchmod", Conditions: setID(1)},
+		seccomp.NameWithConditions{Name: "socketpair",
+			Conditions: seccomp.ArgumentConditions{{Argument: 0, Operation: seccomp.NotEqual, Value: unix.AF_UNIX}}})
+	if nativeChmod(writable, native) {
+		c = append(c, seccomp.NameWithConditions{Name: "chmod", Conditions: setID(1)},
+			seccomp.NameWithConditions{Name: "fchmodat", Conditions: setID(2)},
+			seccomp.NameWithConditions{Name: "fchmodat2", Conditions: setID(2)})
+	}
 	for _, r := range commandIoctls {
 		c = append(c, seccomp.NameWithConditions{Name: "ioctl",
 			Conditions: seccomp.ArgumentConditions{{Argument: 1, Operation: seccomp.Equal, Value: r}}})
@@ -314,6 +325,11 @@ func load(pol seccomp.Policy, flags uintptr) error {
 	if err != nil {
 		return err
 	}
+	return loadBPF(insts, flags)
+}
+
+// loadBPF attaches the program insts as load does.
+func loadBPF(insts []bpf.Instruction, flags uintptr) error {
 	raw, err := bpf.Assemble(insts)
 	if err != nil {
 		return err

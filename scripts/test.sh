@@ -21,6 +21,16 @@ command -v mkfs.xfs >/dev/null || missing+=(xfsprogs)
 # The command tests attack the confinement from granted interpreters.
 [ -x /usr/bin/perl ] || missing+=(perl)
 [ -x /usr/bin/python3 ] || missing+=(python3)
+# The build recipes (README "Builds and tests", TestBuildRecipes) run real
+# toolchains. Debian's npm conflicts with a nodejs from elsewhere: node and
+# npm are installed only when missing.
+command -v node >/dev/null || missing+=(nodejs)
+command -v npm >/dev/null || missing+=(npm)
+/usr/bin/python3 -c 'import pytest' 2>/dev/null || missing+=(python3-pytest)
+[ -x /usr/bin/cargo ] || missing+=(cargo)
+[ -x /usr/bin/cc ] || missing+=(gcc)
+[ -e /usr/include/stdio.h ] || missing+=(libc6-dev)
+[ -x /usr/bin/make ] || missing+=(make)
 # The container test builds its image and runs the documented line with
 # podman (about 20 s); runc, installed with it, stands in for crun, which
 # refuses a hybrid cgroup hierarchy.

@@ -5,12 +5,12 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
-	"golang.org/x/sys/unix"
 )
 
 // appendOnce appends data to p through Write with if_sha256 sum and
@@ -46,7 +46,7 @@ func TestAppendStateHashesOnlyAppended(t *testing.T) {
 		t.Fatal(err)
 	}
 	sum := wsum(content)
-	read := s.hashes.hashed.Load()
+	read := s.hashes.Hashed.Load()
 	for i := range 4 {
 		line := []byte(strings.Repeat(string(rune('a'+i)), 1000) + "\n")
 		var err error
@@ -57,7 +57,7 @@ func TestAppendStateHashesOnlyAppended(t *testing.T) {
 		if got := wsum([]byte(wcontent(t, p))); got != sum || got != wsum(content) {
 			t.Fatalf("append %d: reply sha256 %s, file %s", i, sum, got)
 		}
-		hashed := s.hashes.hashed.Load() - read
+		hashed := s.hashes.Hashed.Load() - read
 		// The first append hashes the file once (the precondition); its
 		// new sha256 continues that hash's state.
 		if want := int64(3 << 20); hashed != want {
@@ -90,13 +90,13 @@ func TestAppendStateOutsideWriteRefused(t *testing.T) {
 	if err := os.Chtimes(p, fi.ModTime(), fi.ModTime()); err != nil {
 		t.Fatal(err)
 	}
-	read := s.hashes.hashed.Load()
+	read := s.hashes.Hashed.Load()
 	_, err = appendOnce(t, s, "log", sum, []byte("two\n"))
 	e := wantWriteCode(t, "append after an outside write", err, fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED)
 	if want := wsum([]byte(wcontent(t, p))); e.CurrentSHA256 != want {
 		t.Fatalf("current_sha256 %s, want the file's %s", e.CurrentSHA256, want)
 	}
-	if s.hashes.hashed.Load() == read {
+	if s.hashes.Hashed.Load() == read {
 		t.Fatal("the precondition was answered from the cache after an outside write")
 	}
 	if strings.HasSuffix(wcontent(t, p), "two\n") {
@@ -107,9 +107,9 @@ func TestAppendStateOutsideWriteRefused(t *testing.T) {
 // A write by another process into the new file under its temp name,
 // between the worker's last write and the rename, changes its mtime: the
 // cache makes no entry for the placed version, so the next precondition
-// hashes the file and sees the difference. The write lands a tick after
-// the worker's own, so even a kernel without multigrain timestamps sees
-// it.
+// (an append's) hashes the file and sees the difference. The write lands
+// a tick after the worker's own, so even a kernel without multigrain
+// timestamps sees it.
 func TestAppendStateTempWriteNotCached(t *testing.T) {
 	s, dir, _, content := newLogService(t)
 	s.beforeCommit = func(string) {
@@ -127,65 +127,19 @@ func TestAppendStateTempWriteNotCached(t *testing.T) {
 			}
 		}
 	}
-	sum, err := appendOnce(t, s, "log", wsum(content), []byte("one\n"))
+	resp, err := s.Write(context.Background(), &fsmcpv1.WriteRequest{Path: []byte("log"), Content: append(slices.Clone(content), "one\n"...), IfSha256: wsum(content)})
 	if err != nil {
 		t.Fatal(err)
 	}
+	sum := resp.GetSha256()
 	s.beforeCommit = nil
 	if sum != wsum(append(content, "one\n"...)) {
 		t.Fatalf("reply sha256 %s is not of the worker's bytes", sum)
 	}
-	read := s.hashes.hashed.Load()
+	read := s.hashes.Hashed.Load()
 	_, err = appendOnce(t, s, "log", sum, []byte("two\n"))
 	wantWriteCode(t, "append after a write into the temp name", err, fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED)
-	if s.hashes.hashed.Load() == read {
+	if s.hashes.Hashed.Load() == read {
 		t.Fatal("the placed version was cached although it was written after the worker's fstat")
-	}
-}
-
-// putPlaced makes an entry only when the placed file is the staged one,
-// unwritten since (same size and mtime), and its ctime is later than its
-// mtime; put only when the file's ctime was settle old when hashing began,
-// even if it is by the time hashing ends.
-func TestHashCacheEntryRules(t *testing.T) {
-	now := time.Now()
-	stat := func(ino uint64, size int64, mtime, ctime time.Time) *unix.Stat_t {
-		return &unix.Stat_t{Dev: 1, Ino: ino, Size: size,
-			Mtim: unix.NsecToTimespec(mtime.UnixNano()), Ctim: unix.NsecToTimespec(ctime.UnixNano())}
-	}
-	m := now.Add(-time.Millisecond)
-	staged := stat(7, 100, m, m)
-	for _, tc := range []struct {
-		name   string
-		placed *unix.Stat_t
-		cached bool
-	}{
-		{"renamed later", stat(7, 100, m, now), true},
-		{"ctime equals mtime", stat(7, 100, m, m), false},
-		{"written since", stat(7, 100, now, now.Add(time.Microsecond)), false},
-		{"size changed", stat(7, 101, m, now), false},
-		{"another inode", stat(8, 100, m, now), false},
-	} {
-		c := newHashCache()
-		c.putPlaced(staged, tc.placed, fileSum{sum: "s"})
-		if _, ok := c.get(keyOf(tc.placed)); ok != tc.cached {
-			t.Errorf("putPlaced %s: cached %v, want %v", tc.name, ok, tc.cached)
-		}
-	}
-	for _, tc := range []struct {
-		name         string
-		ctime, start time.Time
-		cached       bool
-	}{
-		{"settled before hashing", now.Add(-2 * time.Second), now, true},
-		{"young when hashing began", now.Add(-2 * time.Second), now.Add(-1500 * time.Millisecond), false},
-		{"young", now.Add(-100 * time.Millisecond), now, false},
-	} {
-		c := newHashCache()
-		st := stat(9, 100, tc.ctime, tc.ctime)
-		c.put(st, st, tc.start, fileSum{sum: "s"})
-		if _, ok := c.get(keyOf(st)); ok != tc.cached {
-			t.Errorf("put %s: cached %v, want %v", tc.name, ok, tc.cached)
-		}
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/proto/link"
 	"github.com/fsmcp/fsmcp/sandbox"
+	"github.com/fsmcp/fsmcp/worker/rulesfile"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
@@ -21,24 +23,15 @@ import (
 // a real path Check did not judge with the same decision (for an ask
 // rule: not the path the person approved) is refused, nothing done.
 
-// Metadata keys of a call under --rules.
-const (
-	// ToolMetadata is the call's tool name, without --tools-prefix.
-	ToolMetadata = "fsmcp-tool"
-	// JudgedMetadata is a JudgedPaths message: what Check judged for the
-	// call (absent when the call names no path).
-	JudgedMetadata = "fsmcp-judged-bin"
-)
-
 // callRules is a call's rule context.
 type callRules struct {
 	tool string
 	// rules are the rules in force when the call started: the whole
 	// call judges by them.
-	rules []rule
+	rules []rulesfile.Rule
 	// policy is the operator's policy with rules' lines for tool: what
 	// the call judges content by (policyOf).
-	policy *sandbox.Rules
+	policy *sandbox.Matcher
 	// judged maps each of the call's paths and the real path Check found
 	// for it to its decision; nil when the call named no path.
 	judged map[judgedKey]fsmcpv1.RuleAction
@@ -55,12 +48,12 @@ type callRulesKey struct{}
 // is refused.
 func (s *Service) callRulesFrom(ctx context.Context, method string) (*callRules, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
-	tools := md.Get(ToolMetadata)
+	tools := md.Get(link.ToolMetadata)
 	if len(tools) != 1 || tools[0] == "" {
 		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "", "%s: with --rules every call names its tool", method)
 	}
 	cr := s.newCallRules(tools[0])
-	if vals := md.Get(JudgedMetadata); len(vals) > 0 {
+	if vals := md.Get(link.JudgedMetadata); len(vals) > 0 {
 		var jp fsmcpv1.JudgedPaths
 		if len(vals) != 1 || proto.Unmarshal([]byte(vals[0]), &jp) != nil {
 			return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "", "%s: the judged paths do not decode", method)
@@ -76,14 +69,17 @@ func (s *Service) callRulesFrom(ctx context.Context, method string) (*callRules,
 // newCallRules is the rule context of a call of tool, with the rules in
 // force now.
 func (s *Service) newCallRules(tool string) *callRules {
-	rules := s.rules.current()
-	return &callRules{tool: tool, rules: rules, policy: s.policy.WithLines(linesFor(rules, tool))}
+	rules := s.rules.Current()
+	return &callRules{tool: tool, rules: rules, policy: s.policy.WithLines(rulesfile.LinesFor(rules, tool))}
 }
 
 // unjudged are the methods that resolve no client path under the rules.
+// The Calls stream is transport: each call on it runs through
+// rulesUnary itself, with its own metadata.
 var unjudged = map[string]bool{
 	fsmcpv1.WorkerService_Hello_FullMethodName: true,
 	fsmcpv1.WorkerService_Check_FullMethodName: true,
+	fsmcpv1.WorkerService_Calls_FullMethodName: true,
 }
 
 // rulesUnary gives each call its rule context (with --rules).
@@ -100,7 +96,7 @@ func (s *Service) rulesUnary(ctx context.Context, req any, info *grpc.UnaryServe
 
 // rulesStream is rulesUnary for streaming calls.
 func (s *Service) rulesStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-	if s.rules == nil {
+	if s.rules == nil || unjudged[info.FullMethod] {
 		return h(srv, ss)
 	}
 	cr, err := s.callRulesFrom(ss.Context(), info.FullMethod)
@@ -141,7 +137,7 @@ func callRulesOf(ctx context.Context) *callRules {
 // a deny line hides content from its tool wherever --deny does: the
 // resolver's judge, copies and moves (judgeCarry), search results and
 // rg's exclusions (openSearch), hashes and hard links (links.go).
-func (s *Service) policyOf(ctx context.Context) *sandbox.Rules {
+func (s *Service) policyOf(ctx context.Context) *sandbox.Matcher {
 	if cr := callRulesOf(ctx); cr != nil {
 		return cr.policy
 	}
@@ -155,21 +151,21 @@ func (s *Service) judgeCallRules(cr *callRules, op, p, rel string) error {
 	if cr == nil {
 		return newError(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, p, "%s: resolved outside a call under --rules", op)
 	}
-	r, matched := first(cr.rules, cr.tool, rel)
+	r, matched := rulesfile.First(cr.rules, cr.tool, rel)
 	action := fsmcpv1.RuleAction_RULE_ACTION_UNSPECIFIED
 	if matched {
-		action = r.action
+		action = r.Action
 	}
 	if action == fsmcpv1.RuleAction_RULE_ACTION_DENY {
 		e := newError(fsmcpv1.ErrorCode_ERROR_CODE_PERMISSION_DENIED, p,
-			"%s: %q is denied by --rules line %d (%s), judged where the path leads as the call runs; nothing was done", cr.tool, rel, r.line, r.text)
+			"%s: %q is denied by --rules line %d (%s), judged where the path leads as the call runs; nothing was done", cr.tool, rel, r.Line, r.Text)
 		e.PolicyViolation = true
 		return e
 	}
 	if cr.judged == nil {
 		if action == fsmcpv1.RuleAction_RULE_ACTION_ASK {
 			return newError(fsmcpv1.ErrorCode_ERROR_CODE_PERMISSION_DENIED, p,
-				"%s: %q falls under --rules line %d (%s), but the call names no path the person could be asked about; nothing was done", cr.tool, rel, r.line, r.text)
+				"%s: %q falls under --rules line %d (%s), but the call names no path the person could be asked about; nothing was done", cr.tool, rel, r.Line, r.Text)
 		}
 		return nil
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/worker/rulesfile"
 	"github.com/fsmcp/fsmcp/worker/workertest"
 )
 
@@ -36,7 +37,7 @@ func TestConformanceInProcess(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rules, err := OpenRules(workertest.RulesFile(dir))
+		rules, err := rulesfile.Open(workertest.RulesFile(dir))
 		if err != nil {
 			t.Fatal(err)
 		}

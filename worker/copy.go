@@ -7,6 +7,8 @@ import (
 	"path"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/worker/internal/dirwalk"
+	"github.com/fsmcp/fsmcp/worker/internal/fileio"
 	"golang.org/x/sys/unix"
 )
 
@@ -17,7 +19,7 @@ import (
 // keeps (mode, owner, extended attributes and ACLs, inode flags) read back
 // and compared, then put in place with RENAME_NOREPLACE: to appears whole
 // or not at all, and is never replaced. File content goes file to file
-// (FICLONE, copy_file_range, or a buffer; see copyRange).
+// (FICLONE, copy_file_range, or a buffer; see fileio.CopyRange).
 //
 // It does not copy symlinks, fifos, sockets or devices: a tree holding one
 // is refused with unsupported and nothing appears at to. The worker never
@@ -39,7 +41,7 @@ func (s *Service) Copy(ctx context.Context, req *fsmcpv1.CopyRequest) (*fsmcpv1.
 	if to == "." {
 		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_ALREADY_EXISTS, to, "copy: the destination is the root")
 	}
-	done, err := s.Heavy(ctx, "copy", to)
+	done, err := s.heavy(ctx, "copy", to)
 	if err != nil {
 		return nil, err
 	}
@@ -103,12 +105,12 @@ func (s *Service) Copy(ctx context.Context, req *fsmcpv1.CopyRequest) (*fsmcpv1.
 		return nil, c.unsupported(from, st)
 	}
 	if err != nil {
-		(&walker{ctx: context.WithoutCancel(ctx), path: to}).removeAll(td.fd, tmp, 0)
+		(&dirwalk.Remover{Ctx: context.WithoutCancel(ctx)}).RemoveAll(td.fd, tmp)
 		unix.Unlinkat(td.fd, tmp, 0)
 		return nil, fsError("copy", from, err)
 	}
 	if err := renameNoReplace(td.fd, tmp, td.fd, tbase); err != nil {
-		(&walker{ctx: context.WithoutCancel(ctx), path: to}).removeAll(td.fd, tmp, 0)
+		(&dirwalk.Remover{Ctx: context.WithoutCancel(ctx)}).RemoveAll(td.fd, tmp)
 		unix.Unlinkat(td.fd, tmp, 0)
 		if errors.Is(err, unix.EEXIST) || errors.Is(err, unix.ENOTEMPTY) {
 			return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_ALREADY_EXISTS, to, "copy: the destination was created meanwhile; nothing was copied")
@@ -164,7 +166,7 @@ func (c *copier) file(sfd int, name, p, rel string, dfd int, dname string) error
 		return err
 	}
 	if before.Size > 0 && unix.IoctlFileClone(int(dst.Fd()), int(src.Fd())) != nil {
-		if err := copyRange(c.ctx, src, dst, 0, 0, before.Size); err != nil {
+		if err := fileio.CopyRange(c.ctx, src, dst, 0, 0, before.Size); err != nil {
 			return err
 		}
 	}
@@ -209,7 +211,7 @@ func (c *copier) dir(sfd int, name, p, rel string, dfd int, dname string, depth 
 	if err := c.ctx.Err(); err != nil {
 		return err
 	}
-	fd, err := unix.Openat(sfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	fd, err := dirwalk.Open(sfd, name)
 	if err != nil {
 		return err
 	}
@@ -224,7 +226,7 @@ func (c *copier) dir(sfd int, name, p, rel string, dfd int, dname string, depth 
 	}
 	dst := os.NewFile(uintptr(nfd), dname)
 	defer dst.Close()
-	names, err := src.Readdirnames(-1)
+	names, err := dirwalk.Names(fd)
 	if err != nil {
 		return err
 	}

@@ -4,15 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"time"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/worker/internal/dirwalk"
 	"golang.org/x/sys/unix"
 )
 
 // maxWalkDepth bounds a recursive walk: each level holds one descriptor.
-const maxWalkDepth = 1024
+const maxWalkDepth = dirwalk.MaxDepth
 
 // Delete implements fsmcpv1.WorkerServiceServer. It removes a file, a
 // symlink (never what it points to) or an empty directory; a directory
@@ -94,7 +96,7 @@ func (s *Service) unlinkName(ctx context.Context, d *parent, base, p string, st 
 	if !recursive {
 		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_NOT_EMPTY, p, "delete: the directory is not empty (recursive is not set)")
 	}
-	done, err := s.Heavy(ctx, "delete", p)
+	done, err := s.heavy(ctx, "delete", p)
 	if err != nil {
 		return nil, err
 	}
@@ -106,19 +108,22 @@ func (s *Service) unlinkName(ctx context.Context, d *parent, base, p string, st 
 			return nil, err
 		}
 	}
-	w := &walker{ctx: ctx, path: p, beforeOpen: s.beforeDescend}
-	if err := w.removeAll(d.fd, base, 0); err != nil {
+	w := &dirwalk.Remover{Ctx: ctx, BeforeOpen: s.beforeDescend}
+	if err := w.RemoveAll(d.fd, base); err != nil {
 		e := fsError("delete", p, err)
-		if w.removed > 0 {
+		if errors.Is(err, dirwalk.ErrTooDeep) {
+			e = newError(fsmcpv1.ErrorCode_ERROR_CODE_TOO_LARGE, p, "delete: the tree is deeper than %d levels", maxWalkDepth)
+		}
+		if w.Removed > 0 {
 			// The tree changed under the walk (it grew deeper, or an entry
 			// could not be removed): say how much is gone.
 			out := *e
-			out.Message = fmt.Sprintf("%s (%d entries were removed before this)", e.Message, w.removed)
+			out.Message = fmt.Sprintf("%s (%d entries were removed before this)", e.Message, w.Removed)
 			return nil, &out
 		}
 		return nil, e
 	}
-	return &fsmcpv1.DeleteResponse{Removed: w.removed}, nil
+	return &fsmcpv1.DeleteResponse{Removed: w.Removed}, nil
 }
 
 // guardAside checks the guard on base in d, then (for a file, or a
@@ -152,103 +157,7 @@ func (s *Service) guardAside(ctx context.Context, g *guard, d *parent, base, p s
 	return tmp, nil
 }
 
-// walker removes a directory tree through descriptors. Each directory is
-// opened relative to its parent's descriptor with O_NOFOLLOW|O_DIRECTORY,
-// and each entry is removed relative to its directory's descriptor, so a
-// symlink is never followed, even one swapped in for a directory during the
-// walk: it is removed as a name, like a file.
-type walker struct {
-	ctx        context.Context
-	path       string
-	removed    int64
-	beforeOpen func(name string)
-}
-
-func (w *walker) removeAll(parentFD int, name string, depth int) error {
-	if depth > maxWalkDepth {
-		return newError(fsmcpv1.ErrorCode_ERROR_CODE_TOO_LARGE, w.path, "delete: the tree is deeper than %d levels", maxWalkDepth)
-	}
-	for attempt := 0; ; attempt++ {
-		if err := w.ctx.Err(); err != nil {
-			return err
-		}
-		if w.beforeOpen != nil {
-			w.beforeOpen(name)
-		}
-		fd, err := unix.Openat(parentFD, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
-		switch {
-		case errors.Is(err, unix.ENOTDIR), errors.Is(err, unix.ELOOP):
-			// No longer a directory (a symlink or file took its place):
-			// remove the name itself.
-			return w.unlink(parentFD, name, depth)
-		case errors.Is(err, unix.ENOENT):
-			return nil
-		case err != nil:
-			return err
-		}
-		err = w.empty(fd, depth)
-		unix.Close(fd)
-		if err != nil {
-			return err
-		}
-		err = unix.Unlinkat(parentFD, name, unix.AT_REMOVEDIR)
-		switch {
-		case err == nil:
-			w.removed++
-			return nil
-		case errors.Is(err, unix.ENOENT):
-			return nil
-		case (errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.EEXIST)) && attempt < 8:
-			continue // entries were added during the walk
-		}
-		return err
-	}
-}
-
-// empty removes every entry of the open directory fd.
-func (w *walker) empty(fd, depth int) error {
-	// Read the names through a duplicate, so closing the os.File leaves fd
-	// to the caller.
-	dup, err := unix.Dup(fd)
-	if err != nil {
-		return err
-	}
-	unix.CloseOnExec(dup)
-	f := os.NewFile(uintptr(dup), "dir")
-	defer f.Close()
-	for {
-		names, err := f.Readdirnames(512)
-		for _, n := range names {
-			if err := w.unlink(fd, n, depth+1); err != nil {
-				return err
-			}
-		}
-		if err != nil || len(names) == 0 {
-			return nil // io.EOF, or a directory removed under us
-		}
-	}
-}
-
-// unlink removes one name of the directory fd: a non-directory at once, a
-// directory through removeAll.
-func (w *walker) unlink(fd int, name string, depth int) error {
-	if err := w.ctx.Err(); err != nil {
-		return err
-	}
-	err := unix.Unlinkat(fd, name, 0)
-	switch {
-	case err == nil:
-		w.removed++
-		return nil
-	case errors.Is(err, unix.ENOENT):
-		return nil
-	case errors.Is(err, unix.EISDIR):
-		return w.removeAll(fd, name, depth)
-	}
-	return err
-}
-
-// Sweep removes temp files left by a crash anywhere under the root: only
+// sweep removes temp files left by a crash anywhere under the root: only
 // names with the temp prefix, only regular files and directories (with
 // everything in them) last modified before
 // olderThan, never through a symlink. The worker sweeps in the background
@@ -258,7 +167,7 @@ func (w *walker) unlink(fd int, name string, depth int) error {
 // regular file with more than one name (links.go). With remove unset
 // (a read-only root) it only does the latter. It reports how many it
 // removed and the first error it met.
-func (s *Service) Sweep(olderThan time.Time, remove bool) (int, error) {
+func (s *Service) sweep(olderThan time.Time, remove bool) (int, error) {
 	// Derived protection first, so that the walk shows the other names of
 	// the files it protects as well.
 	s.refreshDerived("")
@@ -268,7 +177,11 @@ func (s *Service) Sweep(olderThan time.Time, remove bool) (int, error) {
 	}
 	defer f.Close()
 	sw := &sweeper{olderThan: olderThan.UnixNano(), remove: remove, note: s.note}
-	sw.dir(int(f.Fd()), "", 0)
+	w := &dirwalk.Walker{Visit: sw.visit, Fail: func(_ string, err error) error {
+		sw.fail(err)
+		return nil
+	}}
+	w.Walk(int(f.Fd()), "")
 	return sw.removed, sw.err
 }
 
@@ -286,69 +199,46 @@ func (sw *sweeper) fail(err error) {
 	}
 }
 
-func (sw *sweeper) dir(fd int, rel string, depth int) {
-	if depth > maxWalkDepth {
-		sw.fail(fmt.Errorf("sweep: deeper than %d levels", maxWalkDepth))
-		return
-	}
-	dup, err := unix.Dup(fd)
+// visit sweeps the entry e of the directory fd, at rel, and reports
+// whether to walk into it.
+func (sw *sweeper) visit(fd int, e fs.DirEntry, rel string) (bool, error) {
+	n := e.Name()
+	st, err := fstatat(fd, n)
 	if err != nil {
-		sw.fail(err)
-		return
+		return false, nil // gone since readdir
 	}
-	unix.CloseOnExec(dup)
-	f := os.NewFile(uintptr(dup), "dir")
-	names, err := f.Readdirnames(-1)
-	f.Close()
-	if err != nil {
-		sw.fail(err)
-	}
-	for _, n := range names {
-		st, err := fstatat(fd, n)
-		if err != nil {
-			continue // gone since readdir
-		}
-		switch st.Mode & unix.S_IFMT {
-		case unix.S_IFREG:
-			sw.note(joinRel(rel, n), st)
-			if sw.remove && isTempName(n) && st.Mtim.Nano() < sw.olderThan {
-				if err := unix.Unlinkat(fd, n, 0); err != nil {
-					sw.fail(err)
-				} else {
-					sw.removed++
-				}
-			}
-		case unix.S_IFDIR:
-			// A temp directory is a copy a crash interrupted (fs_copy
-			// builds a tree under one): it goes whole.
-			if isTempName(n) && st.Mtim.Nano() < sw.olderThan {
-				if !sw.remove {
-					continue
-				}
-				w := &walker{ctx: context.Background(), path: n}
-				if err := w.removeAll(fd, n, depth); err != nil {
-					sw.fail(err)
-				} else {
-					sw.removed++
-				}
-				continue
-			}
-			sub, err := unix.Openat(fd, n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-			if err != nil {
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		sw.note(rel, st)
+		if sw.remove && isTempName(n) && st.Mtim.Nano() < sw.olderThan {
+			if err := unix.Unlinkat(fd, n, 0); err != nil {
 				sw.fail(err)
-				continue
+			} else {
+				sw.removed++
 			}
-			sw.dir(sub, joinRel(rel, n), depth+1)
-			unix.Close(sub)
+		}
+	case unix.S_IFDIR:
+		// A temp directory is a copy a crash interrupted (fs_copy
+		// builds a tree under one): it goes whole.
+		if !isTempName(n) || st.Mtim.Nano() >= sw.olderThan {
+			return true, nil
+		}
+		if sw.remove {
+			if err := (&dirwalk.Remover{Ctx: context.Background()}).RemoveAll(fd, n); err != nil {
+				sw.fail(err)
+			} else {
+				sw.removed++
+			}
 		}
 	}
+	return false, nil
 }
 
-// sweepTemp runs Sweep for files older than start and logs the outcome; a
+// sweepTemp runs sweep for files older than start and logs the outcome; a
 // failure to sweep does not stop the worker, it only leaves hidden files
 // behind (or other names of protected files unknown to the policy).
 func sweepTemp(s *Service, start time.Time, remove bool) {
-	n, err := s.Sweep(start, remove)
+	n, err := s.sweep(start, remove)
 	if n > 0 {
 		fmt.Fprintf(os.Stderr, "fsmcp worker: removed %d temp files left by an earlier crash\n", n)
 	}

@@ -50,7 +50,7 @@ func derivedService(t *testing.T, files map[string]string) (string, *Service) {
 func derivedOf(s *Service) []string {
 	var got []string
 	for _, e := range s.derivedList() {
-		got = append(got, e.path+" <- "+e.from)
+		got = append(got, e.Path+" <- "+e.From)
 	}
 	slices.Sort(got)
 	return got
@@ -177,7 +177,7 @@ func TestDerivedLinks(t *testing.T) {
 	if err := os.Link(filepath.Join(root, "h", "pre-commit"), filepath.Join(root, "twin")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Sweep(time.Now(), false); err != nil {
+	if _, err := s.sweep(time.Now(), false); err != nil {
 		t.Fatal(err)
 	}
 	_, _, _, err := s.openMutationPath(context.Background(), "write", "twin", accessRewrite)

@@ -4,100 +4,18 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"os"
 
-	"github.com/aymanbagabas/go-udiff"
+	"github.com/fsmcp/fsmcp/worker/internal/diff"
+	"github.com/fsmcp/fsmcp/worker/internal/fileio"
 )
 
-// diffContext is the number of unchanged lines around each hunk, as diff -u
-// and git diff write them.
-const diffContext = 3
-
-// unifiedDiff returns the unified diff that turns old into new, labelled
-// a/p and b/p (or /dev/null for a side that does not exist), empty when
-// they are equal. linesBefore is how many lines of the file precede old
-// and new, which are a window of it. Only the part between the common prefix and suffix (plus
-// context) is diffed, so a small edit of a large file costs little more than
-// finding where it is; the hunks' line numbers count the trimmed prefix.
-//
-// The diff is computed by github.com/aymanbagabas/go-udiff, the Go tools'
-// own diff (golang.org/x/tools/internal/diff) made importable.
+// unifiedDiff is diff.Unified, whose only failure is a bug.
 func unifiedDiff(p string, old, new []byte, oldExists, newExists bool, linesBefore int) []byte {
-	if bytes.Equal(old, new) && oldExists == newExists {
-		return nil
-	}
-	from, to := "a/"+p, "b/"+p
-	if !oldExists {
-		from = "/dev/null"
-	}
-	if !newExists {
-		to = "/dev/null"
-	}
-	start, line := commonPrefixLines(old, new)
-	line += linesBefore
-	endOld, endNew := commonSuffixLines(old[start:], new[start:])
-	ow, nw := old[start:start+endOld], new[start:start+endNew]
-	u, err := udiff.ToUnifiedDiff(from, to, string(ow), udiff.Lines(string(ow), string(nw)), diffContext)
+	u, err := diff.Unified(p, old, new, oldExists, newExists, linesBefore)
 	if err != nil {
 		bug(err)
-		return nil
 	}
-	if len(u.Hunks) == 0 {
-		// Only the labels differ: an empty file created or deleted.
-		return []byte("--- " + from + "\n+++ " + to + "\n")
-	}
-	for _, h := range u.Hunks {
-		h.FromLine += line
-		h.ToLine += line
-	}
-	return []byte(u.String())
-}
-
-// commonPrefixLines returns the offset of the start of the line diffContext
-// lines before the first line where a and b differ, and how many lines lie
-// before it.
-func commonPrefixLines(a, b []byte) (int, int) {
-	n := min(len(a), len(b))
-	i := 0
-	for i < n && a[i] == b[i] {
-		i++
-	}
-	// Back to the start of the differing line, then diffContext more.
-	start := bytes.LastIndexByte(a[:i], '\n') + 1
-	for range diffContext {
-		if start == 0 {
-			break
-		}
-		start = bytes.LastIndexByte(a[:start-1], '\n') + 1
-	}
-	return start, bytes.Count(a[:start], []byte("\n"))
-}
-
-// commonSuffixLines returns how much of a and b to keep so that what is cut
-// off is a common suffix of whole lines beyond diffContext lines of context.
-func commonSuffixLines(a, b []byte) (int, int) {
-	i := 0
-	for i < len(a) && i < len(b) && a[len(a)-1-i] == b[len(b)-1-i] {
-		i++
-	}
-	// The cut must fall just after a newline in both, diffContext lines
-	// after the last difference.
-	cut := len(a) - i // first common byte in a
-	// Move to the end of the line holding the last difference.
-	if j := bytes.IndexByte(a[cut:], '\n'); j >= 0 && cut > 0 {
-		cut += j + 1
-	} else if cut > 0 {
-		return len(a), len(b)
-	}
-	for range diffContext {
-		j := bytes.IndexByte(a[cut:], '\n')
-		if j < 0 {
-			return len(a), len(b)
-		}
-		cut += j + 1
-	}
-	keep := len(a) - cut
-	return len(a) - keep, len(b) - keep
+	return u
 }
 
 // diffWindow bounds how far a spliced body's diff reads around the change
@@ -128,7 +46,7 @@ func (b *body) diff(ctx context.Context, p string, cur *current) ([]byte, error)
 			win, from = win[i+1:], from+int64(i)+1
 		}
 	}
-	lines, err := countLines(ctx, cur.f, from)
+	lines, err := fileio.CountLines(ctx, cur.f, from)
 	if err != nil {
 		return nil, err
 	}
@@ -144,18 +62,4 @@ func (b *body) diff(ctx context.Context, p string, cur *current) ([]byte, error)
 		}
 	}
 	return unifiedDiff(p, win, nw, true, true, lines), nil
-}
-
-// countLines counts the newlines in the first n bytes of f.
-func countLines(ctx context.Context, f *os.File, n int64) (int, error) {
-	c := &lineCounter{}
-	err := hashRange(ctx, c, f, 0, n)
-	return c.n, err
-}
-
-type lineCounter struct{ n int }
-
-func (c *lineCounter) Write(b []byte) (int, error) {
-	c.n += bytes.Count(b, []byte("\n"))
-	return len(b), nil
 }

@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -14,30 +13,13 @@ import (
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/worker/internal/checkpoint"
+	"github.com/fsmcp/fsmcp/worker/internal/dirwalk"
+	"github.com/fsmcp/fsmcp/worker/internal/hashcache"
+	"github.com/fsmcp/fsmcp/worker/internal/treesum"
 	"golang.org/x/sys/unix"
 )
 
-// The tree digest (fs_digest's tree_sha256) is a Merkle hash: each node's
-// digest is sha256 over its type, its mode and its payload, and a
-// directory's payload lists its children's names and digests. Changing any
-// name's bytes, type, mode, file content or inside symlink target changes
-// the root's digest; the order of readdir, timestamps, owners, inode
-// numbers and link counts do not. Ignore files do not apply: every entry
-// counts, hidden ones too, except the worker's own temp names, which no
-// tool shows.
-//
-//	node      = sha256(type || mode || payload)     type: one byte, mode: uint32 big-endian, st_mode & 07777
-//	file      payload = sha256(content)              (32 bytes)
-//	directory payload = for each child, by name bytes: uint32 len(name) || name || node(child)
-//	symlink   payload = 'i' || target, when the target stays inside the root; 'e' alone when it leaves
-//	          or is absolute (its text is never hashed, as it is never shown); mode is 0
-//	other     payload = empty (fifos, sockets, devices are never opened)
-const (
-	digestFile    = 'f'
-	digestDir     = 'd'
-	digestSymlink = 'l'
-	digestOther   = 'o'
-)
+// The tree digest is package treesum's Merkle hash.
 
 // digestProgressEvery is how often a digest reports progress.
 const digestProgressEvery = 250 * time.Millisecond
@@ -140,7 +122,7 @@ func (dg *digester) node(fd int, name, p, rel string, depth int) ([32]byte, fsmc
 		if depth >= maxWalkDepth {
 			return [32]byte{}, 0, newError(fsmcpv1.ErrorCode_ERROR_CODE_TOO_LARGE, p, "digest: the tree is deeper than %d levels", maxWalkDepth)
 		}
-		sub, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+		sub, err := dirwalk.Open(fd, name)
 		if err != nil {
 			if errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
 				return [32]byte{}, 0, newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, p, "digest: the tree changed while it was read")
@@ -159,21 +141,9 @@ func (dg *digester) node(fd int, name, p, rel string, depth int) ([32]byte, fsmc
 		if inside {
 			payload = append([]byte{'i'}, target...)
 		}
-		return nodeSum(digestSymlink, 0, payload), typ, nil
+		return treesum.Node(treesum.Symlink, 0, payload), typ, nil
 	}
-	return nodeSum(digestOther, st.Mode&0o7777, nil), typ, nil
-}
-
-func nodeSum(typ byte, mode uint32, payload []byte) [32]byte {
-	h := sha256.New()
-	var hdr [5]byte
-	hdr[0] = typ
-	binary.BigEndian.PutUint32(hdr[1:], mode)
-	h.Write(hdr[:])
-	h.Write(payload)
-	var sum [32]byte
-	h.Sum(sum[:0])
-	return sum
+	return treesum.Node(treesum.Other, st.Mode&0o7777, nil), typ, nil
 }
 
 // file digests a regular file: from the hash cache when its lstat shows a
@@ -189,7 +159,7 @@ func (dg *digester) file(fd int, name, p, rel string, st *unix.Stat_t) ([32]byte
 	}
 	dg.files.Add(1)
 	dg.bytes.Add(st.Size)
-	sum, ok := dg.s.hashes.get(keyOf(st))
+	sum, ok := dg.s.hashes.Get(hashcache.KeyOf(st))
 	if !ok {
 		ffd, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 		if err != nil {
@@ -221,18 +191,7 @@ func (dg *digester) file(fd int, name, p, rel string, st *unix.Stat_t) ([32]byte
 			return [32]byte{}, err
 		}
 	}
-	return nodeSum(digestFile, st.Mode&0o7777, raw), nil
-}
-
-// listingBytes is what a directory's listing of names holds in memory,
-// and the payload digesting it appends: each name twice, a string header
-// per name, and a length and a digest per child.
-func listingBytes(names []string) int64 {
-	n := int64(len(names)) * (16 + 4 + sha256.Size)
-	for _, name := range names {
-		n += 2 * int64(len(name))
-	}
-	return n
+	return treesum.Node(treesum.File, st.Mode&0o7777, raw), nil
 }
 
 // dir digests the open directory fd, whose client path is p and real
@@ -243,14 +202,7 @@ func (dg *digester) dir(fd int, p, rel string, depth int) ([32]byte, error) {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return [32]byte{}, err
 	}
-	dup, err := unix.Dup(fd)
-	if err != nil {
-		return [32]byte{}, err
-	}
-	unix.CloseOnExec(dup)
-	f := os.NewFile(uintptr(dup), "dir")
-	names, err := f.Readdirnames(-1)
-	f.Close()
+	names, err := dirwalk.Names(fd)
 	if err != nil {
 		return [32]byte{}, err
 	}
@@ -259,7 +211,7 @@ func (dg *digester) dir(fd int, p, rel string, depth int) ([32]byte, error) {
 	// take from the memory budget, so that concurrent digests of large
 	// directories wait for it (then unavailable) instead of together
 	// exceeding the worker's memory.
-	release, err := dg.s.Reserve(dg.ctx, "digest", p, listingBytes(names))
+	release, err := dg.s.reserve(dg.ctx, "digest", p, treesum.ListingBytes(names))
 	if err != nil {
 		return [32]byte{}, err
 	}
@@ -293,5 +245,5 @@ func (dg *digester) dir(fd int, p, rel string, depth int) ([32]byte, error) {
 			return [32]byte{}, err
 		}
 	}
-	return nodeSum(digestDir, st.Mode&0o7777, payload), nil
+	return treesum.Node(treesum.Dir, st.Mode&0o7777, payload), nil
 }

@@ -1,109 +1,19 @@
 package worker
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path"
 	"strings"
-	"syscall"
-	"unicode/utf8"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+	"github.com/fsmcp/fsmcp/proto/link"
 )
 
-// escapeText is the text of os.Root's unexported error for a path that
-// leaves the root. isEscape is the one place that relies on it; a test
-// provokes a real escape to pin it.
-const escapeText = "path escapes from parent"
-
-func isEscape(err error) bool {
-	for err != nil {
-		if err.Error() == escapeText {
-			return true
-		}
-		err = errors.Unwrap(err)
-	}
-	return false
-}
-
-// Error is a failure with a contract error code. Its message never holds a
-// host path.
-type Error struct {
-	Code    fsmcpv1.ErrorCode
-	Message string
-	Path    string
-	// CurrentSHA256 is set on precondition_failed when the file exists.
-	CurrentSHA256 string
-	// Count is set on ambiguous_match.
-	Count int64
-	// PolicyViolation marks a refusal by the operator's policy.
-	PolicyViolation bool
-	// Nearest is set on no_match when a close candidate was found.
-	Nearest *fsmcpv1.Nearest
-	// MissingDirectory is set on not_found when the directory a new name
-	// needs does not exist.
-	MissingDirectory string
-}
-
-func (e *Error) Error() string { return e.Message }
-
-// Is reports whether target is an *Error with the same code, so that
-// errors.Is compares codes through any wrapping.
-func (e *Error) Is(target error) bool {
-	t, ok := target.(*Error)
-	return ok && t.Code == e.Code
-}
-
-// maxErrorPath and maxErrorMessage bound what an error carries back. A
-// status travels in HTTP/2 headers: an unbounded one (a client's 64 MiB
-// path, echoed) would break the connection and with it the worker.
-const (
-	maxErrorPath    = 4096
-	maxErrorMessage = 1024
-)
-
-// clip shortens s to at most n bytes, at a UTF-8 boundary when s is text.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > n-utf8.UTFMax && cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut]
-}
-
-// GRPCStatus carries the error to the front-end as a status with an
-// fsmcp.v1.Error detail.
-func (e *Error) GRPCStatus() *status.Status {
-	detail := e.detail()
-	st := status.New(codes.Unknown, detail.Message)
-	d, err := st.WithDetails(detail)
-	if err != nil {
-		bug(err)
-		return st
-	}
-	return d
-}
-
-// detail is e as it travels, clipped.
-func (e *Error) detail() *fsmcpv1.Error {
-	return &fsmcpv1.Error{
-		Code:             e.Code,
-		Message:          clip(e.Message, maxErrorMessage),
-		Path:             []byte(clip(e.Path, maxErrorPath)),
-		CurrentSha256:    e.CurrentSHA256,
-		Count:            e.Count,
-		PolicyViolation:  e.PolicyViolation,
-		Nearest:          e.Nearest,
-		MissingDirectory: []byte(clip(e.MissingDirectory, maxErrorPath)),
-	}
-}
+// Error is a failure with a contract error code: link.Error, which the
+// front-end decodes with the same code that sends it.
+type Error = link.Error
 
 // missingDirectory marks err, a failure to open the directory that would
 // hold the new name p, when that directory does not exist: the client
@@ -123,60 +33,22 @@ func missingDirectory(err error, p string) error {
 }
 
 func newError(code fsmcpv1.ErrorCode, path, format string, args ...any) *Error {
-	return &Error{Code: code, Path: path, Message: fmt.Sprintf(format, args...)}
+	return link.Errorf(code, path, format, args...)
 }
 
 // fsError classifies an error from an os.Root method or a system call on a
-// file it opened. The message is the operation and the errno text, which
-// holds no path.
+// file it opened (link.FSError).
 func fsError(op, path string, err error) *Error {
-	var e *Error
-	if errors.As(err, &e) {
-		return e
-	}
-	code, reason := classify(err)
-	return &Error{Code: code, Path: path, Message: op + ": " + reason}
+	return link.FSError(op, path, err)
 }
 
-func classify(err error) (fsmcpv1.ErrorCode, string) {
-	var errno syscall.Errno
-	switch {
-	case isEscape(err):
-		return fsmcpv1.ErrorCode_ERROR_CODE_OUTSIDE_ROOT, "path leaves the root"
-	case errors.Is(err, context.Canceled):
-		return fsmcpv1.ErrorCode_ERROR_CODE_CANCELLED, "cancelled"
-	case errors.Is(err, context.DeadlineExceeded):
-		return fsmcpv1.ErrorCode_ERROR_CODE_TIMEOUT, "deadline exceeded"
-	case !errors.As(err, &errno):
-		return fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "internal error"
-	}
-	code := fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL
-	switch errno {
-	case syscall.ENOENT:
-		code = fsmcpv1.ErrorCode_ERROR_CODE_NOT_FOUND
-	case syscall.EEXIST:
-		code = fsmcpv1.ErrorCode_ERROR_CODE_ALREADY_EXISTS
-	case syscall.ENOTDIR:
-		code = fsmcpv1.ErrorCode_ERROR_CODE_NOT_A_DIRECTORY
-	case syscall.EISDIR:
-		code = fsmcpv1.ErrorCode_ERROR_CODE_IS_A_DIRECTORY
-	case syscall.ENOTEMPTY:
-		code = fsmcpv1.ErrorCode_ERROR_CODE_NOT_EMPTY
-	case syscall.EACCES, syscall.EPERM, syscall.EROFS:
-		code = fsmcpv1.ErrorCode_ERROR_CODE_PERMISSION_DENIED
-	case syscall.ELOOP, syscall.ENAMETOOLONG, syscall.EINVAL:
-		code = fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT
-	case syscall.EFBIG, syscall.ENOSPC, syscall.EDQUOT:
-		code = fsmcpv1.ErrorCode_ERROR_CODE_TOO_LARGE
-	case syscall.EXDEV, syscall.EOPNOTSUPP, syscall.EBUSY:
-		code = fsmcpv1.ErrorCode_ERROR_CODE_UNSUPPORTED
-	case syscall.EMFILE, syscall.ENFILE, syscall.EAGAIN, syscall.ENOMEM, syscall.ENOBUFS:
-		// Transient exhaustion of descriptors, processes, threads or
-		// kernel memory: the call may succeed when retried.
-		code = fsmcpv1.ErrorCode_ERROR_CODE_UNAVAILABLE
-	}
-	return code, errno.Error()
-}
+// clientPath turns a client path into a name for os.Root, as the command
+// runner does (link.ClientPath).
+func clientPath(p []byte) (string, error) { return link.ClientPath(p) }
+
+// isSHA256Hex reports whether s is a sha256 as the contract spells it
+// (link.IsSHA256Hex).
+func isSHA256Hex(s string) bool { return link.IsSHA256Hex(s) }
 
 // bug reports a can't-happen error on stderr.
 func bug(err error) {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path"
 
+	"github.com/fsmcp/fsmcp/worker/internal/fold"
 	"golang.org/x/sys/unix"
 )
 
@@ -15,32 +16,6 @@ import (
 // first and costs nothing more; only a path that matches once case-folded
 // (sandbox.Fold) and not as it is asks the filesystem, once per directory
 // on its way, whether one of them folds.
-
-// fsCasefoldFL is FS_CASEFOLD_FL, the per-directory casefold flag of
-// ext4 and f2fs (and tmpfs since Linux 6.13), read by FS_IOC_GETFLAGS.
-const fsCasefoldFL = 0x40000000
-
-// ntfs3SuperMagic is the statfs type of the ntfs3 driver, which x/sys
-// does not name.
-const ntfs3SuperMagic = 0x7366746e
-
-// foldingFS are the statfs types of filesystems that compare names
-// without case on every directory.
-var foldingFS = map[int64]bool{
-	unix.MSDOS_SUPER_MAGIC: true, unix.EXFAT_SUPER_MAGIC: true, ntfs3SuperMagic: true,
-	unix.CIFS_SUPER_MAGIC: true, unix.SMB2_SUPER_MAGIC: true, unix.SMB_SUPER_MAGIC: true,
-}
-
-// dirFolds reports whether the open directory fd compares names without
-// case.
-func dirFolds(fd int) bool {
-	var fs unix.Statfs_t
-	if unix.Fstatfs(fd, &fs) == nil && foldingFS[int64(fs.Type)] {
-		return true
-	}
-	flags, err := unix.IoctlGetUint32(fd, unix.FS_IOC_GETFLAGS)
-	return err == nil && flags&fsCasefoldFL != 0
-}
 
 // folds reports whether a directory on the way to the real
 // root-relative path rel (the root, and each ancestor of rel that
@@ -58,7 +33,7 @@ func (s *Service) folds(rel string) bool {
 		if err != nil {
 			continue
 		}
-		folding := dirFolds(int(f.Fd()))
+		folding := fold.Dir(int(f.Fd()))
 		f.Close()
 		if folding {
 			return true
@@ -90,7 +65,7 @@ func (s *Service) protectedBy(rel string) (string, bool) {
 }
 
 // deniedBy returns what hides the content of rel from the call, if
-// anything (sandbox.Rules.Denied of the call's policy), matched as names
+// anything (sandbox.Matcher.Denied of the call's policy), matched as names
 // compare where rel lies.
 func (s *Service) deniedBy(ctx context.Context, rel string) (string, bool) {
 	pol := s.policyOf(ctx)

@@ -13,7 +13,10 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/fsmcp/fsmcp/proto/callstream"
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/proto/link"
+	"github.com/fsmcp/fsmcp/worker/rulesfile"
 	"github.com/fsmcp/fsmcp/worker/workertest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -74,7 +77,7 @@ func fuzzTree(f testing.TB) (base string, s *Service, canary map[string][]byte) 
 	must(err)
 	// Check resolves every fuzzed path against a rule that matches all.
 	must(os.WriteFile(filepath.Join(base, "rules"), []byte("ask * **\n"), 0o644))
-	rules, err := OpenRules(filepath.Join(base, "rules"))
+	rules, err := rulesfile.Open(filepath.Join(base, "rules"))
 	must(err)
 	s, err = New(r, Options{MaxRead: 1 << 16, RG: rg, DevNull: devNull, Quarantine: q, Rules: rules, State: stateFor(f, root)})
 	must(err)
@@ -94,7 +97,7 @@ func serveInProcess(tb testing.TB, s *Service, opts ...grpc.DialOption) fsmcpv1.
 	cc, err := grpc.NewClient("passthrough:///worker", append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithContextDialer(func(context.Context, string) (net.Conn, error) { return mine, nil }),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes))}, opts...)...)
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(link.MaxMessageBytes))}, opts...)...)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -110,13 +113,25 @@ func serveInProcess(tb testing.TB, s *Service, opts ...grpc.DialOption) fsmcpv1.
 // root, which is the point: they must never reach outside it.
 func FuzzPaths(f *testing.F) {
 	base, s, canary := fuzzTree(f)
-	c := serveInProcess(f, s)
+	clients := fuzzClients(f, serveInProcess(f, s))
 	for _, seed := range []string{"", ".", "/", "f", "in", "out", "dirout/secret", "abs", "d/up", "d/e/upup/secret",
 		"..", "../canary/secret", "d/../../canary/secret", "/etc/passwd", "//etc/passwd", "loop", "d/e/../../f",
 		"f/", "d//e", "./././f", "\x00", "d/\xff", base + "/canary/secret"} {
 		f.Add([]byte(seed))
 	}
-	f.Fuzz(func(t *testing.T, p []byte) { fuzzPath(t, c, p, base, canary) })
+	f.Fuzz(func(t *testing.T, p []byte) {
+		for _, c := range clients {
+			fuzzPath(t, c, p, base, canary)
+		}
+	})
+}
+
+// fuzzClients are the ways FuzzPaths sends: every call as its own RPC,
+// and the small calls on the Calls stream, as the front-end sends them.
+func fuzzClients(tb testing.TB, c fsmcpv1.WorkerServiceClient) []fsmcpv1.WorkerServiceClient {
+	cs := callstream.New(c)
+	tb.Cleanup(cs.Close)
+	return []fsmcpv1.WorkerServiceClient{c, cs}
 }
 
 // fuzzPath is one input of FuzzPaths: p sent to every RPC.

@@ -67,17 +67,17 @@ func TestHashCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := newTestService(t, dir)
-	s.hashes.settle = 0
+	s.hashes.Settle = 0
 	want := sha256.Sum256(old)
 	if got := statSum(t, s, "f"); got != hex.EncodeToString(want[:]) {
 		t.Fatalf("sha256 = %s", got)
 	}
-	read := s.hashes.hashed.Load()
+	read := s.hashes.Hashed.Load()
 	if read != int64(len(old)) {
 		t.Fatalf("hashed %d bytes, want %d", read, len(old))
 	}
-	if got := statSum(t, s, "f"); got != hex.EncodeToString(want[:]) || s.hashes.hashed.Load() != read {
-		t.Fatalf("second stat read the file again (%d bytes hashed)", s.hashes.hashed.Load())
+	if got := statSum(t, s, "f"); got != hex.EncodeToString(want[:]) || s.hashes.Hashed.Load() != read {
+		t.Fatalf("second stat read the file again (%d bytes hashed)", s.hashes.Hashed.Load())
 	}
 
 	fi, err := os.Stat(p)
@@ -108,10 +108,10 @@ func TestHashCacheSettles(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := newTestService(t, dir)
-	s.hashes.settle = time.Hour
+	s.hashes.Settle = time.Hour
 	statSum(t, s, "f")
 	statSum(t, s, "f")
-	if got := s.hashes.hashed.Load(); got != 2 {
+	if got := s.hashes.Hashed.Load(); got != 2 {
 		t.Fatalf("hashed %d bytes, want 2 (no caching of a fresh file)", got)
 	}
 }

@@ -37,7 +37,7 @@ import (
 //  6. the old versions still under the temp names are removed; with a
 //     quarantine, the kept ones become one entry, undone by one token.
 //
-// A journal found at start-up (Recover, before the first RPC) means the
+// A journal found at start-up (recoverJournals, before the first RPC) means the
 // commit did not happen: once it verifies (recover.go), each entry is
 // undone by what its inodes show, so the files are all as they were. The
 // inode numbers tell an entry's state

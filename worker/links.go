@@ -52,7 +52,7 @@ func (s *Service) note(rel string, st *unix.Stat_t) {
 		_, protected = s.derivedProtected(rel, false)
 	}
 	_, denied := s.policy.Denied(rel)
-	denied = denied || s.rules != nil && s.rules.anyDeny(rel)
+	denied = denied || s.rules != nil && s.rules.AnyDeny(rel)
 	if !protected && !denied {
 		return
 	}
@@ -106,7 +106,7 @@ func (s *Service) judgeLink(ctx context.Context, op, p, rel string, st *unix.Sta
 
 // linkDenied reports whether name in the directory dirfd is another name
 // of a remembered file that pol denies (for filtering search results).
-func (s *Service) linkDenied(pol *sandbox.Rules, dirfd int, name string) bool {
+func (s *Service) linkDenied(pol *sandbox.Matcher, dirfd int, name string) bool {
 	if s.links.denied.Load() == 0 {
 		return false
 	}

@@ -1,14 +1,13 @@
 package worker
 
 import (
-	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"sync"
-	"unsafe"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/worker/internal/dirent"
+	"github.com/fsmcp/fsmcp/worker/internal/paging"
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
 )
@@ -62,10 +61,10 @@ func (s *Service) listDir(ctx context.Context, fd int, rel, p string, req *fsmcp
 	if req.GetHasAfter() {
 		after = req.GetAfter()
 		if byNumber {
-			after = append(appendDescending(nil, req.GetAfterKey()), after...)
+			after = append(paging.AppendDescending(nil, req.GetAfterKey()), after...)
 		}
 	}
-	page := newKeyedPage(after, req.GetHasAfter(), budget,
+	page := paging.NewKeyed(after, req.GetHasAfter(), budget,
 		func(it *listItem) []byte { return it.key },
 		func(it *listItem) int64 { return int64(len(it.key)-it.off) + entryAllowance },
 		(*listItem).clone)
@@ -75,12 +74,12 @@ func (s *Service) listDir(ctx context.Context, fd int, rel, p string, req *fsmcp
 	var totals fsmcpv1.ListTotals
 	var it listItem
 	err := readNames(ctx, fd, func(name []byte) error {
-		if isTempName(unsafeString(name)) {
+		if isTempName(dirent.String(name)) {
 			return nil
 		}
 		it.key, it.off, it.stated = it.key[:0], 0, false
 		if statAll {
-			if gone, err := lstatAt(fd, name, &it.st); gone {
+			if gone, err := dirent.Lstat(fd, name, &it.st); gone {
 				return nil // removed since the directory was read
 			} else if err != nil {
 				return fsError("lstat", p, err)
@@ -93,17 +92,17 @@ func (s *Service) listDir(ctx context.Context, fd int, rel, p string, req *fsmcp
 			if order == fsmcpv1.ListingSort_LISTING_SORT_MTIME {
 				n = it.st.Mtim.Nano()
 			}
-			it.key = appendDescending(it.key, n)
+			it.key = paging.AppendDescending(it.key, n)
 			it.off = len(it.key)
 		}
 		it.key = append(it.key, name...)
-		page.add(&it)
+		page.Add(&it)
 		return nil
 	})
 	if err != nil {
 		return nil, fsError("readdir", p, err)
 	}
-	items, more := page.result()
+	items, more := page.Result()
 	if !statAll {
 		if err := statItems(fd, items); err != nil {
 			return nil, fsError("lstat", p, err)
@@ -162,7 +161,7 @@ type listItem struct {
 func statItems(fd int, items []*listItem) error {
 	stat := func(part []*listItem) error {
 		for _, it := range part {
-			gone, err := lstatAt(fd, it.key[it.off:], &it.st)
+			gone, err := dirent.Lstat(fd, it.key[it.off:], &it.st)
 			if err != nil {
 				return err
 			}
@@ -213,64 +212,14 @@ func count(t *fsmcpv1.ListTotals, st *unix.Stat_t) {
 var direntBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
 // readNames calls each with every name in the directory fd but "." and
-// "..", read with getdents straight into a buffer, so that a name costs
-// no allocation: name is valid only during the call. The context is
-// checked every 256 names.
+// "..", read with dirent.Read into a pooled buffer, so that a name costs
+// no allocation: name is valid only during the call.
 func readNames(ctx context.Context, fd int, each func(name []byte) error) error {
 	bp := direntBufs.Get().(*[]byte)
 	defer direntBufs.Put(bp)
-	buf := *bp
-	seen := 0
-	for {
-		n, err := unix.Getdents(fd, buf)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if n <= 0 {
-			return nil
-		}
-		// linux_dirent64: ino (8), off (8), reclen (2), type (1), then
-		// the name, NUL-terminated, padded to reclen.
-		const nameOff = 19
-		for off := 0; off < n; {
-			reclen := int(binary.NativeEndian.Uint16(buf[off+16:]))
-			if reclen <= nameOff || off+reclen > n {
-				err := errors.New("getdents: malformed record")
-				bug(err)
-				return err
-			}
-			name := buf[off+nameOff : off+reclen]
-			if i := bytes.IndexByte(name, 0); i >= 0 {
-				name = name[:i]
-			}
-			off += reclen
-			if len(name) == 0 || string(name) == "." || string(name) == ".." {
-				continue
-			}
-			if seen++; seen%256 == 0 && ctx.Err() != nil {
-				return ctx.Err()
-			}
-			if err := each(name); err != nil {
-				return err
-			}
-		}
+	err := dirent.Read(ctx, fd, *bp, func(name []byte, _ byte) error { return each(name) })
+	if errors.Is(err, dirent.ErrMalformed) {
+		bug(err)
 	}
+	return err
 }
-
-// lstatAt lstats name in the directory fd with fstatat: no path string
-// outside the Root is ever walked. gone reports a name removed since the
-// directory was read.
-func lstatAt(fd int, name []byte, st *unix.Stat_t) (gone bool, err error) {
-	err = unix.Fstatat(fd, unsafeString(name), st, unix.AT_SYMLINK_NOFOLLOW)
-	if errors.Is(err, unix.ENOENT) {
-		return true, nil
-	}
-	return false, err
-}
-
-// unsafeString is b as a string without a copy, for a call that neither
-// keeps the string nor outlives b's contents.
-func unsafeString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }

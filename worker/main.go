@@ -8,11 +8,14 @@ import (
 	"os/exec"
 	"runtime/debug"
 	"strings"
-	"sync"
 	"time"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/proto/link"
 	"github.com/fsmcp/fsmcp/sandbox"
+	"github.com/fsmcp/fsmcp/worker/internal/admit"
+	"github.com/fsmcp/fsmcp/worker/internal/selftest"
+	"github.com/fsmcp/fsmcp/worker/rulesfile"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 )
@@ -56,7 +59,7 @@ func run(args []string, hooks Hooks) error {
 	} else if n > 0 && cfg.Verbose {
 		fmt.Fprintf(os.Stderr, "fsmcp worker: closed %d inherited descriptors\n", n)
 	}
-	conn, err := SocketConn(cfg.SockFD)
+	conn, err := link.SocketConn(cfg.SockFD)
 	if err != nil {
 		return err
 	}
@@ -125,9 +128,9 @@ func run(args []string, hooks Hooks) error {
 	// process of its own, started before the worker confines itself and
 	// confined to that file's directory: the worker is granted nothing
 	// there.
-	var rules *Rules
+	var rules *rulesfile.File
 	if cfg.Rules != "" {
-		if rules, err = StartRules(exe, cfg.Rules, cfg.AllowNoLandlock); err != nil {
+		if rules, err = rulesfile.Start(exe, cfg.Rules, cfg.AllowNoLandlock); err != nil {
 			return err
 		}
 	}
@@ -175,7 +178,7 @@ func run(args []string, hooks Hooks) error {
 		MaxRead:     cfg.MaxRead,
 		MaxMedia:    cfg.MaxMedia,
 		Policy:      cfg.Policy,
-		Limits: Limits{MaxFileBytes: cfg.MaxFileBytes, MemoryBytes: cfg.MemoryBytes,
+		Limits: admit.Limits{MaxFileBytes: cfg.MaxFileBytes, MemoryBytes: cfg.MemoryBytes,
 			MaxRG: cfg.MaxRG, MaxHeavy: cfg.MaxHeavy, QueueTimeout: cfg.QueueTimeout},
 		Quarantine: quarantine,
 		Rules:      rules,
@@ -185,15 +188,15 @@ func run(args []string, hooks Hooks) error {
 		return err
 	}
 	rootName := *svc.rootPath.name.Load()
-	outside := outsidePath(rootName)
+	outside := selftest.OutsidePath(rootName)
 	if hooks.SelftestOutside != nil {
 		outside = hooks.SelftestOutside(rootName, outside)
 	}
-	conf.Selftest, err = selftest(selftestConfig{
-		outside: outside, exe: exe, devNull: devNull,
-		fsEnforced:      st.ABI > 0,
-		netEnforced:     sc.Mode == "filter" || st.NetworkDenied,
-		seccompEnforced: sc.Mode == "filter",
+	conf.Selftest, err = selftest.Run(selftest.Config{
+		Outside: outside, Exe: exe, DevNull: devNull,
+		FSEnforced:      st.ABI > 0,
+		NetEnforced:     sc.Mode == "filter" || st.NetworkDenied,
+		SeccompEnforced: sc.Mode == "filter",
 	})
 	if err != nil {
 		return err
@@ -207,9 +210,9 @@ func run(args []string, hooks Hooks) error {
 	// Journals set aside go to the front-end, for the audit.
 	var r *Recovery
 	if cfg.ReadOnly {
-		r, err = svc.CheckReadOnly()
+		r, err = svc.checkReadOnly()
 	} else {
-		r, err = svc.Recover(cfg.DiscardJournal)
+		r, err = svc.recoverJournals(cfg.DiscardJournal)
 	}
 	if err != nil {
 		return err
@@ -231,23 +234,8 @@ func run(args []string, hooks Hooks) error {
 	return Serve(conn, svc, hooks.Interceptor)
 }
 
-// SocketConn checks that fd is a stream socket and wraps it.
-func SocketConn(fd int) (net.Conn, error) {
-	typ, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TYPE)
-	if err != nil {
-		return nil, fmt.Errorf("--sock-fd=%d: not a socket: %w", fd, err)
-	}
-	if typ != unix.SOCK_STREAM {
-		return nil, fmt.Errorf("--sock-fd=%d: not a stream socket", fd)
-	}
-	f := os.NewFile(uintptr(fd), "socket")
-	conn, err := net.FileConn(f)
-	f.Close()
-	if err != nil {
-		return nil, fmt.Errorf("--sock-fd=%d: %w", fd, err)
-	}
-	return conn, nil
-}
+// who names the worker in the log of a panic.
+const who = "fsmcp worker"
 
 func rgVersion(rg string) (string, error) {
 	out, err := exec.Command(rg, "--version").Output()
@@ -258,15 +246,8 @@ func rgVersion(rg string) (string, error) {
 	return strings.TrimSpace(first), nil
 }
 
-// MaxStreams bounds the gRPC streams the worker serves at once.
-const MaxStreams = 256
-
-// streamWorkers is how many goroutines serve calls between calls: the
-// front-end's default --max-session-calls.
-const streamWorkers = 16
-
-// Serve serves svc on conn until the peer closes it. opts add interceptors
-// inside panic recovery.
+// Serve serves svc on conn until the peer closes it. extra, when set,
+// wraps every unary RPC inside panic recovery.
 func Serve(conn net.Conn, svc *Service, extra grpc.UnaryServerInterceptor) error {
 	// Every call of the worker service first checks that the root still
 	// exists (rootgone.go).
@@ -276,107 +257,12 @@ func Serve(conn net.Conn, svc *Service, extra grpc.UnaryServerInterceptor) error
 	if extra != nil {
 		unary = append(unary, extra)
 	}
-	return serveConn(conn, func(srv *grpc.Server) { fsmcpv1.RegisterWorkerServiceServer(srv, svc) },
-		unary, []grpc.StreamServerInterceptor{svc.rootStream, svc.rulesStream})
-}
-
-// ServeConn serves the services register adds on conn until the peer
-// closes it, with the worker's panic recovery, message bounds and
-// transport sizing. The command runner serves its own service with it.
-func ServeConn(conn net.Conn, register func(*grpc.Server), extra grpc.UnaryServerInterceptor) error {
-	var unary []grpc.UnaryServerInterceptor
-	if extra != nil {
-		unary = append(unary, extra)
-	}
-	return serveConn(conn, register, unary, nil)
-}
-
-// serveConn is ServeConn with interceptors inside panic recovery.
-func serveConn(conn net.Conn, register func(*grpc.Server), unary []grpc.UnaryServerInterceptor, stream []grpc.StreamServerInterceptor) error {
-	srv := grpc.NewServer(
-		grpc.ChainUnaryInterceptor(append([]grpc.UnaryServerInterceptor{recoverUnary}, unary...)...),
-		grpc.ChainStreamInterceptor(append([]grpc.StreamServerInterceptor{recoverStream}, stream...)...),
-		grpc.MaxRecvMsgSize(MaxMessageBytes),
-		grpc.MaxSendMsgSize(MaxMessageBytes),
-		// The front-end runs at most --max-calls (≤ MaxStreams) calls at
-		// once; a peer opening more waits for gRPC stream quota.
-		grpc.MaxConcurrentStreams(MaxStreams),
+	// A call on the Calls stream runs through the same chain, inside the
+	// panic recovery link.Serve gives every unary RPC (calls.go).
+	calls := served{Service: svc, checks: chainUnary(append([]grpc.UnaryServerInterceptor{link.Recovery(who)}, unary...)...)}
+	return link.Serve(conn, who, func(srv *grpc.Server) { fsmcpv1.RegisterWorkerServiceServer(srv, calls) },
+		grpc.ChainUnaryInterceptor(unary...),
+		grpc.ChainStreamInterceptor(svc.rootStream, svc.rulesStream),
 		// Memory reserved for a reply is released once it was sent.
-		grpc.StatsHandler(releaseAfterReply{}),
-		// The front-end's sizing (frontend/client.go): static windows end
-		// the BDP pings and mid-message window updates; 64 KiB per read
-		// or write system call.
-		grpc.StaticStreamWindowSize(1<<20),
-		grpc.StaticConnWindowSize(4<<20),
-		grpc.ReadBufferSize(64<<10),
-		grpc.WriteBufferSize(64<<10),
-		// Calls run on goroutines kept between calls, whose stacks have
-		// already grown: a new goroutine per call grew its stack through
-		// the handler chain each time (a tenth of the worker's CPU on an
-		// fs_stat). When all are busy, gRPC starts a goroutine as before.
-		grpc.NumStreamWorkers(streamWorkers),
-	)
-	register(srv)
-	l := newOneConnListener(conn)
-	go func() {
-		<-l.connClosed
-		srv.Stop()
-	}()
-	err := srv.Serve(l)
-	if errors.Is(err, grpc.ErrServerStopped) || errors.Is(err, net.ErrClosed) {
-		return nil
-	}
-	return err
-}
-
-// MaxMessageBytes bounds one gRPC message either way: a write's content or
-// a reply's page.
-const MaxMessageBytes = 128 << 20
-
-// oneConnListener hands out one pre-connected conn, then blocks until
-// closed. connClosed is closed when gRPC closes that conn (the peer went
-// away), which ends the worker.
-type oneConnListener struct {
-	conns      chan net.Conn
-	closed     chan struct{}
-	connClosed chan struct{}
-	once       sync.Once
-}
-
-func newOneConnListener(c net.Conn) *oneConnListener {
-	l := &oneConnListener{conns: make(chan net.Conn, 1), closed: make(chan struct{}), connClosed: make(chan struct{})}
-	l.conns <- &notifyConn{Conn: c, closed: l.connClosed}
-	return l
-}
-
-func (l *oneConnListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.conns:
-		return c, nil
-	case <-l.closed:
-		return nil, net.ErrClosed
-	}
-}
-
-func (l *oneConnListener) Close() error {
-	l.once.Do(func() { close(l.closed) })
-	return nil
-}
-
-func (l *oneConnListener) Addr() net.Addr { return sockAddr{} }
-
-type sockAddr struct{}
-
-func (sockAddr) Network() string { return "unix" }
-func (sockAddr) String() string  { return "socketpair" }
-
-type notifyConn struct {
-	net.Conn
-	closed chan struct{}
-	once   sync.Once
-}
-
-func (c *notifyConn) Close() error {
-	c.once.Do(func() { close(c.closed) })
-	return c.Conn.Close()
+		grpc.StatsHandler(admit.ReleaseAfterReply{}))
 }

@@ -43,10 +43,31 @@ func (r *methodRecorder) options() []grpc.DialOption {
 		}),
 		grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 			r.add(method)
-			return streamer(ctx, desc, cc, method, opts...)
+			cs, err := streamer(ctx, desc, cc, method, opts...)
+			if method == fsmcpv1.WorkerService_Calls_FullMethodName {
+				cs = &callsRecorder{ClientStream: cs, r: r}
+			}
+			return cs, err
 		}),
 	}
 }
+
+// callsRecorder records each kind of call sent on the Calls stream as
+// the method Calls.<kind>.
+type callsRecorder struct {
+	grpc.ClientStream
+	r *methodRecorder
+}
+
+func (c *callsRecorder) SendMsg(m any) error {
+	if req, ok := m.(*fsmcpv1.CallsRequest); ok && req.GetCall() != nil {
+		c.r.add(fsmcpv1.WorkerService_Calls_FullMethodName + "." + string(req.ProtoReflect().WhichOneof(callsOneof).Name()))
+	}
+	return c.ClientStream.SendMsg(m)
+}
+
+// callsOneof is the CallsRequest field that holds the call.
+var callsOneof = (&fsmcpv1.CallsRequest{}).ProtoReflect().Descriptor().Oneofs().ByName("call")
 
 // missing lists the service's path-taking methods that r never saw.
 func (r *methodRecorder) missing() []string {
@@ -63,7 +84,8 @@ func (r *methodRecorder) missing() []string {
 }
 
 // serviceMethods is every method of the generated service descriptor,
-// unary and streaming.
+// unary and streaming, and each kind of call the Calls stream carries, as
+// Calls.<kind>.
 func serviceMethods() []string {
 	d := fsmcpv1.WorkerService_ServiceDesc
 	var names []string
@@ -73,12 +95,17 @@ func serviceMethods() []string {
 	for _, s := range d.Streams {
 		names = append(names, s.StreamName)
 	}
+	fields := callsOneof.Fields()
+	for i := range fields.Len() {
+		names = append(names, "Calls."+string(fields.Get(i).Name()))
+	}
 	sort.Strings(names)
 	return names
 }
 
 // TestPolicyEveryMethodCovered enumerates the worker service's methods
-// from the generated descriptor and fails for any that the escape table
+// (and the kinds of call the Calls stream carries) from the generated
+// descriptor and fails for any that the escape table
 // (worker/workertest) or the path fuzzer (FuzzPaths) never calls. A new
 // RPC lands with a row in the table and a call in fuzzPath, or this
 // fails; a method with no path argument is listed in pathlessMethods with
@@ -114,8 +141,9 @@ func TestPolicyEveryMethodCovered(t *testing.T) {
 	t.Run("fuzzer", func(t *testing.T) {
 		var rec methodRecorder
 		base, s, canary := fuzzTree(t)
-		c := serveInProcess(t, s, rec.options()...)
-		fuzzPath(t, c, []byte("d/e/upup/secret"), base, canary)
+		for _, c := range fuzzClients(t, serveInProcess(t, s, rec.options()...)) {
+			fuzzPath(t, c, []byte("d/e/upup/secret"), base, canary)
+		}
 		if m := rec.missing(); len(m) > 0 {
 			t.Errorf("FuzzPaths (fuzzPath in worker/fuzz_test.go) never calls %v", m)
 		}

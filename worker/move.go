@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/proto/link"
 	"golang.org/x/sys/unix"
 )
 
@@ -51,7 +52,7 @@ func (s *Service) Mkdir(ctx context.Context, req *fsmcpv1.MkdirRequest) (*fsmcpv
 	if depth > maxWalkDepth {
 		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_TOO_LARGE, p, "mkdir: the path has %d components, over the limit of %d; nothing was created", depth, maxWalkDepth)
 	}
-	done, err := s.Heavy(ctx, "mkdir", p)
+	done, err := s.heavy(ctx, "mkdir", p)
 	if err != nil {
 		return nil, err
 	}
@@ -180,7 +181,7 @@ func (s *Service) mkdirOne(ctx context.Context, p, q string, dir *os.File, name 
 // one, not_a_directory before it).
 func (s *Service) inTheWay(p, q string, last bool, err error) error {
 	switch {
-	case isEscape(err):
+	case link.IsEscape(err):
 		return fsError("mkdir", p, err)
 	case errors.Is(err, unix.ENOTDIR), errors.Is(err, unix.ENOENT), errors.Is(err, fs.ErrNotExist):
 		if last {

@@ -20,6 +20,8 @@ import (
 	"testing"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/worker/internal/admit"
+	"github.com/fsmcp/fsmcp/worker/internal/rgargs"
 	"github.com/fsmcp/fsmcp/worker/workertest"
 	"google.golang.org/protobuf/proto"
 )
@@ -223,7 +225,7 @@ type oracleOpts struct {
 }
 
 func (o oracleOpts) args() []string {
-	args := commonArgs(o.hidden, o.noIgnore)
+	args := rgargs.Common(o.hidden, o.noIgnore)
 	for _, g := range o.excludes {
 		args = append(args, "--glob=!"+g)
 	}
@@ -286,7 +288,7 @@ func rgList(t testing.TB, dir string, args ...string) []string {
 
 // oracleService serves a fresh generated tree from seed.
 func oracleService(t *testing.T, seed uint64) (*oracleTree, fsmcpv1.WorkerServiceClient) {
-	s := newSearchService(t, Limits{})
+	s := newSearchService(t, admit.Limits{})
 	rng := rand.New(rand.NewPCG(seed, seed>>32|1))
 	tr := genTree(t, rng, s.testDir)
 	return tr, serveInProcess(t, s.Service)
@@ -432,7 +434,7 @@ func checkGlob(t *testing.T, c fsmcpv1.WorkerServiceClient, tr *oracleTree, ents
 	depth := rng.IntN(tr.depth + 2)
 	byMtime := rng.IntN(2) == 0
 	// Exclusions come after the pattern: the last matching glob wins.
-	args := append(commonArgs(o.hidden, o.noIgnore), "--files", "--glob="+pattern)
+	args := append(rgargs.Common(o.hidden, o.noIgnore), "--files", "--glob="+pattern)
 	for _, g := range o.excludes {
 		args = append(args, "--glob=!"+g)
 	}
@@ -640,7 +642,7 @@ func checkGrep(t *testing.T, c fsmcpv1.WorkerServiceClient, tr *oracleTree, o or
 	t.Helper()
 	req := proto.Clone(&oracleGreps[rng.IntN(len(oracleGreps))]).(*fsmcpv1.GrepRequest)
 	req.Hidden, req.NoIgnore, req.MaxBytes = o.hidden, o.noIgnore, int64(200+rng.IntN(2000))
-	args := append(commonArgs(o.hidden, o.noIgnore), "--regexp="+req.Pattern)
+	args := append(rgargs.Common(o.hidden, o.noIgnore), "--regexp="+req.Pattern)
 	for _, g := range req.Globs {
 		args = append(args, "--glob="+g)
 	}
@@ -955,4 +957,21 @@ func resolveIn(root string, at []string, target string, hops int) ([]string, boo
 		}
 	}
 	return at, true, false
+}
+
+// parentOf is the directory of p below the target ("" for the target).
+func parentOf(p string) string {
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		return p[:i]
+	}
+	return ""
+}
+
+// depthOf is the depth of p below the target: 0 for the target, 1 for
+// its entries.
+func depthOf(p string) int {
+	if p == "" {
+		return 0
+	}
+	return strings.Count(p, "/") + 1
 }

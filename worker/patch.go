@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"maps"
 	"os"
 	"path"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/bluekeyes/go-gitdiff/gitdiff"
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/worker/internal/envelope"
 	"golang.org/x/sys/unix"
 )
 
@@ -28,7 +30,13 @@ type patchFile struct {
 	create, delete bool
 	mode           uint32 // of a created file
 	frags          []*gitdiff.TextFragment
-	sha            string // the precondition: the current sha256, "" for must not exist
+	// envelope: the file comes from an envelope, whose chunks change it.
+	// to is the new file of an update that moves it (this file is then
+	// deleted), and from, on that new file, the one it moves.
+	envelope bool
+	chunks   []envelope.Chunk
+	to, from *patchFile
+	sha      string // the precondition: the current sha256, "" for must not exist
 	// unchecked: a dry run given no precondition for the file, which
 	// then only has to exist (or, created, not exist).
 	unchecked bool
@@ -61,36 +69,41 @@ type patchFile struct {
 }
 
 // Patch implements fsmcpv1.WorkerServiceServer. It applies a unified diff
-// (as diff -u and git diff write them) to every file it names, or to none:
-// parsed by go-gitdiff, applied by applyHunks with no fuzz, committed by
-// commitAll through a journal that a crash leaves for the next start to
-// undo.
+// (as diff -u and git diff write them) or a "*** Begin Patch" envelope to
+// every file it names, or to none: parsed by go-gitdiff or the envelope
+// package, applied by applyChanges with no fuzz, committed by commitAll
+// through a journal that a crash leaves for the next start to undo.
 func (s *Service) Patch(ctx context.Context, req *fsmcpv1.PatchRequest) (*fsmcpv1.PatchResponse, error) {
-	files, err := parsePatch(req.GetPatch())
+	files, format, err := parseAny(req.GetPatch())
 	if err != nil {
 		return nil, err
 	}
 	if err := matchPreconditions(files, req.GetPreconditions(), req.GetDryRun()); err != nil {
 		return nil, err
 	}
-	resp := &fsmcpv1.PatchResponse{}
-	resp.Undo, err = s.commitFiles(ctx, "patch", files, req.GetDryRun(), func(f *patchFile) (err error) {
-		f.data, err = applyHunks(f.path, f.cur.data, f.frags, f.delete)
-		return err
-	})
+	resp := &fsmcpv1.PatchResponse{Format: format}
+	resp.Undo, err = s.commitFiles(ctx, "patch", files, req.GetDryRun(), (*patchFile).apply)
 	if err != nil {
 		return nil, err
 	}
 	for _, f := range files {
 		pf := &fsmcpv1.PatchFile{Path: []byte(f.path), Created: f.create, Deleted: f.delete,
-			Hunks: int64(len(f.frags)), BrokeHardLink: f.brokeHardLink}
+			Hunks: int64(f.hunks()), BrokeHardLink: f.brokeHardLink}
+		if f.to != nil {
+			pf.MovedTo = []byte(f.to.path)
+		}
 		if !f.delete {
 			sum := sha256.Sum256(f.data)
 			pf.Sha256, pf.Size = hex.EncodeToString(sum[:]), int64(len(f.data))
 		}
 		if req.GetDryRun() {
 			pf.CurrentSha256 = f.cur.sha
-			pf.Diff = unifiedDiff(f.path, f.cur.data, f.data, f.cur.exists, !f.delete, 0)
+			if f.from != nil {
+				// A moved file's diff is from the file it was.
+				pf.Diff = unifiedDiff(f.path, f.from.cur.data, f.data, true, true, 0)
+			} else {
+				pf.Diff = unifiedDiff(f.path, f.cur.data, f.data, f.cur.exists, !f.delete, 0)
+			}
 		}
 		resp.Files = append(resp.Files, pf)
 	}
@@ -166,6 +179,10 @@ func (s *Service) commitFiles(ctx context.Context, op string, files []*patchFile
 		if err := cur.check(f.path, f.sha); err != nil {
 			return "", err
 		}
+	}
+	// After every check: a moved file's content is computed with the
+	// file it moves.
+	for _, f := range files {
 		if err := content(f); err != nil {
 			return "", err
 		}
@@ -449,84 +466,134 @@ func matchPreconditions(files []*patchFile, pre []*fsmcpv1.PatchPrecondition, dr
 	return nil
 }
 
-// applyHunks applies the fragments to data, byte for byte, in the order
+// hunk is one change of a patch in either format: old lines (with their
+// line endings exactly) replaced by new ones.
+type hunk struct {
+	old, new []byte
+	// atEnd: old must end at the end of the file.
+	atEnd bool
+	// anchors (an envelope's "@@ text" lines) are found in turn first;
+	// the old lines are searched after the last.
+	anchors [][]byte
+	// after places a hunk with no old lines: after this line (a unified
+	// diff's header), or, when -1, right after the anchors (an envelope),
+	// else at the end of the file.
+	after int64
+	// name names it in messages.
+	name string
+}
+
+// applyHunks applies a unified diff's fragments to data (see applyChanges).
+func applyHunks(p string, data []byte, frags []*gitdiff.TextFragment, deletion bool) ([]byte, error) {
+	hunks := make([]hunk, len(frags))
+	for i, frag := range frags {
+		h := &hunks[i]
+		for _, l := range frag.Lines {
+			if l.Old() {
+				h.old = append(h.old, l.Line...)
+			}
+			if l.New() {
+				h.new = append(h.new, l.Line...)
+			}
+		}
+		h.atEnd = len(h.old) > 0 && h.old[len(h.old)-1] != '\n'
+		h.after = frag.OldPosition
+		h.name = fmt.Sprintf("hunk %d (@@ -%d,%d)", i+1, frag.OldPosition, frag.OldLines)
+	}
+	return applyChanges(p, data, hunks, deletion)
+}
+
+// applyChanges applies the hunks to data, byte for byte, in the order
 // the patch gives them, as patch(1) does: each hunk's old lines (context
 // and removed, with their line endings exactly) must occur at a line start
-// at or after the end of the previous hunk (and, when the last of them has
-// no newline, at the file's end), and only once before the place of the
-// next hunk (for the last hunk, before the file's end); the line numbers
-// of the hunk header are not used to find it, and no fuzz is allowed. A
-// hunk with no old lines (an insertion written with -U0, or a new file)
-// goes after the line its header names, which may not lie before the
-// previous hunk's end. A deletion must leave nothing. Every search starts
-// where the previous one's region ends, so the cost is the file plus the
-// patch.
-func applyHunks(p string, data []byte, frags []*gitdiff.TextFragment, deletion bool) ([]byte, error) {
+// at or after the end of the previous hunk (and, with atEnd, at the
+// file's end), and only once before the place of the next hunk (for the
+// last hunk, before the file's end); line numbers are not used to find
+// it, and no fuzz is allowed. An envelope's anchors move the search start
+// first: each to just past the first line at or after it that equals the
+// anchor (ignoring spaces and tabs around both). A hunk with no old lines
+// goes after the line its header names (which may not lie before the
+// previous hunk's end), or for an envelope right after its anchors, or at
+// the end of the file. A deletion must leave nothing. Every search starts
+// where the previous one ends, so the cost is the file plus the patch.
+func applyChanges(p string, data []byte, hunks []hunk, deletion bool) ([]byte, error) {
 	out := make([]byte, 0, len(data))
 	// prev is the previous hunk's place and old text, whose uniqueness is
 	// checked up to this hunk's place; end and line are where it ends,
 	// and how many lines lie before that.
 	type placed struct {
-		start, hunk int
-		old         []byte
-		atEnd       bool
+		start int
+		h     *hunk
 	}
 	var prev *placed
 	end, line := 0, 0
 	// unique refuses prev if it occurs again before limit.
 	unique := func(limit int) error {
-		if prev == nil || len(prev.old) == 0 {
+		if prev == nil || len(prev.h.old) == 0 {
 			return nil
 		}
-		more := findLines(data[:min(len(data), limit+len(prev.old)-1)], prev.old, prev.atEnd, prev.start+1, maxAmbiguousCount-1)
+		old := prev.h.old
+		more := findLines(data[:min(len(data), limit+len(old)-1)], old, prev.h.atEnd, prev.start+1, maxAmbiguousCount-1)
 		if len(more) == 0 {
 			return nil
 		}
 		all := append([]int{prev.start}, more...)
-		frag := frags[prev.hunk-1]
 		e := newError(fsmcpv1.ErrorCode_ERROR_CODE_AMBIGUOUS_MATCH, p,
-			"patch: hunk %d (@@ -%d,%d) matches %d places (lines %s); add context to make it unique", prev.hunk, frag.OldPosition, frag.OldLines, len(all), lineList(data, all))
+			"patch: %s matches %d places (lines %s); add context to make it unique", prev.h.name, len(all), lineList(data, all))
 		e.Count = int64(len(all))
 		return e
 	}
-	for i, frag := range frags {
-		var old, nw []byte
-		for _, l := range frag.Lines {
-			if l.Old() {
-				old = append(old, l.Line...)
+	for i := range hunks {
+		h := &hunks[i]
+		from := end
+		for _, a := range h.anchors {
+			next := findAnchor(data, from, a)
+			if next < 0 {
+				return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_NO_MATCH, p,
+					"patch: %s: no line %q after the previous change (an @@ anchor is a whole line of the file, found in the order given)", h.name, a)
 			}
-			if l.New() {
-				nw = append(nw, l.Line...)
-			}
+			from = next
 		}
-		atEnd := len(old) > 0 && old[len(old)-1] != '\n'
 		var at int
-		if len(old) == 0 {
-			off, ok := afterLine(data, end, line, frag.OldPosition)
+		switch {
+		case len(h.old) == 0 && h.after >= 0:
+			off, ok := afterLine(data, end, line, h.after)
 			switch {
-			case !ok && frag.OldPosition >= int64(line):
-				return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_NO_MATCH, p, "patch: hunk %d inserts after line %d, past the end of the file", i+1, frag.OldPosition)
+			case !ok && h.after >= int64(line):
+				return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_NO_MATCH, p, "patch: hunk %d inserts after line %d, past the end of the file", i+1, h.after)
 			case !ok:
 				return nil, outOfOrder(p, i, i+1)
 			}
 			at = off
-		} else {
-			found := findLines(data, old, atEnd, end, 1)
+		case len(h.old) == 0 && len(h.anchors) > 0:
+			at = from
+		case len(h.old) == 0:
+			at = len(data)
+		default:
+			found := findLines(data, h.old, h.atEnd, from, 1)
 			switch {
-			case len(found) == 0 && i > 0 && len(findLines(data, old, atEnd, 0, 1)) > 0:
+			case len(found) == 0 && len(h.anchors) > 0 && len(findLines(data, h.old, h.atEnd, end, 1)) > 0:
+				return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_NO_MATCH, p, "patch: %s: its lines occur only before its @@ anchor", h.name)
+			case len(found) == 0 && i > 0 && len(findLines(data, h.old, h.atEnd, 0, 1)) > 0:
 				return nil, outOfOrder(p, i, i+1)
 			case len(found) == 0:
-				return nil, noMatch(p, data, old, "patch: hunk %d (@@ -%d,%d) does not match the file exactly", i+1, frag.OldPosition, frag.OldLines)
+				return nil, noMatch(p, data, h.old, "patch: %s does not match the file exactly", h.name)
 			}
 			at = found[0]
 		}
 		if err := unique(at); err != nil {
 			return nil, err
 		}
-		out = append(append(out, data[end:at]...), nw...)
-		line += bytes.Count(data[end:at+len(old)], []byte{'\n'})
-		end = at + len(old)
-		prev = &placed{start: at, hunk: i + 1, old: old, atEnd: atEnd}
+		out = append(out, data[end:at]...)
+		if len(h.old) == 0 && at == len(data) && at > 0 && data[at-1] != '\n' && len(h.new) > 0 {
+			// Lines added after a last line without a newline: it gets
+			// one, of the kind the added lines end with.
+			out = append(out, lineEnding(h.new)...)
+		}
+		out = append(out, h.new...)
+		line += bytes.Count(data[end:at+len(h.old)], []byte{'\n'})
+		end = at + len(h.old)
+		prev = &placed{start: at, h: h}
 	}
 	if err := unique(len(data)); err != nil {
 		return nil, err
@@ -536,6 +603,33 @@ func applyHunks(p string, data []byte, frags []*gitdiff.TextFragment, deletion b
 		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_NO_MATCH, p, "patch: the patch deletes the file, but the file holds %d bytes the patch does not show", len(out))
 	}
 	return out, nil
+}
+
+// lineEnding is the line ending that ends b: "\r\n" or "\n".
+func lineEnding(b []byte) string {
+	if i := bytes.IndexByte(b, '\n'); i > 0 && b[i-1] == '\r' {
+		return "\r\n"
+	}
+	return "\n"
+}
+
+// findAnchor returns the offset just past the first line at or after
+// offset from (a line start) equal to anchor, spaces and tabs around
+// both ignored; -1 if there is none.
+func findAnchor(data []byte, from int, anchor []byte) int {
+	want := bytes.Trim(anchor, " \t")
+	for off := from; off < len(data); {
+		lineEnd := len(data)
+		next := len(data)
+		if i := bytes.IndexByte(data[off:], '\n'); i >= 0 {
+			lineEnd, next = off+i, off+i+1
+		}
+		if bytes.Equal(bytes.Trim(bytes.TrimSuffix(data[off:lineEnd], []byte{'\r'}), " \t"), want) {
+			return next
+		}
+		off = next
+	}
+	return -1
 }
 
 func outOfOrder(p string, prev, hunk int) error {

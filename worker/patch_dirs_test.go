@@ -159,7 +159,7 @@ func TestPatchDirectoriesRecovered(t *testing.T) {
 		t.Fatal(err)
 	}
 	s2 := quarantineServiceOver(t, root, qdir, 1<<20)
-	if r, err := s2.Recover(""); err != nil || r.Undone != 1 || len(r.SetAside) != 0 {
+	if r, err := s2.recoverJournals(""); err != nil || r.Undone != 1 || len(r.SetAside) != 0 {
 		t.Fatalf("Recover() = %+v, %v", r, err)
 	}
 	wantDirsBefore(t, root, before)

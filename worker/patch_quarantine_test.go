@@ -224,7 +224,7 @@ func TestPatchQuarantineEviction(t *testing.T) {
 	noTempLeft(t, root)
 }
 
-// Recover undoes a patch interrupted at any point of a commit with a
+// recoverJournals undoes a patch interrupted at any point of a commit with a
 // quarantine: with every number of files placed, and once all are placed,
 // with every number of old versions already renamed into the quarantine.
 // Every file comes back with its old content, nothing of the patch stays
@@ -282,7 +282,7 @@ func TestPatchQuarantineRecover(t *testing.T) {
 		if c.placed == 3 && c.kept == 2 {
 			// Started with another quarantine: refused, journal kept.
 			other := quarantineServiceOver(t, root, t.TempDir(), 1<<20)
-			if _, err := other.Recover(""); !errors.Is(err, errJournalQuarantine) || !strings.Contains(err.Error(), "--discard-journal") {
+			if _, err := other.recoverJournals(""); !errors.Is(err, errJournalQuarantine) || !strings.Contains(err.Error(), "--discard-journal") {
 				t.Fatalf("Recover with another quarantine = %v, want errJournalQuarantine naming --discard-journal", err)
 			}
 			if js, _ := s.journals(); len(js) != 1 {
@@ -292,7 +292,7 @@ func TestPatchQuarantineRecover(t *testing.T) {
 		// The restart's own quarantine counts what is there, then
 		// recovery takes the kept versions back.
 		s2 := quarantineServiceOver(t, root, qdir, 1<<20)
-		if r, err := s2.Recover(""); err != nil || r.Undone != 1 {
+		if r, err := s2.recoverJournals(""); err != nil || r.Undone != 1 {
 			t.Fatalf("%+v: Recover() = %+v, %v", c, r, err)
 		}
 		if got := patchState(t, root); got != patchOld {

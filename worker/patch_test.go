@@ -69,7 +69,7 @@ func TestPatchRollsBackOnLostRace(t *testing.T) {
 	}
 }
 
-// Recover undoes a journal's patch from any point of its commit: with
+// recoverJournals undoes a journal's patch from any point of its commit: with
 // the first k files placed, for every k, and with a journal cut short.
 func TestPatchRecoverUndoes(t *testing.T) {
 	for placed := 0; placed <= 3; placed++ {
@@ -103,7 +103,7 @@ func TestPatchRecoverUndoes(t *testing.T) {
 		// A journal cut short while it was written, before its rename:
 		// nothing to undo, and it goes too.
 		os.WriteFile(filepath.Join(s.state.Name(), journalPartial+"torn"), []byte(`{"entries":[{"di`), 0o600)
-		r, err := s.Recover("")
+		r, err := s.recoverJournals("")
 		if err != nil || r.Undone != 1 || len(r.SetAside) != 0 {
 			t.Fatalf("placed %d: Recover() = %+v, %v; want 1 undone, nil", placed, r, err)
 		}

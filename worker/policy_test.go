@@ -167,7 +167,7 @@ func TestPolicySweepSeesLinks(t *testing.T) {
 	}
 	d.close()
 	unlock()
-	if _, err := s.Sweep(time.Now(), false); err != nil {
+	if _, err := s.sweep(time.Now(), false); err != nil {
 		t.Fatal(err)
 	}
 	_, _, _, err = s.openMutationPath(context.Background(), "write", "twin", accessRewrite)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/worker/internal/dirwalk"
 	qindex "github.com/fsmcp/fsmcp/worker/internal/quarantine"
 	"golang.org/x/sys/unix"
 )
@@ -90,6 +91,13 @@ const (
 	// partTake moves the file at the path, which must be unchanged, into
 	// the quarantine: nothing is kept for it (a file a patch created).
 	partTake
+	// partTruncate cuts an append off the file at the path (the same
+	// inode), once its first oldSize bytes still hash to keptSHA; the cut
+	// bytes go into the quarantine as a partCut.
+	partTruncate
+	// partCut is the bytes an undo of an append cut, kept under name
+	// until evicted; no token restores them.
+	partCut
 )
 
 // qPart is one name of an entry.
@@ -113,6 +121,8 @@ type qPart struct {
 	// held it (a patch's deletions emptied it), so an undo makes the
 	// directories of its path again instead of refusing.
 	gone bool
+	// oldSize is, for partTruncate, the size before the append.
+	oldSize int64
 }
 
 // fileID is the inode a write put in place and what an in-place change
@@ -374,8 +384,7 @@ func (q *Quarantine) evict() {
 			if part.name == "" {
 				continue
 			}
-			w := &walker{ctx: context.Background(), path: part.name}
-			if err := w.removeAll(q.fd, part.name, 0); err != nil {
+			if err := (&dirwalk.Remover{Ctx: context.Background()}).RemoveAll(q.fd, part.name); err != nil {
 				fmt.Fprintf(os.Stderr, "fsmcp worker: quarantine: evicting %s: %v\n", part.name, err)
 			}
 		}

@@ -121,7 +121,8 @@ func TestQuarantineEachMutationUndone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// An append is a splice at the end: it displaces the old file too.
+	// An append writes in place: nothing is displaced, and its undo cuts
+	// it off the same inode.
 	wput(t, filepath.Join(root, "ap"), "old ap")
 	ap, err := s.Write(ctx, &fsmcpv1.WriteRequest{Path: []byte("ap"), Content: []byte("+"), Append: true, IfSha256: wsum([]byte("old ap"))})
 	if err != nil {
@@ -138,8 +139,8 @@ func TestQuarantineEachMutationUndone(t *testing.T) {
 		}
 		tokens = append(tokens, d.GetUndo())
 	}
-	if n := len(quarantined(t, qdir)); n != 7 {
-		t.Fatalf("%d entries in the quarantine, want 7", n)
+	if n := len(quarantined(t, qdir)); n != 6 {
+		t.Fatalf("%d entries in the quarantine, want 6", n)
 	}
 	for _, tok := range append(tokens, w.GetUndo(), r.GetUndo(), sp.GetUndo(), ap.GetUndo()) {
 		noHostPathIn(t, tok, root)
@@ -178,9 +179,14 @@ func TestQuarantineEachMutationUndone(t *testing.T) {
 	if got := wcontent(t, filepath.Join(root, "sp")); got != "old sp" {
 		t.Errorf("undone splice holds %q", got)
 	}
+	var apBefore, apAfter syscall.Stat_t
+	syscall.Stat(filepath.Join(root, "ap"), &apBefore)
 	undoOf(t, s, ap.GetUndo())
 	if got := wcontent(t, filepath.Join(root, "ap")); got != "old ap" {
 		t.Errorf("undone append holds %q", got)
+	}
+	if syscall.Stat(filepath.Join(root, "ap"), &apAfter); apAfter.Ino != apBefore.Ino {
+		t.Error("the undone append is another inode")
 	}
 	noTempLeft(t, root)
 }

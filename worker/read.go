@@ -3,24 +3,26 @@ package worker
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"errors"
 	"io"
 	"os"
 	"path"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/proto/link"
+	"github.com/fsmcp/fsmcp/worker/internal/dirent"
+	"github.com/fsmcp/fsmcp/worker/internal/hashcache"
+	"github.com/fsmcp/fsmcp/worker/internal/lines"
 	"golang.org/x/sys/unix"
 )
 
 // fileType is the file type of a stat mode; a type no directory entry
 // names is FILE_TYPE_OTHER.
 func fileType(mode uint32) fsmcpv1.FileType {
-	if t := direntType(dtype(mode)); t != fsmcpv1.FileType_FILE_TYPE_UNSPECIFIED {
+	if t := dirent.FileType(dirent.Dtype(mode)); t != fsmcpv1.FileType_FILE_TYPE_UNSPECIFIED {
 		return t
 	}
 	return fsmcpv1.FileType_FILE_TYPE_OTHER
@@ -123,7 +125,7 @@ func (s *Service) linkTarget(p string) (string, bool, error) {
 	switch {
 	case err == nil:
 		return target, true, nil
-	case isEscape(err):
+	case link.IsEscape(err):
 		return "", false, nil
 	}
 	// The target dangles (or loops) before os.Root could tell whether it
@@ -144,8 +146,6 @@ func regularOnly(op, p string, st *unix.Stat_t) error {
 	}
 	return newError(fsmcpv1.ErrorCode_ERROR_CODE_NOT_REGULAR, p, "%s: not a regular file", op)
 }
-
-var hashBufs = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
 
 // hash returns the sha256 of the regular file p (whose lstat is st),
 // from the cache when the file is unchanged, else streamed. If the file at
@@ -181,68 +181,40 @@ func (s *Service) hash(ctx context.Context, p string, st *unix.Stat_t) (string, 
 // cache. The file is re-stat'ed after hashing, so a write during the hash
 // is never cached.
 func (s *Service) hashOpen(ctx context.Context, f *os.File, st *unix.Stat_t) (string, error) {
-	if sum, ok := s.hashes.get(keyOf(st)); ok {
+	if sum, ok := s.hashes.Get(hashcache.KeyOf(st)); ok {
 		return sum, nil
 	}
 	// Reading a whole file is heavy work.
-	done, err := s.Heavy(ctx, "hash", "")
+	done, err := s.heavy(ctx, "hash", "")
 	if err != nil {
 		return "", err
 	}
 	defer done()
 	fs, err := s.hashVersion(ctx, f, st)
-	return fs.sum, err
+	return fs.Hex, err
 }
 
 // hashVersion hashes the open regular file f, whose fstat st was taken
 // before, from its current offset (its start, for a file just opened),
 // and caches the sum by put's rule.
-func (s *Service) hashVersion(ctx context.Context, f *os.File, st *unix.Stat_t) (fileSum, error) {
+func (s *Service) hashVersion(ctx context.Context, f *os.File, st *unix.Stat_t) (hashcache.Sum, error) {
 	start := time.Now()
 	fs, err := hashFile(ctx, f)
 	if err != nil {
-		return fileSum{}, err
+		return hashcache.Sum{}, err
 	}
-	s.hashes.hashed.Add(st.Size)
+	s.hashes.Hashed.Add(st.Size)
 	if after, err := fstat(f); err == nil {
-		s.hashes.put(st, after, start, fs)
+		s.hashes.Put(st, after, start, fs)
 	}
 	return fs, nil
 }
 
-// hashFile streams f through sha256, checking ctx every buffer (256 KiB),
-// and reports its progress to the hashProgress ctx carries, if any.
-func hashFile(ctx context.Context, f *os.File) (fileSum, error) {
-	h := sha256.New()
-	bp := hashBufs.Get().(*[]byte)
-	defer hashBufs.Put(bp)
-	buf := *bp
+// hashFile streams f through sha256 (hashcache.Stream), reporting its
+// progress to the hashProgress ctx carries, if any.
+func hashFile(ctx context.Context, f *os.File) (hashcache.Sum, error) {
 	report, _ := ctx.Value(hashProgressKey{}).(func(hashed, total int64))
-	var hashed, total int64
-	if report != nil {
-		if st, err := fstat(f); err == nil {
-			total = st.Size
-		}
-	}
-	next := time.Now().Add(progressEvery)
-	for {
-		if err := ctx.Err(); err != nil {
-			return fileSum{}, err
-		}
-		n, err := f.Read(buf)
-		h.Write(buf[:n])
-		hashed += int64(n)
-		if report != nil && time.Now().After(next) {
-			report(hashed, total)
-			next = time.Now().Add(progressEvery)
-		}
-		if err == io.EOF {
-			return sumOf(h, hashed), nil
-		}
-		if err != nil {
-			return fileSum{}, err
-		}
-	}
+	return hashcache.Stream(ctx, f, report)
 }
 
 // entryAllowance is a generous estimate of the JSON an entry costs beyond
@@ -283,7 +255,7 @@ func (s *Service) Read(ctx context.Context, req *fsmcpv1.ReadRequest) (*fsmcpv1.
 		if err != nil {
 			return nil, fsError("fstat", p, err)
 		}
-		if keyOf(after) == keyOf(st) {
+		if hashcache.KeyOf(after) == hashcache.KeyOf(st) {
 			if fi, err := s.root.Stat(p); err == nil && sameInode(toStat(fi), st) {
 				return resp, nil
 			}
@@ -344,7 +316,7 @@ func checkRead(p string, req *fsmcpv1.ReadRequest) error {
 // readVersion reads from f, whose fstat is st, what req asks.
 func (s *Service) readVersion(ctx context.Context, p string, f *os.File, st *unix.Stat_t, req *fsmcpv1.ReadRequest) (*fsmcpv1.ReadResponse, error) {
 	resp := &fsmcpv1.ReadResponse{Size: st.Size, Offset: req.GetOffset()}
-	sum, ok := s.hashes.get(keyOf(st))
+	sum, ok := s.hashes.Get(hashcache.KeyOf(st))
 	if !ok && (st.Size <= inlineHashBytes || req.GetIfSha256() != "") {
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
 			return nil, fsError("read", p, err)
@@ -381,44 +353,19 @@ func (s *Service) readVersion(ctx context.Context, p string, f *os.File, st *uni
 }
 
 // locateLine sets resp.Offset and resp.FirstLine to where line (1-based,
-// or negative from the end) starts. A line past the end starts at the
-// end of the file; a tail longer than the file starts at line 1.
+// or negative from the end) starts (lines.Index.Locate).
 func (s *Service) locateLine(ctx context.Context, f *os.File, st *unix.Stat_t, line int64, resp *fsmcpv1.ReadResponse) error {
-	ls := s.lines.scan(ctx, f, st)
-	defer func() {
-		if ls.grew {
-			s.lines.put(st, ls.m)
-		}
-	}()
-	if line > 0 {
-		start, _, err := ls.start(line)
-		resp.Offset, resp.FirstLine = start, line
-		return err
-	}
-	start, err := ls.tail(-line)
-	if err != nil {
-		return err
-	}
-	resp.Offset = start
-	if ls.m.complete {
-		resp.FirstLine = max(ls.m.lines+line+1, 1)
-		return nil
-	}
-	// A tail's number counts the lines before it, once: the count is
-	// kept, so the next tail of this version reads only itself.
-	if resp.FirstLine, err = ls.lineAt(start); err != nil {
-		return err
-	}
-	_, err = ls.total()
+	var err error
+	resp.Offset, resp.FirstLine, err = s.lines.Locate(ctx, f, st, line)
 	return err
 }
 
-// lineEnds cuts resp.Data after lines whole lines (0: no limit) and
+// lineEnds cuts resp.Data after want whole lines (0: no limit) and
 // records where each line in it ends; when no line ends in it, the
 // length of the one it starts.
-func lineEnds(ctx context.Context, f *os.File, st *unix.Stat_t, lines int64, resp *fsmcpv1.ReadResponse) error {
+func lineEnds(ctx context.Context, f *os.File, st *unix.Stat_t, want int64, resp *fsmcpv1.ReadResponse) error {
 	data := resp.Data
-	for at := 0; lines == 0 || int64(len(resp.LineEnds)) < lines; {
+	for at := 0; want == 0 || int64(len(resp.LineEnds)) < want; {
 		j := bytes.IndexByte(data[at:], '\n')
 		if j < 0 {
 			if at < len(data) && resp.Offset+int64(len(data)) == st.Size {
@@ -434,7 +381,7 @@ func lineEnds(ctx context.Context, f *os.File, st *unix.Stat_t, lines int64, res
 		return nil
 	}
 	if len(data) > 0 {
-		n, err := lineLength(ctx, f, resp.Offset, st.Size)
+		n, err := lines.Length(ctx, f, resp.Offset, st.Size)
 		resp.LineLength = n
 		return err
 	}

@@ -53,5 +53,5 @@ func errorDetail(err error) *fsmcpv1.Error {
 	if !errors.As(err, &e) {
 		e = fsError("read", "", err)
 	}
-	return e.detail()
+	return e.Detail()
 }

@@ -81,21 +81,21 @@ type SetAside struct {
 	Reason string
 }
 
-// Recovery is what Recover did.
+// Recovery is what recoverJournals did.
 type Recovery struct {
 	// Undone counts the interrupted patches undone.
 	Undone   int
 	SetAside []SetAside
 }
 
-// Recover undoes the patches a crash interrupted, from the journals in
+// recoverJournals undoes the patches a crash interrupted, from the journals in
 // the state directory, so that every file is as it was before that patch;
 // the staged files it leaves under temp names are removed. It runs at
 // start-up, before the first RPC is served. An entry whose directory is
 // gone is reported and left as it is. A journal that verifies but whose
 // quarantine this start lacks refuses the start (an error naming it and
 // --discard-journal) unless discard is its name: it is then set aside.
-func (s *Service) Recover(discard string) (*Recovery, error) {
+func (s *Service) recoverJournals(discard string) (*Recovery, error) {
 	r := &Recovery{}
 	legacy, err := s.legacyJournals()
 	if err != nil {
@@ -136,6 +136,9 @@ func (s *Service) Recover(discard string) (*Recovery, error) {
 			r.setAside(s.setAsideJournal(jn, "discarded by --discard-journal"))
 		}
 	}
+	if err := s.recoverAppends(); err != nil {
+		return r, err
+	}
 	if s.quarantine != nil {
 		s.quarantine.settle()
 	}
@@ -157,11 +160,11 @@ func refuse(format string, args ...any) error {
 	return &notApplied{fmt.Sprintf(format, args...)}
 }
 
-// CheckReadOnly is Recover for a read-only start, which may change
+// checkReadOnly is recoverJournals for a read-only start, which may change
 // nothing: a journal in the state directory refuses the start
 // (errJournalReadOnly); a journal an earlier version left in the root is
 // named and left there.
-func (s *Service) CheckReadOnly() (*Recovery, error) {
+func (s *Service) checkReadOnly() (*Recovery, error) {
 	r := &Recovery{}
 	if s.state != nil {
 		if js, err := s.journals(); err != nil || len(js) > 0 {

@@ -132,7 +132,7 @@ func TestRecoverSetsAsideWhatDoesNotVerify(t *testing.T) {
 			s := newServiceWith(t, dir, Options{Policy: sandbox.Policy{Protect: sandbox.DefaultProtect}})
 			j, files := interruptedPatch(t, s, dir)
 			name := c.spoil(t, s, dir, j, files)
-			r, err := s.Recover("")
+			r, err := s.recoverJournals("")
 			if err != nil || r.Undone != 0 || len(r.SetAside) != 1 {
 				t.Fatalf("Recover() = %+v, %v; want one journal set aside", r, err)
 			}
@@ -191,7 +191,7 @@ func TestRecoverLegacyJournalInRoot(t *testing.T) {
 				opts.State = stateFor(t, shm)
 			}
 			s := newServiceWith(t, dir, opts)
-			r, err := s.Recover("")
+			r, err := s.recoverJournals("")
 			if err != nil || len(r.SetAside) != 1 || r.SetAside[0].Name != setAsideDir+"/root-"+legacy {
 				t.Fatalf("Recover() = %+v, %v; want the root's journal set aside", r, err)
 			}
@@ -216,7 +216,7 @@ func TestRecoverReadOnly(t *testing.T) {
 	legacy := legacyJournalPrefix + "old"
 	wput(t, filepath.Join(dir, legacy), "{}")
 	s := newTestService(t, dir)
-	r, err := s.CheckReadOnly()
+	r, err := s.checkReadOnly()
 	if err != nil || len(r.SetAside) != 1 || !strings.Contains(r.SetAside[0].Reason, "left in the root") {
 		t.Fatalf("CheckReadOnly() = %+v, %v; want the root's journal named and left", r, err)
 	}
@@ -224,7 +224,7 @@ func TestRecoverReadOnly(t *testing.T) {
 		t.Errorf("a read-only start moved the root's journal: %v", err)
 	}
 	sealJournal(t, s, &journal{RootDev: s.rootDev, RootIno: s.rootIno})
-	if _, err := s.CheckReadOnly(); err != errJournalReadOnly {
+	if _, err := s.checkReadOnly(); err != errJournalReadOnly {
 		t.Errorf("CheckReadOnly() with a journal = %v, want errJournalReadOnly", err)
 	}
 }

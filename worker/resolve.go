@@ -3,7 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
-	"io"
+	"io/fs"
 	"os"
 	"path"
 	"strconv"
@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/worker/internal/dirwalk"
 	"golang.org/x/sys/unix"
 )
 
@@ -59,33 +60,6 @@ const (
 	// the current one: refused when accessMutate or accessContent is.
 	accessRewrite
 )
-
-// clientPath turns a client path into a name for os.Root: one leading "/"
-// is stripped, "" names the root, and a NUL byte is refused. It does no
-// other canonicalisation: "..", further slashes and symlinks are the
-// Root's to resolve or refuse, and the policy judges what they resolved
-// to, not this string.
-func clientPath(p []byte) (string, error) {
-	if len(p) > 0 && bytesIndexNUL(p) >= 0 {
-		return "", newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "", "path contains a NUL byte")
-	}
-	if len(p) > 0 && p[0] == '/' {
-		p = p[1:]
-	}
-	if len(p) == 0 {
-		return ".", nil
-	}
-	return string(p), nil
-}
-
-func bytesIndexNUL(p []byte) int {
-	for i, c := range p {
-		if c == 0 {
-			return i
-		}
-	}
-	return -1
-}
 
 // rootPath is the kernel's name for the root directory, against which the
 // names of opened descriptors are made root-relative.
@@ -390,63 +364,31 @@ func (s *Service) judgeTree(ctx context.Context, op, p string, d *parent, base, 
 	if es := s.derived.entries.Load(); to != "" && s.policyOf(ctx).Empty() && (es == nil || len(*es) == 0) {
 		return nil
 	}
-	fd, err := unix.Openat(d.fd, base, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	fd, err := dirwalk.Open(d.fd, base)
 	if err != nil {
 		return fsError(op, p, err)
 	}
 	defer unix.Close(fd)
-	return s.judgeDir(ctx, op, p, fd, joinRel(d.rel, base), to, 0)
-}
-
-func (s *Service) judgeDir(ctx context.Context, op, p string, fd int, from, to string, depth int) error {
-	if depth > maxWalkDepth {
-		return newError(fsmcpv1.ErrorCode_ERROR_CODE_TOO_LARGE, p, "%s: the tree is deeper than %d levels; nothing was changed", op, maxWalkDepth)
-	}
-	dup, err := unix.Dup(fd)
-	if err != nil {
-		return fsError(op, p, err)
-	}
-	unix.CloseOnExec(dup)
-	f := os.NewFile(uintptr(dup), "dir")
-	defer f.Close()
-	for {
-		names, rerr := f.Readdirnames(512)
-		for _, n := range names {
+	from := joinRel(d.rel, base)
+	w := &dirwalk.Walker{Batch: 512,
+		Visit: func(_ int, _ fs.DirEntry, rel string) (bool, error) {
 			if err := ctx.Err(); err != nil {
-				return fsError(op, p, err)
+				return false, fsError(op, p, err)
 			}
-			nf, nt := from+"/"+n, ""
+			carried := ""
 			if to != "" {
-				nt = to + "/" + n
+				carried = to + rel[len(from):]
 			}
-			if err := s.judgeCarry(ctx, op, p, nf, nt); err != nil {
-				return err
+			return true, s.judgeCarry(ctx, op, p, rel, carried)
+		},
+		Fail: func(_ string, err error) error {
+			if errors.Is(err, dirwalk.ErrTooDeep) {
+				return newError(fsmcpv1.ErrorCode_ERROR_CODE_TOO_LARGE, p, "%s: the tree is deeper than %d levels; nothing was changed", op, maxWalkDepth)
 			}
-			st, err := fstatat(fd, n)
-			if err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
-				continue // gone since readdir, or not a directory
-			}
-			sub, err := unix.Openat(fd, n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
-			if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
-				continue
-			}
-			if err != nil {
-				return fsError(op, p, err)
-			}
-			err = s.judgeDir(ctx, op, p, sub, nf, nt, depth+1)
-			unix.Close(sub)
-			if err != nil {
-				return err
-			}
-		}
-		if errors.Is(rerr, io.EOF) || rerr == nil && len(names) == 0 {
-			return nil
-		}
-		if rerr != nil {
 			// What could not be read could not be judged.
-			return fsError(op, p, rerr)
-		}
-	}
+			return fsError(op, p, err)
+		}}
+	return w.Walk(fd, from)
 }
 
 // openDir opens the directory dir (the directory part of the client path
@@ -634,7 +576,7 @@ func (s *Service) openSearch(ctx context.Context, op string, raw []byte, kind ac
 }
 
 // policyError is a refusal by the policy: permission_denied, naming the
-// rule (why: "--protect GLOB", or what sandbox.Rules.Denied answered),
+// rule (why: "--protect GLOB", or what sandbox.Matcher.Denied answered),
 // marked as a policy violation.
 func policyError(op, p, rel, what, why string) *Error {
 	e := newError(fsmcpv1.ErrorCode_ERROR_CODE_PERMISSION_DENIED, p,

@@ -483,7 +483,7 @@ func readKept(ctx context.Context, s *Service, kept []keptFile, want *checkpoint
 			f.Close()
 			continue
 		}
-		release, err := s.Reserve(ctx, "rewind", "", st.Size)
+		release, err := s.reserve(ctx, "rewind", "", st.Size)
 		if err != nil {
 			f.Close()
 			continue

@@ -38,7 +38,7 @@ func TestRewindAfterRecovery(t *testing.T) {
 	sealJournal(t, s, j)
 
 	again := quarantineServiceOver(t, root, qdir, 1<<20)
-	if r, err := again.Recover(""); err != nil || r.Undone != 1 {
+	if r, err := again.recoverJournals(""); err != nil || r.Undone != 1 {
 		t.Fatalf("Recover = %+v, %v; want the patch undone", r, err)
 	}
 	resp, err := again.Rewind(ctx, &fsmcpv1.RewindRequest{Id: cp.GetCheckpoint().GetId(), DryRun: true})

@@ -11,12 +11,13 @@ import (
 	"time"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/worker/internal/admit"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/status"
 )
 
 // newLimitedService is newWriteService with the given budgets.
-func newLimitedService(t *testing.T, l Limits) (*Service, string) {
+func newLimitedService(t *testing.T, l admit.Limits) (*Service, string) {
 	t.Helper()
 	return newServiceIn(t, Options{Limits: l})
 }
@@ -27,7 +28,7 @@ type searchService struct {
 	testDir string
 }
 
-func newSearchService(t *testing.T, l Limits) searchService {
+func newSearchService(t *testing.T, l admit.Limits) searchService {
 	t.Helper()
 	rg, err := exec.LookPath("rg")
 	if err != nil {
@@ -85,7 +86,7 @@ func TestRobustWriteDetectsRestoredMtime(t *testing.T) {
 // accepted and one byte more is refused.
 func TestRobustReplaceExpansionRefusedBeforeAllocation(t *testing.T) {
 	const maxFile = 1 << 20
-	s, dir := newLimitedService(t, Limits{MaxFileBytes: maxFile, MemoryBytes: 64 << 20})
+	s, dir := newLimitedService(t, admit.Limits{MaxFileBytes: maxFile, MemoryBytes: 64 << 20})
 	p := filepath.Join(dir, "f")
 	wput(t, p, "a")
 	big := func(c string, n int) []byte { return []byte(strings.Repeat(c, n)) }
@@ -387,7 +388,7 @@ func TestRobustOutOfDescriptorsIsUnavailable(t *testing.T) {
 }
 
 func outOfDescriptorsChild(t *testing.T) {
-	s := newSearchService(t, Limits{})
+	s := newSearchService(t, admit.Limits{})
 	wput(t, filepath.Join(s.testDir, "f"), "inside\n")
 	c := serveInProcess(t, s.Service)
 	// Connect first: the limit below leaves no descriptor to spare.
@@ -463,9 +464,9 @@ func errorOf(err error) *fsmcpv1.Error {
 // then answer unavailable; a call whose own deadline comes first answers
 // timeout; once a slot is free the same call succeeds.
 func TestRobustHeavyCallsQueueBounded(t *testing.T) {
-	s, dir := newLimitedService(t, Limits{MaxHeavy: 1, QueueTimeout: 100 * time.Millisecond})
+	s, dir := newLimitedService(t, admit.Limits{MaxHeavy: 1, QueueTimeout: 100 * time.Millisecond})
 	wput(t, filepath.Join(dir, "f"), "v1")
-	release, err := s.Heavy(context.Background(), "test", "")
+	release, err := s.heavy(context.Background(), "test", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -499,23 +500,23 @@ func TestRobustHeavyCallsQueueBounded(t *testing.T) {
 // larger than the whole budget is too_large at once, one that does not fit
 // now waits and then is unavailable.
 func TestRobustMemoryBudget(t *testing.T) {
-	s, _ := newLimitedService(t, Limits{MemoryBytes: 64 << 20, QueueTimeout: 50 * time.Millisecond})
-	capacity := int64(64<<20) - memoryReserve
-	_, err := s.Reserve(context.Background(), "test", "", capacity+1)
+	s, _ := newLimitedService(t, admit.Limits{MemoryBytes: 64 << 20, QueueTimeout: 50 * time.Millisecond})
+	capacity := int64(64<<20) - admit.MemoryReserve
+	_, err := s.reserve(context.Background(), "test", "", capacity+1)
 	wantWriteCode(t, "Reserve(capacity+1)", err, fsmcpv1.ErrorCode_ERROR_CODE_TOO_LARGE)
-	release, err := s.Reserve(context.Background(), "test", "", capacity-10)
+	release, err := s.reserve(context.Background(), "test", "", capacity-10)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.Reserve(context.Background(), "test", "", 11)
+	_, err = s.reserve(context.Background(), "test", "", 11)
 	wantWriteCode(t, "Reserve(11) of 10 free", err, fsmcpv1.ErrorCode_ERROR_CODE_UNAVAILABLE)
-	more, err := s.Reserve(context.Background(), "test", "", 10)
+	more, err := s.reserve(context.Background(), "test", "", 10)
 	if err != nil {
 		t.Fatalf("Reserve(10) of 10 free: %v", err)
 	}
 	more()
 	release()
-	if r, err := s.Reserve(context.Background(), "test", "", capacity); err != nil {
+	if r, err := s.reserve(context.Background(), "test", "", capacity); err != nil {
 		t.Fatalf("Reserve(capacity) when free: %v", err)
 	} else {
 		r()
@@ -527,7 +528,7 @@ func TestRobustMemoryBudget(t *testing.T) {
 // replies are encoded and sent as in fsmcp.
 func budgetService(t *testing.T) (*Service, fsmcpv1.WorkerServiceClient, string) {
 	t.Helper()
-	s, dir := newServiceIn(t, Options{MaxMedia: 20 << 20, Limits: Limits{MemoryBytes: 64 << 20, QueueTimeout: 200 * time.Millisecond}})
+	s, dir := newServiceIn(t, Options{MaxMedia: 20 << 20, Limits: admit.Limits{MemoryBytes: 64 << 20, QueueTimeout: 200 * time.Millisecond}})
 	return s, serveInProcess(t, s), dir
 }
 
@@ -536,10 +537,10 @@ func budgetService(t *testing.T) (*Service, fsmcpv1.WorkerServiceClient, string)
 // sent, just after the client has them.
 func budgetFree(t *testing.T, s *Service) {
 	t.Helper()
-	capacity := int64(64<<20) - memoryReserve
+	capacity := int64(64<<20) - admit.MemoryReserve
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		release, err := s.Reserve(context.Background(), "test", "", capacity)
+		release, err := s.reserve(context.Background(), "test", "", capacity)
 		if err == nil {
 			release()
 			return
@@ -557,7 +558,7 @@ func budgetFree(t *testing.T, s *Service) {
 // the budget free it is served, and its reservation is returned.
 func TestRobustViewReservesMemory(t *testing.T) {
 	s, c, dir := budgetService(t)
-	capacity := int64(64<<20) - memoryReserve
+	capacity := int64(64<<20) - admit.MemoryReserve
 	ctx := context.Background()
 	wput(t, filepath.Join(dir, "big"), strings.Repeat("b", 17<<20))
 	_, err := c.View(ctx, &fsmcpv1.ViewRequest{Path: []byte("big")})
@@ -567,7 +568,7 @@ func TestRobustViewReservesMemory(t *testing.T) {
 
 	const size = 4 << 20
 	wput(t, filepath.Join(dir, "pic"), strings.Repeat("p", size))
-	held, err := s.Reserve(ctx, "test", "", capacity-size)
+	held, err := s.reserve(ctx, "test", "", capacity-size)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -595,7 +596,7 @@ func TestRobustViewsTakeTurns(t *testing.T) {
 	const size = 12 << 20
 	wput(t, filepath.Join(dir, "pic"), strings.Repeat("p", size))
 	// Long enough for eight views one after another on a loaded machine.
-	s.budgets.memory.queue = time.Minute
+	s.budgets.memory = admit.New("bytes of memory budget", int64(64<<20)-admit.MemoryReserve, time.Minute)
 	errs := make(chan error, 8)
 	for range 8 {
 		go func() {
@@ -620,7 +621,7 @@ func TestRobustViewsTakeTurns(t *testing.T) {
 // digest as always and returns its reservation.
 func TestRobustDigestReservesMemory(t *testing.T) {
 	s, c, dir := budgetService(t)
-	capacity := int64(64<<20) - memoryReserve
+	capacity := int64(64<<20) - admit.MemoryReserve
 	ctx := context.Background()
 	sub := filepath.Join(dir, "many")
 	if err := os.Mkdir(sub, 0o755); err != nil {
@@ -648,7 +649,7 @@ func TestRobustDigestReservesMemory(t *testing.T) {
 	budgetFree(t, s)
 	// 200 names of 10 bytes: 200×(16+4+32) + 2×2,000 bytes, more than the
 	// 1,000 left free.
-	held, err := s.Reserve(ctx, "test", "", capacity-1000)
+	held, err := s.reserve(ctx, "test", "", capacity-1000)
 	if err != nil {
 		t.Fatal(err)
 	}

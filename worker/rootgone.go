@@ -35,9 +35,10 @@ func (s *Service) rootUnary(ctx context.Context, req any, info *grpc.UnaryServer
 	return h(ctx, req)
 }
 
-// rootStream is rootUnary for streaming calls.
+// rootStream is rootUnary for streaming calls. The Calls stream is
+// transport: each call on it runs through rootUnary itself.
 func (s *Service) rootStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-	if s.rootGone() {
+	if info.FullMethod != fsmcpv1.WorkerService_Calls_FullMethodName && s.rootGone() {
 		return s.errRootGone()
 	}
 	return h(srv, ss)

@@ -5,13 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime/debug"
 	"sync"
 	"syscall"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/proto/link"
 	"github.com/fsmcp/fsmcp/sandbox"
-	"google.golang.org/grpc"
+	"github.com/fsmcp/fsmcp/worker/internal/admit"
+	"github.com/fsmcp/fsmcp/worker/internal/hashcache"
+	"github.com/fsmcp/fsmcp/worker/internal/lines"
+	"github.com/fsmcp/fsmcp/worker/rulesfile"
 )
 
 // Service implements fsmcpv1.WorkerServiceServer over one *os.Root.
@@ -29,7 +32,7 @@ type Service struct {
 	// rootPath is the kernel's name of the root, for realPath.
 	rootPath *rootPath
 	// policy is the operator's protected and denied paths.
-	policy *sandbox.Rules
+	policy *sandbox.Matcher
 	// renames is held shared by a mutation from its judgement to its
 	// last system call, and exclusively by a move of a directory, which
 	// changes the real path of everything beneath it.
@@ -44,15 +47,15 @@ type Service struct {
 	// beforeDescend, when set, runs before a recursive delete opens a
 	// directory. Tests use it to swap the directory for a symlink.
 	beforeDescend func(name string)
-	hashes        *hashCache
-	lines         *lineIndex
+	hashes        *hashcache.Cache
+	lines         *lines.Index
 	budgets       budgets
-	limits        Limits
+	limits        admit.Limits
 	// quarantine, when set, keeps what deletes remove and writes replace.
 	quarantine *Quarantine
 	// rules, when set, are the operator's --rules, for Check and for
 	// every call (callrules.go).
-	rules *Rules
+	rules *rulesfile.File
 	// state, when set, is the state directory that holds the patch
 	// journals (recover.go); rootDev and rootIno are the root's identity
 	// they record.
@@ -61,6 +64,8 @@ type Service struct {
 	// cps, with a quarantine and a state directory, holds the
 	// checkpoints and the touch log (rewind.go).
 	cps *checkpoints
+	// appends are the append journal's slots (append.go).
+	appends appendSlots
 }
 
 var _ fsmcpv1.WorkerServiceServer = (*Service)(nil)
@@ -81,12 +86,12 @@ type Options struct {
 	// Policy is the operator's protected and denied paths.
 	Policy sandbox.Policy
 	// Limits are the worker's budgets; zero fields take defaults.
-	Limits Limits
+	Limits admit.Limits
 	// Quarantine, when set, keeps what deletes remove and writes replace,
 	// for Undo.
 	Quarantine *Quarantine
 	// Rules, when set, are the operator's --rules, for Check.
-	Rules *Rules
+	Rules *rulesfile.File
 	// State is the state directory for fs_patch's journals, outside the
 	// root; without it, fs_patch is unavailable.
 	State *os.File
@@ -108,7 +113,7 @@ func New(root *os.Root, opts Options) (*Service, error) {
 	if opts.MaxMedia <= 0 {
 		opts.MaxMedia = 5 << 20
 	}
-	if err := opts.Limits.Check(); err != nil {
+	if err := opts.Limits.Check(link.MaxMessageBytes); err != nil {
 		return nil, err
 	}
 	if opts.Confinement == nil {
@@ -143,8 +148,8 @@ func New(root *os.Root, opts Options) (*Service, error) {
 		devNull:     opts.DevNull,
 		maxRead:     opts.MaxRead,
 		maxMedia:    opts.MaxMedia,
-		hashes:      newHashCache(),
-		lines:       newLineIndex(),
+		hashes:      hashcache.New(),
+		lines:       lines.NewIndex(),
 		budgets:     newBudgets(opts.Limits),
 		limits:      opts.Limits,
 		quarantine:  opts.Quarantine,
@@ -162,26 +167,4 @@ func (s *Service) Hello(ctx context.Context, req *fsmcpv1.HelloRequest) (*fsmcpv
 			"protocol version %v, want %v", req.GetVersion(), fsmcpv1.ProtocolVersion_PROTOCOL_VERSION_1)
 	}
 	return &fsmcpv1.HelloResponse{Version: fsmcpv1.ProtocolVersion_PROTOCOL_VERSION_1, Confinement: s.confinement}, nil
-}
-
-// recoverUnary answers a panicking handler with internal and keeps serving.
-func recoverUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			fmt.Fprintf(os.Stderr, "fsmcp worker: panic in %s: %v\n%s", info.FullMethod, r, debug.Stack())
-			resp, err = nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "", "internal error")
-		}
-	}()
-	return h(ctx, req)
-}
-
-// recoverStream is recoverUnary for streaming RPCs.
-func recoverStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			fmt.Fprintf(os.Stderr, "fsmcp worker: panic in %s: %v\n%s", info.FullMethod, r, debug.Stack())
-			err = newError(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "", "internal error")
-		}
-	}()
-	return h(srv, ss)
 }

@@ -1,18 +1,19 @@
 package worker
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/worker/internal/admit"
+	"github.com/fsmcp/fsmcp/worker/internal/rglog"
 	"github.com/fsmcp/fsmcp/worker/workertest"
 	"golang.org/x/sys/unix"
 )
@@ -125,7 +126,7 @@ func treeLines(t *testing.T, c fsmcpv1.WorkerServiceClient, req *fsmcpv1.TreeReq
 // log lossily: the listing is the same with it, and rg's verdicts
 // (hidden, ignored) hold for symlinks either way.
 func TestWalkTreeLearnsFromLog(t *testing.T) {
-	s := newSearchService(t, Limits{})
+	s := newSearchService(t, admit.Limits{})
 	dir := s.testDir
 	wput(t, filepath.Join(dir, ".ignore"), "*.log\n")
 	wput(t, filepath.Join(dir, "src", "a.go"), "package a")
@@ -136,7 +137,7 @@ func TestWalkTreeLearnsFromLog(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	links := []string{"src/link", "src/odd\nname", "src/x" + subjectMark + "file type: None, metadata: Err(x)", "src/.hidden", "src/skip.log", "lim/l1/l2/ln"}
+	links := []string{"src/link", "src/odd\nname", "src/x" + rglog.SubjectMark + "file type: None, metadata: Err(x)", "src/.hidden", "src/skip.log", "lim/l1/l2/ln"}
 	for _, l := range links {
 		if err := os.Symlink("a.go", filepath.Join(dir, l)); err != nil {
 			t.Fatal(err)
@@ -183,49 +184,8 @@ func TestWalkTreeLearnsFromLog(t *testing.T) {
 	}
 }
 
-// The log's lines as rg 13 writes them: a special entry's line is known
-// by the subject mark after its name and judges nothing, a name holding
-// the mark is still skipped by its rule, a name with a newline joins its
-// record, and a lossy name judges by its lossy form.
-func TestWalkTreeLogLines(t *testing.T) {
-	l := newTreeLog()
-	const pre = "DEBUG|rg::subject|crates/core/subject.rs:74: ignoring ./"
-	const tail = "file type: Some(FileType(FileType { mode: 40960 })), metadata: Ok(Metadata { .. })"
-	const walk = "DEBUG|ignore::walk|walk.rs:1741: ignoring ./"
-	l.line([]byte(pre + "a/l" + subjectMark + tail))
-	l.line([]byte(pre + "a/x" + subjectMark + "y" + subjectMark + tail))
-	l.line([]byte(walk + "a/.m" + subjectMark + "z: Ignore(IgnoreMatch(Hidden))"))
-	l.line([]byte(walk + "a/odd"))
-	l.line([]byte("name: Ignore(IgnoreMatch(Hidden))"))
-	l.line([]byte(walk + "a/bad\uFFFDname: Ignore(IgnoreMatch(Hidden))"))
-	want := map[string]bool{"a/.m" + subjectMark + "z": true, "a/odd\nname": true, "a/bad\uFFFDname": true}
-	if !maps.Equal(l.skipped, want) {
-		t.Errorf("skipped %q, want %q", slices.Sorted(maps.Keys(l.skipped)), slices.Sorted(maps.Keys(want)))
-	}
-	for _, p := range []string{"a/odd\nname/f", "a/bad\xffname", "a/bad\xfename/g"} {
-		if !l.skippedOrUnder(p) {
-			t.Errorf("%q not skipped", p)
-		}
-	}
-	// Through the splitter, a path with two newlines (in two names) is one
-	// record, and rg's own message stays apart.
-	var rest bytes.Buffer
-	d := &debugSplitter{debug: l.line, rest: &rest}
-	d.Write([]byte(walk + "b/one\ntwo/three\nfour: Ignore(IgnoreMatch(Hidden))\nrg: b/x: Permission denied\n"))
-	if !l.skipped["b/one\ntwo/three\nfour"] || rest.String() != "rg: b/x: Permission denied\n" {
-		t.Errorf("skipped %q, rest %q", slices.Sorted(maps.Keys(l.skipped)), rest.String())
-	}
-}
-
-// dtype agrees with the kernel's directory entry types for every type a
-// stat mode names, and names none for a mode that is no type.
-func TestDtypeEveryMode(t *testing.T) {
-	for mode, dt := range map[uint32]byte{unix.S_IFREG: unix.DT_REG, unix.S_IFDIR: unix.DT_DIR, unix.S_IFLNK: unix.DT_LNK,
-		unix.S_IFIFO: unix.DT_FIFO, unix.S_IFSOCK: unix.DT_SOCK, unix.S_IFCHR: unix.DT_CHR, unix.S_IFBLK: unix.DT_BLK} {
-		if got := dtype(mode | 0o644); got != dt {
-			t.Errorf("dtype(%#o) = %d, want %d", mode, got, dt)
-		}
-	}
+// fileType names no type for a mode that is no type.
+func TestFileTypeOfNoType(t *testing.T) {
 	if got := fileType(0o644); got != fsmcpv1.FileType_FILE_TYPE_OTHER {
 		t.Errorf("fileType of a mode with no type = %v, want other", got)
 	}
@@ -238,7 +198,7 @@ func TestDtypeEveryMode(t *testing.T) {
 // has more; hidden and ignored names of symlinks, fifos and devices are
 // left out as a file's would be.
 func TestWalkTreeListsEverySymlink(t *testing.T) {
-	s := newSearchService(t, Limits{})
+	s := newSearchService(t, admit.Limits{})
 	dir := s.testDir
 	wput(t, filepath.Join(dir, ".ignore"), "skip*\n")
 	wput(t, filepath.Join(dir, "a", "b", "c", "f"), "f")
@@ -296,7 +256,7 @@ func TestWalkTreeListsEverySymlink(t *testing.T) {
 	for depth := 1; depth <= 5; depth++ {
 		var want []string
 		for p, typ := range entries {
-			if n := depthOf(p); n <= depth {
+			if n := strings.Count(p, "/") + 1; n <= depth {
 				l := fmt.Sprintf("%s %v", p, typ)
 				// A directory at the limit with anything below it.
 				if typ == dirT && n == depth && p != "a/b/c" || p == "a/b/c" && depth == 3 {

@@ -202,6 +202,11 @@ func (s *Service) undo(ctx context.Context, e *qEntry) (*fsmcpv1.UndoResponse, e
 		redo.parts = append(redo.parts, part)
 		redo.bytes += size
 	}
+	if redo.parts[0].kind == partCut {
+		// Kept, counted and evicted like any entry; no token redoes it.
+		q.register(redo)
+		return resp, nil
+	}
 	resp.Undo = q.register(redo)
 	return resp, nil
 }
@@ -273,6 +278,9 @@ func (s *Service) remakeParent(ctx context.Context, part qPart, nf error) (*pare
 // sha256).
 func (s *Service) checkPart(ctx context.Context, st *undoStep) error {
 	q, part, p := s.quarantine, st.part, st.part.path
+	if part.kind == partTruncate {
+		return s.checkTruncate(ctx, st)
+	}
 	if part.kind != partTake {
 		kept, err := fstatat(q.fd, part.name)
 		if err != nil {
@@ -338,6 +346,8 @@ func (s *Service) applyPart(st *undoStep) error {
 		if swapped, err := fstatat(q.fd, part.name); err != nil || swapped.Dev != part.now.dev || swapped.Ino != part.now.ino {
 			return lostRace(func() error { return unix.Renameat2(q.fd, part.name, d.fd, part.base, unix.RENAME_EXCHANGE) })
 		}
+	case partTruncate:
+		return s.cutAppend(st)
 	case partTake:
 		st.taken = q.newName()
 		if err := renameNoReplace(d.fd, part.base, q.fd, st.taken); err != nil {
@@ -358,6 +368,8 @@ func (s *Service) reversePart(st *undoStep) error {
 		return renameNoReplace(d.fd, part.base, q.fd, part.name)
 	case partSwap:
 		return unix.Renameat2(q.fd, part.name, d.fd, part.base, unix.RENAME_EXCHANGE)
+	case partTruncate:
+		return s.uncutAppend(st)
 	default:
 		return renameNoReplace(q.fd, st.taken, d.fd, part.base)
 	}
@@ -377,6 +389,13 @@ func (st *undoStep) redo(q *Quarantine) (qPart, int64, bool) {
 		}
 		back.kind, back.now, back.nowSHA = partTake, idOf(restored), part.keptSHA
 		return back, 0, true
+	case partTruncate:
+		cut, err := fstatat(q.fd, st.taken)
+		if err != nil {
+			return qPart{}, 0, false
+		}
+		back.kind, back.name = partCut, st.taken
+		return back, cut.Size, true
 	case partSwap:
 		restored, err := fstatat(st.d.fd, part.base)
 		successor, serr := fstatat(q.fd, part.name)

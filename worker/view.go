@@ -7,6 +7,7 @@ import (
 	"io"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/worker/internal/hashcache"
 )
 
 // View implements fsmcpv1.WorkerServiceServer: the whole of a regular file
@@ -30,7 +31,7 @@ func (s *Service) View(ctx context.Context, req *fsmcpv1.ViewRequest) (*fsmcpv1.
 	}
 	// The worker holds the file twice, as read and as gRPC encodes the
 	// reply, until the reply is encoded and queued.
-	release, err := s.ReserveReply(ctx, op, p, 2*(st.Size+1))
+	release, err := s.reserveReply(ctx, op, p, 2*(st.Size+1))
 	if err != nil {
 		return nil, err
 	}
@@ -46,7 +47,7 @@ func (s *Service) View(ctx context.Context, req *fsmcpv1.ViewRequest) (*fsmcpv1.
 	if err != nil {
 		return nil, fsError(op, p, err)
 	}
-	if int64(n) != st.Size || keyOf(after) != keyOf(st) {
+	if int64(n) != st.Size || hashcache.KeyOf(after) != hashcache.KeyOf(st) {
 		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, p, "%s: the file changed while it was read", op)
 	}
 	sum := sha256.Sum256(data[:n])

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/worker/internal/hashcache"
 	"golang.org/x/sys/unix"
 )
 
@@ -23,7 +24,8 @@ const newFileMode = 0o644
 
 // Write implements fsmcpv1.WorkerServiceServer. It replaces or creates the
 // regular file at the path atomically, if the precondition holds; with
-// append, it commits the current content followed by the new.
+// append, it writes the new content at the end of the existing file in
+// place (append.go).
 func (s *Service) Write(ctx context.Context, req *fsmcpv1.WriteRequest) (*fsmcpv1.WriteResponse, error) {
 	p, err := editPath(req.GetPath(), req.GetIfSha256(), req.GetMustNotExist())
 	if err != nil {
@@ -35,7 +37,14 @@ func (s *Service) Write(ctx context.Context, req *fsmcpv1.WriteRequest) (*fsmcpv
 	}
 	// The content is in memory already; an append's result is copied
 	// file to file and never is.
-	if err := s.CheckFileSize(op, p, int64(len(req.GetContent()))); err != nil {
+	if err := s.checkFileSize(op, p, int64(len(req.GetContent()))); err != nil {
+		return nil, err
+	}
+	if err := checkCharset(p, req.GetCharset()); err != nil {
+		return nil, err
+	}
+	content, err := encodeText(p, op+": content", req.GetCharset(), req.GetContent(), false)
+	if err != nil {
 		return nil, err
 	}
 	// A dry run reads the old content for its diff; an append splices it.
@@ -48,9 +57,16 @@ func (s *Service) Write(ctx context.Context, req *fsmcpv1.WriteRequest) (*fsmcpv
 	}
 	defer t.close()
 	cur := t.cur
-	b := &body{data: req.GetContent()}
+	if req.GetAppend() && cur.exists && !req.GetDryRun() {
+		res, err := s.appendInPlace(ctx, t, p, content)
+		if err != nil {
+			return nil, err
+		}
+		return &fsmcpv1.WriteResponse{Sha256: res.sha256, Size: res.size, Undo: res.undo}, nil
+	}
+	b := &body{data: content}
 	if req.GetAppend() && cur.exists {
-		b = &body{spliced: true, off: cur.st.Size, insert: req.GetContent()}
+		b = &body{spliced: true, off: cur.st.Size, insert: content}
 	}
 	res, err := s.commitOrPreview(ctx, t.d, t.base, p, cur, b, req.GetDryRun())
 	if err != nil {
@@ -81,6 +97,9 @@ func (s *Service) Replace(ctx context.Context, req *fsmcpv1.ReplaceRequest) (*fs
 	if err := checkPrecondition(p, req.GetIfSha256(), req.GetIfSha256() == ""); err != nil {
 		return nil, err
 	}
+	if err := checkCharset(p, req.GetCharset()); err != nil {
+		return nil, err
+	}
 	t, err := s.openEdit(ctx, "replace", p, true, req.GetIfSha256())
 	if err != nil {
 		return nil, err
@@ -91,7 +110,11 @@ func (s *Service) Replace(ctx context.Context, req *fsmcpv1.ReplaceRequest) (*fs
 		// if_sha256 was null, which the check lets pass for no file.
 		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_NOT_FOUND, p, "replace: the file does not exist")
 	}
-	data, n, release, err := s.applyEdits(ctx, p, cur.data, req.GetEdits())
+	edits, err := replaceEdits(p, cur.data, req.GetEdits(), req.GetCharset(), req.GetEol())
+	if err != nil {
+		return nil, err
+	}
+	data, n, release, err := s.applyEdits(ctx, p, cur.data, edits)
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +150,7 @@ func (s *Service) openEdit(ctx context.Context, op, p string, all bool, ifSHA st
 			t.close()
 		}
 	}()
-	done, err := s.Heavy(ctx, op, p)
+	done, err := s.heavy(ctx, op, p)
 	if err != nil {
 		return nil, err
 	}
@@ -188,12 +211,12 @@ func (s *Service) applyEdits(ctx context.Context, p string, data []byte, edits [
 			err.Count = n
 			return fail(err)
 		}
-		// n ≤ len(data) and each length ≤ MaxMessageBytes: no overflow.
+		// n ≤ len(data) and each length ≤ link.MaxMessageBytes: no overflow.
 		size := int64(len(data)) + n*(int64(len(repl))-int64(len(old)))
-		if err := s.CheckFileSize(fmt.Sprintf("replace: edit %d", i), p, size); err != nil {
+		if err := s.checkFileSize(fmt.Sprintf("replace: edit %d", i), p, size); err != nil {
 			return fail(err)
 		}
-		got, err := s.Reserve(ctx, "replace", p, size)
+		got, err := s.reserve(ctx, "replace", p, size)
 		if err != nil {
 			return fail(err)
 		}
@@ -295,18 +318,6 @@ func checkPrecondition(p, ifSHA string, mustNotExist bool) error {
 	return nil
 }
 
-func isSHA256Hex(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return false
-		}
-	}
-	return true
-}
-
 // current is the file a write would replace, as it was hashed.
 type current struct {
 	exists bool
@@ -316,7 +327,7 @@ type current struct {
 	st  *unix.Stat_t
 	sha string
 	// state is the digest's state after the file's last byte, when it
-	// is kept (see fileSum).
+	// is kept (see hashcache.Sum).
 	state []byte
 	data  []byte
 	// release returns data's reservation of the memory budget.
@@ -404,14 +415,14 @@ func (s *Service) current(ctx context.Context, op string, d *parent, base, p str
 		return nil, fsError(op, p, err)
 	}
 	start := time.Now()
-	var fs fileSum
+	var fs hashcache.Sum
 	cached := false
 	if all {
-		if err := s.CheckFileSize(op, p, before.Size); err != nil {
+		if err := s.checkFileSize(op, p, before.Size); err != nil {
 			c.close()
 			return nil, err
 		}
-		if c.release, err = s.Reserve(ctx, op, p, before.Size); err != nil {
+		if c.release, err = s.reserve(ctx, op, p, before.Size); err != nil {
 			c.close()
 			return nil, err
 		}
@@ -424,9 +435,9 @@ func (s *Service) current(ctx context.Context, op string, d *parent, base, p str
 		}
 		h := sha256.New()
 		h.Write(c.data)
-		fs = sumOf(h, before.Size)
-	} else if fs, cached = s.hashes.lookup(keyOf(before)); !cached {
-		// The cache's key proves the bytes (see hashCache): a hit is as
+		fs = hashcache.SumOf(h, before.Size)
+	} else if fs, cached = s.hashes.Lookup(hashcache.KeyOf(before)); !cached {
+		// The cache's key proves the bytes (see hashcache.Cache): a hit is as
 		// good as reading them.
 		fs, err = hashFile(ctx, c.f)
 	}
@@ -444,10 +455,10 @@ func (s *Service) current(ctx context.Context, op string, d *parent, base, p str
 		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, p, "%s: the file changed while it was read", op)
 	}
 	if !cached {
-		s.hashes.hashed.Add(before.Size)
-		s.hashes.put(before, c.st, start, fs)
+		s.hashes.Hashed.Add(before.Size)
+		s.hashes.Put(before, c.st, start, fs)
 	}
-	c.sha, c.state = fs.sum, fs.state
+	c.sha, c.state = fs.Hex, fs.State
 	// Replacing a file the process may not write would bypass its
 	// permission bits: rename needs only the directory's.
 	if err := unix.Faccessat(d.fd, base, unix.W_OK, unix.AT_EACCESS|unix.AT_SYMLINK_NOFOLLOW); err != nil {
@@ -475,7 +486,7 @@ func (s *Service) commitOrPreview(ctx context.Context, d *parent, base, p string
 	if !dryRun {
 		return s.commit(ctx, d, base, p, cur, b)
 	}
-	sum, err := b.sha256(ctx, cur, &s.hashes.hashed)
+	sum, err := b.sha256(ctx, cur, &s.hashes.Hashed)
 	if err != nil {
 		return nil, fsError("read", p, err)
 	}
@@ -483,7 +494,7 @@ func (s *Service) commitOrPreview(ctx context.Context, d *parent, base, p string
 	if err != nil {
 		return nil, fsError("read", p, err)
 	}
-	return &commitResult{sha256: sum.sum, size: b.size(cur), diff: diff}, nil
+	return &commitResult{sha256: sum.Hex, size: b.size(cur), diff: diff}, nil
 }
 
 // commit writes b to a new temp file in d, gives it cur's metadata
@@ -515,7 +526,7 @@ func (s *Service) commit(ctx context.Context, d *parent, base, p string, cur *cu
 			rerr = st.discardReport(p, rerr)
 		}
 	}()
-	sum, err := b.sha256(ctx, cur, &s.hashes.hashed)
+	sum, err := b.sha256(ctx, cur, &s.hashes.Hashed)
 	if err != nil {
 		return nil, fsError("read", p, err)
 	}
@@ -525,7 +536,7 @@ func (s *Service) commit(ctx context.Context, d *parent, base, p string, cur *cu
 	if s.beforeCommit != nil {
 		s.beforeCommit(p)
 	}
-	res := &commitResult{sha256: sum.sum, size: b.size(cur)}
+	res := &commitResult{sha256: sum.Hex, size: b.size(cur)}
 	if res.brokeHardLink, err = s.place(ctx, st, base, p, cur); err != nil {
 		if st.kept {
 			placed = true
@@ -556,7 +567,7 @@ func (s *Service) commit(ctx context.Context, d *parent, base, p string, cur *cu
 		return nil, err
 	}
 	if nowErr == nil {
-		s.hashes.putPlaced(st.stat, now, sum)
+		s.hashes.PutPlaced(st.stat, now, sum)
 	}
 	return res, nil
 }

@@ -194,7 +194,7 @@ func TestConcurrentWritesOneWins(t *testing.T) {
 	}
 }
 
-// Sweep removes only regular files with the temp prefix that predate the
+// sweep removes only regular files with the temp prefix that predate the
 // worker's start, and never looks through a symlink.
 func TestSweep(t *testing.T) {
 	s, dir := newWriteService(t)
@@ -217,7 +217,7 @@ func TestSweep(t *testing.T) {
 	// And a copy of its own in flight.
 	wput(t, filepath.Join(dir, tempPrefix+"copying", "f"), "being copied")
 	os.Chtimes(filepath.Join(dir, tempPrefix+"copying"), future, future)
-	n, err := s.Sweep(started, true)
+	n, err := s.sweep(started, true)
 	if err != nil || n != 3 {
 		t.Fatalf("Sweep() = %d, %v; want 3, nil", n, err)
 	}

@@ -12,23 +12,6 @@ import (
 	"testing"
 )
 
-// editRoot is a fresh root holding the named files.
-func editRoot(t *testing.T, files map[string]string) string {
-	t.Helper()
-	root := filepath.Join(t.TempDir(), "root")
-	if err := os.Mkdir(root, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for name, content := range files {
-		p := filepath.Join(root, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		writeFile(t, p, []byte(content), 0o644)
-	}
-	return root
-}
-
 // untouched records a file's inode, mtime and ctime, so a test can show a
 // call did not write it, rename over it or change its metadata.
 type untouched struct {

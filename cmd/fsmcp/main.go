@@ -2,6 +2,7 @@
 // filesystem. The same binary, started with a hidden first argument, is
 // the confined worker that alone touches the directory, the command
 // runner, a command's shim, the rules reader and the cgroup reaper.
+// `fsmcp exec [flags] -- ARGV` runs one command as fs_exec would.
 package main
 
 import (
@@ -14,6 +15,7 @@ import (
 	"github.com/fsmcp/fsmcp/sandbox"
 	"github.com/fsmcp/fsmcp/worker"
 	"github.com/fsmcp/fsmcp/worker/command"
+	"github.com/fsmcp/fsmcp/worker/rulesfile"
 )
 
 func main() {
@@ -23,8 +25,9 @@ func main() {
 	os.Exit(serve(os.Args[1:], frontend.Hooks{}))
 }
 
-// subcommand runs the hidden subcommand args[1] names, before any flag
-// parsing, and says whether there was one. main and the tests' TestMain
+// subcommand runs the subcommand args[1] names (a hidden one, or
+// `fsmcp exec`), before any flag parsing, and says whether there was
+// one. main and the tests' TestMain
 // both dispatch through it.
 func subcommand(args []string, hooks worker.Hooks) (code int, ok bool) {
 	if len(args) < 2 {
@@ -39,9 +42,13 @@ func subcommand(args []string, hooks worker.Hooks) (code int, ok bool) {
 	case sandbox.CommandSubcommand:
 		return sandbox.CommandMain(rest), true
 	case sandbox.RulesSubcommand:
-		return worker.RulesReaderMain(rest), true
+		return rulesfile.ReaderMain(rest), true
 	case sandbox.ReaperSubcommand:
 		return sandbox.ReaperMain(rest), true
+	case frontend.ExecCommand:
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return frontend.ExecMain(ctx, rest, os.Stdout, os.Stderr), true
 	}
 	return 0, false
 }

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -11,10 +9,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/fsmcp/fsmcp/frontend/fronttest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -53,25 +51,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// syncBuffer is a bytes.Buffer safe for a process's stderr copier and the
-// test to share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // stateDirIn returns a --state-dir flag naming a new directory in parent
 // that uid owns, for a test that runs fsmcp as another user: the run's
 // shared state directory may already hold a root's subdirectory of
@@ -91,7 +70,7 @@ func stateDirIn(t *testing.T, parent string, uid, gid int) string {
 
 // fsmcpCommand is the command line of a front-end serving root.
 func fsmcpCommand(root string, flags ...string) *exec.Cmd {
-	cmd := exec.Command(os.Args[0], append([]string{"--root", root}, flags...)...)
+	cmd := exec.Command(os.Args[0], append([]string{"--root", root}, withNative(flags)...)...)
 	cmd.Env = append(os.Environ(), "FSMCP_TEST_FRONTEND=1", "GORACE=atexit_sleep_ms=0")
 	return cmd
 }
@@ -207,6 +186,24 @@ func waitGone(t *testing.T, pid int, d time.Duration) {
 	}
 }
 
+// What the end-to-end tests share with the front-end's in-process ones.
+const tempPrefix = fronttest.TempPrefix
+
+type syncBuffer = fronttest.SyncBuffer
+
+var (
+	tree         = fronttest.Tree
+	editRoot     = fronttest.EditRoot
+	fileLines    = fronttest.FileLines
+	sha          = fronttest.SHA
+	noHostPath   = fronttest.NoHostPath
+	readFile     = fronttest.ReadFile
+	writeFile    = fronttest.WriteFile
+	noTempFiles  = fronttest.NoTempFiles
+	snapshot     = fronttest.Snapshot
+	sameSnapshot = fronttest.SameSnapshot
+)
+
 // reply is one tool call's outcome as the client sees it.
 type reply struct {
 	doc     map[string]any
@@ -244,32 +241,11 @@ func (s *server) call(name string, args any) reply {
 	return checkReply(s.t, name, res)
 }
 
+// checkReply reads a tool's result, checking its shape (fronttest.Check).
 func checkReply(t *testing.T, name string, res *mcp.CallToolResult) reply {
 	t.Helper()
-	if len(res.Content) != 1 {
-		t.Fatalf("%s: %d content blocks, want 1", name, len(res.Content))
-	}
-	tc, ok := res.Content[0].(*mcp.TextContent)
-	if !ok {
-		t.Fatalf("%s: content is %T, want text", name, res.Content[0])
-	}
-	r := reply{text: tc.Text, isError: res.IsError, meta: res.Meta}
-	if err := json.Unmarshal([]byte(tc.Text), &r.doc); err != nil {
-		t.Fatalf("%s: reply is not one JSON document: %v\n%s", name, err, tc.Text)
-	}
-	if ok, _ := r.doc["ok"].(bool); ok == res.IsError {
-		t.Fatalf("%s: ok=%v but isError=%v: %s", name, ok, res.IsError, tc.Text)
-	}
-	if res.IsError {
-		if r.code() == "" {
-			t.Fatalf("%s: error reply without code: %s", name, tc.Text)
-		}
-		sv, _ := res.Meta["scope_violation"].(bool)
-		if sv != (r.code() == "outside_root") {
-			t.Fatalf("%s: scope_violation=%v for code %s", name, sv, r.code())
-		}
-	}
-	return r
+	r := fronttest.Check(t, name, res)
+	return reply{doc: r.Doc, text: r.Text, isError: r.IsError, meta: r.Meta}
 }
 
 // wantOK fails unless the call succeeded.
@@ -290,12 +266,4 @@ func (s *server) wantErr(name string, args any, code string) reply {
 		s.t.Fatalf("%s(%.200v) = %.2000s, want error %s", name, args, r.text, code)
 	}
 	return r
-}
-
-// noHostPath fails if text names the host location of dir.
-func noHostPath(t *testing.T, text, dir string) {
-	t.Helper()
-	if strings.Contains(text, dir) {
-		t.Fatalf("reply names a host path (%s): %s", dir, text)
-	}
 }

@@ -350,8 +350,12 @@ func (g *modelGen) next() *modelOp {
 		return g.appendOp()
 	case r < 88:
 		return g.spliceOp()
-	case r < 94:
+	case r < 91:
 		return g.copyOp()
+	case r < 93:
+		return g.charsetWriteOp()
+	case r < 95:
+		return g.eolReplaceOp()
 	default:
 		return g.patchOp()
 	}

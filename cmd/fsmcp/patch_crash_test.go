@@ -80,6 +80,45 @@ func wholeFilePatch(from, to map[string]string) string {
 	return b.String()
 }
 
+// envelopePatch is the *** Begin Patch envelope from from to to: an
+// update per file both hold, one chunk per line that differs (files of the
+// same line count); a deletion per file only from holds and an added file
+// per file only to holds.
+func envelopePatch(from, to map[string]string) string {
+	var b strings.Builder
+	b.WriteString("*** Begin Patch\n")
+	for _, name := range slices.Sorted(stdmaps.Keys(from)) {
+		nw, ok := to[name]
+		if !ok {
+			fmt.Fprintf(&b, "*** Delete File: %s\n", name)
+			continue
+		}
+		if nw == from[name] {
+			continue
+		}
+		fmt.Fprintf(&b, "*** Update File: %s\n", name)
+		ol, nl := strings.Split(from[name], "\n"), strings.Split(nw, "\n")
+		for i := range ol {
+			if ol[i] != nl[i] {
+				fmt.Fprintf(&b, "@@\n-%s\n+%s\n", ol[i], nl[i])
+			}
+		}
+	}
+	for _, name := range slices.Sorted(stdmaps.Keys(to)) {
+		if _, ok := from[name]; ok {
+			continue
+		}
+		fmt.Fprintf(&b, "*** Add File: %s\n", name)
+		for _, l := range strings.SplitAfter(to[name], "\n") {
+			if l != "" {
+				b.WriteString("+" + strings.TrimSuffix(l, "\n") + "\n")
+			}
+		}
+	}
+	b.WriteString("*** End Patch\n")
+	return b.String()
+}
+
 // patchCrashState says whether the tree (its files, their contents and its
 // directories, temp names aside) is wholly the old version or wholly the
 // new one.
@@ -136,7 +175,8 @@ func patchCrashState(t *testing.T, root string, old, nw map[string]string) strin
 // in the state directory, and every one a kill leaves verifies: none is
 // set aside. Even trials kill anywhere in the call; odd ones wait
 // for the journal, which exists only while files are being placed, and
-// kill inside the commit. FSMCP_PATCH_CRASH_TRIALS sets the number of
+// kill inside the commit. Every other pair of trials sends the same change
+// as a *** Begin Patch envelope. FSMCP_PATCH_CRASH_TRIALS sets the number of
 // trials (scripts/crash-patch runs the full count). The trial runs twice:
 // plain, and with --quarantine, where the commit also moves the old
 // versions into the quarantine: there, after every restart that finds the
@@ -192,12 +232,20 @@ func patchCrashTrials(t *testing.T, quarantine bool) {
 		"old": {"patch": forward, "if_sha256": pre(old)},
 		"new": {"patch": backward, "if_sha256": pre(nw)},
 	}
+	envArgs := map[string]map[string]any{
+		"old": {"patch": envelopePatch(old, nw), "if_sha256": pre(old)},
+		"new": {"patch": envelopePatch(nw, old), "if_sha256": pre(nw)},
+	}
 	// Calibrate: one whole patch, then back.
 	s := start(t, root, flags...)
 	began := time.Now()
 	s.wantOK("fs_patch", args["old"])
 	whole := time.Since(began)
 	s.wantOK("fs_patch", args["new"])
+	if r := s.wantOK("fs_patch", envArgs["old"]); !strings.Contains(r.text, `"format":"envelope"`) {
+		t.Fatalf("the envelope was not read as one: %.300s", r.text)
+	}
+	s.wantOK("fs_patch", envArgs["new"])
 	s.session.Close()
 	t.Logf("seed %d, %d trials, one patch takes %v", *crashSeed, trials, whole)
 
@@ -251,7 +299,11 @@ func patchCrashTrials(t *testing.T, quarantine bool) {
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
-			res, err := s.session.CallTool(ctx, &mcp.CallToolParams{Name: "fs_patch", Arguments: args[state]})
+			a := args[state]
+			if trial%4 >= 2 {
+				a = envArgs[state]
+			}
+			res, err := s.session.CallTool(ctx, &mcp.CallToolParams{Name: "fs_patch", Arguments: a})
 			done <- outcome{res, err}
 		}()
 		if trial%2 == 0 {

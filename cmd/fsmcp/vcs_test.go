@@ -207,15 +207,16 @@ func TestVcsRefusals(t *testing.T) {
 }
 
 // The kernel alone stops the repository's programs: git granted to fs_exec
-// and run without any of fs_vcs's configuration tries to run them, and
-// every attempt is refused (the programs lie outside every grant, and the
-// shell that would run a command string is not granted either).
+// and run without fs_vcs's configuration (env drops it) tries to run them,
+// and every attempt is refused (the programs lie outside every grant, and
+// the shell that would run a command string is not granted either).
 func TestVcsKernelAloneRefusesRepositoryPrograms(t *testing.T) {
 	root := t.TempDir()
 	_, markers := hostileRepo(t, root)
-	s := start(t, root, "--exec", "/usr/bin/git")
+	s := start(t, root, "--exec", "/usr/bin/git", "--exec", "/usr/bin/env")
 	for _, args := range [][]string{{"status"}, {"diff"}, {"diff", "--cached"}} {
-		r := s.execCall(map[string]any{"argv": append([]string{"git", "-c", "safe.directory=*"}, args...), "cwd": "repo"})
+		argv := append([]string{"env", "-u", "GIT_CONFIG_COUNT", "git", "-c", "safe.directory=*"}, args...)
+		r := s.execCall(map[string]any{"argv": argv, "cwd": "repo"})
 		if !strings.Contains(r.str("stderr"), "cannot run") && !strings.Contains(r.str("stderr"), "Permission denied") &&
 			!strings.Contains(r.str("stderr"), "cannot fork") {
 			t.Errorf("git %q: no refused program in %s", args, r.text)

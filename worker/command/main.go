@@ -12,8 +12,9 @@ import (
 	"time"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/proto/link"
 	"github.com/fsmcp/fsmcp/sandbox"
-	"github.com/fsmcp/fsmcp/worker"
+	"github.com/fsmcp/fsmcp/worker/rulesfile"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 )
@@ -35,7 +36,7 @@ func run(args []string) error {
 	}
 	// Start-up order: socket, programs, namespace, Landlock, seccomp,
 	// serve. Both confinements come before the first RPC is read.
-	conn, err := worker.SocketConn(cfg.SockFD)
+	conn, err := link.SocketConn(cfg.SockFD)
 	if err != nil {
 		return err
 	}
@@ -43,8 +44,18 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	svc := &Service{writable: cfg.Writable, maxTimeout: time.Duration(cfg.MaxTimeoutS) * time.Second,
-		rg: cfg.RG, vcs: map[string]*program{}, policy: policy}
+	svc := &Service{writable: cfg.Writable, native: cfg.Native, cache: cfg.Cache, maxTimeout: time.Duration(cfg.MaxTimeoutS) * time.Second,
+		rg: cfg.RG, vcs: map[string]*program{}, policy: policy, calls: map[string]*progress{}}
+	for _, e := range cfg.Env {
+		name, _, ok := strings.Cut(e, "=")
+		if !ok || name == "" || strings.ContainsRune(e, 0) {
+			return fmt.Errorf("--env=%q: want NAME=VALUE", e)
+		}
+		svc.env = append(svc.env, e)
+	}
+	if cfg.Cache != "" {
+		svc.env = append(svc.env, "FSMCP_CACHE="+sandbox.ExecCache)
+	}
 	var execFiles []string
 	for _, p := range cfg.Programs {
 		prog, err := newProgram(p)
@@ -53,6 +64,8 @@ func run(args []string) error {
 		}
 		svc.programs = append(svc.programs, prog)
 		execFiles = append(execFiles, prog.files...)
+		svc.helpers = append(svc.helpers, prog.helpers...)
+		svc.gitGranted = svc.gitGranted || prog.isGit()
 	}
 	var vcsReadDirs []string
 	for _, v := range cfg.VCS {
@@ -87,7 +100,7 @@ func run(args []string) error {
 		if err != nil {
 			return fmt.Errorf("name the runner's executable: %w", err)
 		}
-		if svc.rules, err = worker.StartRules(exe, cfg.Rules, cfg.AllowNoLandlock); err != nil {
+		if svc.rules, err = rulesfile.Start(exe, cfg.Rules, cfg.AllowNoLandlock); err != nil {
 			return err
 		}
 	}
@@ -101,7 +114,7 @@ func run(args []string) error {
 		svc.execFiles = append(svc.execFiles, p.files...)
 	}
 	svc.execFiles = unique(svc.execFiles)
-	layout, err := sandbox.EnterExecNamespace(cfg.Root, cfg.Writable)
+	layout, err := sandbox.EnterExecNamespace(cfg.Root, sandbox.ExecMounts{Writable: cfg.Writable, Native: cfg.Native, Cache: cfg.Cache})
 	if err != nil {
 		return err
 	}
@@ -127,7 +140,7 @@ func run(args []string) error {
 	}
 	// Looked at before seccomp refuses the netlink socket it takes.
 	svc.noNetwork = noNetwork()
-	sc, err := sandbox.FilterRunner(cfg.Writable)
+	sc, err := sandbox.FilterRunner(cfg.Writable, cfg.Native)
 	switch {
 	case errors.Is(err, sandbox.ErrNoSeccomp) && cfg.AllowNoLandlock:
 		fmt.Fprintf(os.Stderr, "fsmcp exec: WARNING: %v\n", err)
@@ -143,7 +156,7 @@ func run(args []string) error {
 		return err
 	}
 	svc.confinement = svc.describe(st, sc, layout)
-	return worker.ServeConn(conn, func(srv *grpc.Server) { fsmcpv1.RegisterExecServiceServer(srv, svc) }, nil)
+	return link.Serve(conn, "fsmcp exec", func(srv *grpc.Server) { fsmcpv1.RegisterExecServiceServer(srv, svc) })
 }
 
 // probe is the runner's self-test: a command, confined as fs_exec's are,
@@ -209,10 +222,13 @@ type program struct {
 	path string
 	base string
 	args []string
-	// files are granted read and execute, readDirs read.
+	// files are granted read and execute (its helpers' too), readDirs
+	// read.
 	files    []string
 	readDirs []string
 	version  string
+	// helpers are the toolchain's own programs it runs (toolHelpers).
+	helpers []string
 }
 
 func newProgram(path string) (*program, error) {
@@ -223,7 +239,15 @@ func newProgram(path string) (*program, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return &program{path: path, base: filepath.Base(path), files: files}, nil
+	helpers, err := toolHelpers(path, files[0])
+	if err != nil {
+		return nil, fmt.Errorf("%s: find its helper programs: %w", path, err)
+	}
+	more, err := helperFiles(helpers)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &program{path: path, base: filepath.Base(path), files: append(files, more...), helpers: helpers}, nil
 }
 
 // newVCSProgram is a version-control backend's program, with its version.

@@ -4,18 +4,20 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/proto/link"
 	"github.com/fsmcp/fsmcp/sandbox"
-	"github.com/fsmcp/fsmcp/worker"
+	"github.com/fsmcp/fsmcp/worker/rulesfile"
 	"golang.org/x/sys/unix"
 )
 
@@ -27,11 +29,25 @@ type Service struct {
 	programs []*program
 	// execFiles are what every fs_exec command may execute: the granted
 	// programs and their libraries, so a granted shell runs the others.
-	execFiles  []string
-	vcs        map[string]*program
-	vcsNames   []string
-	readDirs   []string
-	writable   bool
+	execFiles []string
+	vcs       map[string]*program
+	vcsNames  []string
+	readDirs  []string
+	writable  bool
+	// native is --exec-native; cache --exec-cache (the host directory);
+	// env the --exec-env variables and FSMCP_CACHE, added to every
+	// fs_exec command's environment.
+	native bool
+	cache  string
+	env    []string
+	// helpers are what granting the programs granted besides them.
+	helpers []string
+	// gitGranted: git is one of the programs.
+	gitGranted bool
+	// calls are the running Exec calls that asked for progress, by
+	// call_id.
+	callsMu    sync.Mutex
+	calls      map[string]*progress
 	maxTimeout time.Duration
 	rg         string
 	// noNetwork: the runner found no interface up in its namespace.
@@ -42,9 +58,9 @@ type Service struct {
 	selftest []*fsmcpv1.Probe
 	// rules is the --rules file, read again when it changes; nil
 	// without one.
-	rules *worker.Rules
+	rules *rulesfile.File
 	// policy is --protect and --deny, compiled (gitDiff filters by it).
-	policy *sandbox.Rules
+	policy *sandbox.Matcher
 }
 
 // pidsBound is what bounds the tasks of all commands together.
@@ -92,16 +108,19 @@ func (s *Service) describe(st sandbox.Status, sc sandbox.Seccomp, l *sandbox.Exe
 		Vcs:            s.vcsNames,
 		NoexecMounts:   l.NoExec,
 		NetworkDenied:  s.noNetwork,
-		Env:            append(append([]string{}, baseEnv...), "HOME=<scratch>", "TMPDIR=<scratch>"),
+		Env:            append(append(append([]string{}, baseEnv...), "HOME=<scratch>", "TMPDIR=<scratch>"), s.env...),
+		Native:         s.native,
+		Cache:          s.cache,
+		Helpers:        unique(s.helpers),
 		PidsController: s.pids.controller,
 		PidsCgroup:     s.pids.cgroup,
 		PidsMax:        s.pids.max,
 		PidsNone:       s.pids.none,
-		MetadataGuards: sandbox.MetadataGuards(s.writable, sc.Mode == "filter"),
+		MetadataGuards: sandbox.MetadataGuards(s.writable, s.native, s.cache != "", sc.Mode == "filter"),
 		Selftest:       s.selftest,
 	}
 	if sc.Mode == "filter" {
-		c.SeccompDeniedSyscalls = int32(sandbox.CommandSeccompDenied(s.writable))
+		c.SeccompDeniedSyscalls = int32(sandbox.CommandSeccompDenied(s.writable, s.native))
 	}
 	var files, vcsFiles, vcsDirs []string
 	for _, p := range s.programs {
@@ -132,8 +151,8 @@ func unique(v []string) []string {
 	return slices.Compact(v)
 }
 
-func errorf(code fsmcpv1.ErrorCode, format string, args ...any) *worker.Error {
-	return &worker.Error{Code: code, Message: fmt.Sprintf(format, args...)}
+func errorf(code fsmcpv1.ErrorCode, format string, args ...any) *link.Error {
+	return link.Errorf(code, "", format, args...)
 }
 
 // lookup finds the granted program argv0 names, by its path or base name.
@@ -182,13 +201,37 @@ func (s *Service) Exec(ctx context.Context, req *fsmcpv1.ExecRequest) (*fsmcpv1.
 		var second *sandbox.ErrSecondName
 		switch err := s.layout.CheckSecondNames(lines, protected); {
 		case errors.As(err, &second):
-			return nil, &worker.Error{Code: fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, Message: err.Error(), Path: second.Path}
+			return nil, &link.Error{Code: fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, Message: err.Error(), Path: second.Path}
 		case err != nil:
 			return nil, errorf(fsmcpv1.ErrorCode_ERROR_CODE_UNAVAILABLE, "apply the policy: %v", err)
 		}
 	}
-	res, err := s.run(ctx, runSpec{prog: prog, argv: argv, cwd: req.GetCwd(), stdin: req.GetStdin(), lines: lines, protected: protected,
-		writable: s.writable, files: s.execFiles, readDirs: s.readDirs, timeout: timeout, capture: capture})
+	env := s.env
+	if s.gitGranted {
+		// A granted git gets fs_vcs's hardening, however it is run (by
+		// a shell, by make): no system or global configuration, the
+		// repository's programs switched off. Each filter driver is
+		// named when git itself is argv[0]. The operator's --exec-env
+		// comes last, and so prevails.
+		hardening := append(slices.Clone(gitEnv), configEnv(gitExecConfig)...)
+		if prog.isGit() {
+			c := &vcsCall{backend: "git", prog: prog, path: req.GetCwd(), timeout: timeout.Milliseconds(), lines: lines}
+			if hardening, err = s.gitHardening(ctx, c, timeout, gitExecConfig); err != nil {
+				return nil, err
+			}
+		}
+		env = append(hardening, env...)
+	}
+	spec := runSpec{prog: prog, argv: argv, env: env, cwd: req.GetCwd(), stdin: req.GetStdin(), lines: lines, protected: protected,
+		writable: s.writable, native: s.native, cache: s.cache != "", files: s.execFiles, readDirs: s.readDirs, timeout: timeout, capture: capture}
+	if id := req.GetCallId(); id != "" {
+		spec.progress = &progress{}
+		if !s.track(id, spec.progress) {
+			return nil, errorf(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "call_id %q is in use", clip(id))
+		}
+		defer s.untrack(id)
+	}
+	res, err := s.run(ctx, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -232,6 +275,8 @@ type runSpec struct {
 	cwd      []byte
 	stdin    []byte
 	writable bool
+	// native and cache grant --exec-native and --exec-cache.
+	native, cache bool
 	// files are granted read and execute, readDirs read.
 	files    []string
 	readDirs []string
@@ -247,6 +292,46 @@ type runSpec struct {
 	lines []sandbox.RuleLine
 	// protected are the call's literal protected paths (protectedPaths).
 	protected []string
+	// progress, when set, follows the command for ExecProgress.
+	progress *progress
+}
+
+// progress is how far one running command is.
+type progress struct {
+	// start is when the command started, in Unix nanoseconds; 0 before.
+	start atomic.Int64
+	// output counts the bytes it wrote, both streams.
+	output atomic.Int64
+}
+
+// track registers a running call's progress under id; false when the id
+// is taken.
+func (s *Service) track(id string, p *progress) bool {
+	s.callsMu.Lock()
+	defer s.callsMu.Unlock()
+	if _, taken := s.calls[id]; taken {
+		return false
+	}
+	s.calls[id] = p
+	return true
+}
+
+func (s *Service) untrack(id string) {
+	s.callsMu.Lock()
+	defer s.callsMu.Unlock()
+	delete(s.calls, id)
+}
+
+// ExecProgress implements fsmcpv1.ExecServiceServer.
+func (s *Service) ExecProgress(ctx context.Context, req *fsmcpv1.ExecProgressRequest) (*fsmcpv1.ExecProgressResponse, error) {
+	s.callsMu.Lock()
+	p := s.calls[req.GetCallId()]
+	s.callsMu.Unlock()
+	if p == nil || p.start.Load() == 0 {
+		return &fsmcpv1.ExecProgressResponse{}, nil
+	}
+	return &fsmcpv1.ExecProgressResponse{Running: true, OutputBytes: p.output.Load(),
+		ElapsedMs: time.Since(time.Unix(0, p.start.Load())).Milliseconds()}, nil
 }
 
 // protectedPaths checks an ExecRequest's protected paths: each is "" (the
@@ -276,7 +361,7 @@ func (s *Service) lines(tool string) []sandbox.RuleLine {
 // run runs spec confined and collects its bounded output. A command that
 // exits non-zero, is killed or times out is a result, not an error.
 func (s *Service) run(ctx context.Context, spec runSpec) (*fsmcpv1.CommandResult, error) {
-	dir, err := worker.OpenDir(s.root, spec.cwd)
+	dir, err := link.OpenDir(s.root, spec.cwd)
 	if err != nil {
 		return nil, err
 	}
@@ -306,7 +391,7 @@ func (s *Service) run(ctx context.Context, spec runSpec) (*fsmcpv1.CommandResult
 	p, err := s.layout.Start(&sandbox.Command{
 		Path: spec.prog.path, Args: argv, Env: env, Dir: dir,
 		Stdin: bytes.NewReader(spec.stdin), Stdout: outW, Stderr: errW,
-		Writable: spec.writable, ExecFiles: spec.files, ReadDirs: spec.readDirs,
+		Writable: spec.writable, Native: spec.native, Cache: spec.cache, ExecFiles: spec.files, ReadDirs: spec.readDirs,
 		Scratch: scratch, Limits: limits, Probe: spec.probe, Lines: spec.lines,
 		Protected: spec.protected,
 	})
@@ -315,10 +400,15 @@ func (s *Service) run(ctx context.Context, spec runSpec) (*fsmcpv1.CommandResult
 	if err != nil {
 		return nil, errorf(fsmcpv1.ErrorCode_ERROR_CODE_UNAVAILABLE, "%v", err)
 	}
+	var counted *atomic.Int64
+	if spec.progress != nil {
+		spec.progress.start.Store(start.UnixNano())
+		counted = &spec.progress.output
+	}
 	stdout := make(chan captured, 1)
 	stderr := make(chan captured, 1)
-	go func() { stdout <- capture(outR, spec.capture) }()
-	go func() { stderr <- capture(errR, spec.capture) }()
+	go func() { stdout <- capture(outR, spec.capture, counted) }()
+	go func() { stderr <- capture(errR, spec.capture, counted) }()
 	timer := time.NewTimer(spec.timeout)
 	defer timer.Stop()
 	timedOut, cancelled := false, false
@@ -364,12 +454,28 @@ type captured struct {
 	dropped bool
 }
 
-// capture keeps the first limit bytes of r and reads the rest to its end.
-func capture(r io.Reader, limit int64) captured {
+// capture keeps the first limit bytes of r and reads the rest to its end,
+// adding what it reads to counted (when not nil) as it goes.
+func capture(r io.Reader, limit int64, counted *atomic.Int64) captured {
+	if counted != nil {
+		r = countingReader{r, counted}
+	}
 	var buf bytes.Buffer
 	_, _ = io.Copy(&buf, io.LimitReader(r, limit))
 	n, _ := io.Copy(io.Discard, r)
 	return captured{data: buf.Bytes(), dropped: n > 0}
+}
+
+// countingReader adds the bytes read to n.
+type countingReader struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+func (c countingReader) Read(p []byte) (int, error) {
+	k, err := c.r.Read(p)
+	c.n.Add(int64(k))
+	return k, err
 }
 
 // grepArgs run rg over standard input: every byte is text (a NUL does not

@@ -5,13 +5,15 @@ import (
 	"context"
 	"os"
 	"path"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/proto/link"
 	"github.com/fsmcp/fsmcp/sandbox"
-	"github.com/fsmcp/fsmcp/worker"
 	"golang.org/x/sys/unix"
 )
 
@@ -115,7 +117,7 @@ func literalFile(f []byte) (string, error) {
 		}
 	}
 	if bad {
-		return "", &worker.Error{Code: fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, Path: string(f),
+		return "", &link.Error{Code: fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, Path: string(f),
 			Message: "a file must be a relative path without .. or NUL"}
 	}
 	return string(f), nil
@@ -127,7 +129,30 @@ func (s *Service) git(ctx context.Context, c *vcsCall, capture int64, args ...st
 	if err != nil {
 		return nil, err
 	}
-	config := append([][2]string{}, gitConfig...)
+	env, err := s.gitHardening(ctx, c, timeout, gitConfig)
+	if err != nil {
+		return nil, err
+	}
+	argv := append([]string{"git"}, gitFlags...)
+	argv = append(argv, args...)
+	argv = append(argv, "--")
+	argv = append(argv, c.files...)
+	return s.run(ctx, runSpec{prog: c.prog, argv: argv, env: env, cwd: c.path, lines: c.lines,
+		files: c.prog.files, readDirs: c.prog.readDirs, timeout: timeout, capture: capture})
+}
+
+// gitExecConfig is gitConfig for a git granted to fs_exec, without
+// diff.external: git runs an empty one as a program named "" (fs_vcs_diff
+// passes --no-ext-diff, a command's own git diff does not). A
+// repository's own diff.external is still not executable to the command.
+var gitExecConfig = slices.DeleteFunc(slices.Clone(gitConfig), func(kv [2]string) bool { return kv[0] == "diff.external" })
+
+// gitHardening is the environment of every git command fsmcp runs, for
+// fs_vcs_* (with gitConfig) and a git granted to fs_exec (gitExecConfig)
+// alike: gitEnv, and the configuration with each filter driver the
+// repository at c.path defines switched off.
+func (s *Service) gitHardening(ctx context.Context, c *vcsCall, timeout time.Duration, base [][2]string) ([]string, error) {
+	config := slices.Clone(base)
 	drivers, err := s.filterDrivers(ctx, c, timeout)
 	if err != nil {
 		return nil, err
@@ -138,12 +163,13 @@ func (s *Service) git(ctx context.Context, c *vcsCall, capture int64, args ...st
 		}
 		config = append(config, [2]string{"filter." + d + ".required", "false"})
 	}
-	argv := append([]string{"git"}, gitFlags...)
-	argv = append(argv, args...)
-	argv = append(argv, "--")
-	argv = append(argv, c.files...)
-	return s.run(ctx, runSpec{prog: c.prog, argv: argv, env: append(gitEnv, configEnv(config)...), cwd: c.path, lines: c.lines,
-		files: c.prog.files, readDirs: c.prog.readDirs, timeout: timeout, capture: capture})
+	return append(append([]string{}, gitEnv...), configEnv(config)...), nil
+}
+
+// isGit reports whether the program is git, by the name granted or the
+// file it resolves to.
+func (p *program) isGit() bool {
+	return p.base == "git" || filepath.Base(p.files[0]) == "git"
 }
 
 // filterDrivers lists the filter drivers the repository's configuration
@@ -320,7 +346,7 @@ func statusCut(backend string) error {
 // kernel names it (/proc/self/fd): symlinks on the way are resolved, as
 // they are for the command run in it.
 func (s *Service) realDir(p []byte) (string, error) {
-	dir, err := worker.OpenDir(s.root, p)
+	dir, err := link.OpenDir(s.root, p)
 	if err != nil {
 		return "", err
 	}

@@ -178,7 +178,17 @@ type ExecConfinement struct {
 	MetadataGuards []string `protobuf:"bytes,21,rep,name=metadata_guards,json=metadataGuards,proto3" json:"metadata_guards,omitempty"`
 	// What the runner tried at start in a command's confinement, which the
 	// kernel must refuse (an access-mode-3 open outside the root, fchmod).
-	Selftest      []*Probe `protobuf:"bytes,22,rep,name=selftest,proto3" json:"selftest,omitempty"`
+	Selftest []*Probe `protobuf:"bytes,22,rep,name=selftest,proto3" json:"selftest,omitempty"`
+	// Commands may execute what commands built: in the scratch, the cache
+	// and, when writable, the root (--exec-native).
+	Native bool `protobuf:"varint,23,opt,name=native,proto3" json:"native,omitempty"`
+	// The host directory every fs_exec command sees at $FSMCP_CACHE
+	// (--exec-cache); empty without one.
+	Cache string `protobuf:"bytes,24,opt,name=cache,proto3" json:"cache,omitempty"`
+	// What granting the programs granted besides them: each toolchain's own
+	// helper programs (Go's tool directory; what a gcc-style driver names
+	// for cc1, as, ld, collect2), resolved at start.
+	Helpers       []string `protobuf:"bytes,25,rep,name=helpers,proto3" json:"helpers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -367,6 +377,27 @@ func (x *ExecConfinement) GetSelftest() []*Probe {
 	return nil
 }
 
+func (x *ExecConfinement) GetNative() bool {
+	if x != nil {
+		return x.Native
+	}
+	return false
+}
+
+func (x *ExecConfinement) GetCache() string {
+	if x != nil {
+		return x.Cache
+	}
+	return ""
+}
+
+func (x *ExecConfinement) GetHelpers() []string {
+	if x != nil {
+		return x.Helpers
+	}
+	return nil
+}
+
 type ExecRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The program (argv[0]: a granted path or base name) and its arguments.
@@ -387,7 +418,10 @@ type ExecRequest struct {
 	// globs), beside the operator's --protect: the derived protection of
 	// the repositories in the root as the worker found it when the call
 	// started. The front-end fills it; a client cannot.
-	Protected     [][]byte `protobuf:"bytes,8,rep,name=protected,proto3" json:"protected,omitempty"`
+	Protected [][]byte `protobuf:"bytes,8,rep,name=protected,proto3" json:"protected,omitempty"`
+	// Names the call for ExecProgress while it runs; empty when no progress
+	// is asked for.
+	CallId        string `protobuf:"bytes,9,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -478,6 +512,121 @@ func (x *ExecRequest) GetProtected() [][]byte {
 	return nil
 }
 
+func (x *ExecRequest) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+type ExecProgressRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The call_id of a running Exec call.
+	CallId        string `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExecProgressRequest) Reset() {
+	*x = ExecProgressRequest{}
+	mi := &file_fsmcp_v1_exec_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecProgressRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecProgressRequest) ProtoMessage() {}
+
+func (x *ExecProgressRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fsmcp_v1_exec_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecProgressRequest.ProtoReflect.Descriptor instead.
+func (*ExecProgressRequest) Descriptor() ([]byte, []int) {
+	return file_fsmcp_v1_exec_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ExecProgressRequest) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+type ExecProgressResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The call is running: its command has started and not ended.
+	Running bool `protobuf:"varint,1,opt,name=running,proto3" json:"running,omitempty"`
+	// Milliseconds since the command started.
+	ElapsedMs int64 `protobuf:"varint,2,opt,name=elapsed_ms,json=elapsedMs,proto3" json:"elapsed_ms,omitempty"`
+	// Bytes the command wrote so far, stdout and stderr together.
+	OutputBytes   int64 `protobuf:"varint,3,opt,name=output_bytes,json=outputBytes,proto3" json:"output_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExecProgressResponse) Reset() {
+	*x = ExecProgressResponse{}
+	mi := &file_fsmcp_v1_exec_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecProgressResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecProgressResponse) ProtoMessage() {}
+
+func (x *ExecProgressResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fsmcp_v1_exec_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecProgressResponse.ProtoReflect.Descriptor instead.
+func (*ExecProgressResponse) Descriptor() ([]byte, []int) {
+	return file_fsmcp_v1_exec_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ExecProgressResponse) GetRunning() bool {
+	if x != nil {
+		return x.Running
+	}
+	return false
+}
+
+func (x *ExecProgressResponse) GetElapsedMs() int64 {
+	if x != nil {
+		return x.ElapsedMs
+	}
+	return 0
+}
+
+func (x *ExecProgressResponse) GetOutputBytes() int64 {
+	if x != nil {
+		return x.OutputBytes
+	}
+	return 0
+}
+
 // CommandResult is how one command ended and what it wrote.
 type CommandResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -500,7 +649,7 @@ type CommandResult struct {
 
 func (x *CommandResult) Reset() {
 	*x = CommandResult{}
-	mi := &file_fsmcp_v1_exec_proto_msgTypes[4]
+	mi := &file_fsmcp_v1_exec_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -512,7 +661,7 @@ func (x *CommandResult) String() string {
 func (*CommandResult) ProtoMessage() {}
 
 func (x *CommandResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_exec_proto_msgTypes[4]
+	mi := &file_fsmcp_v1_exec_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -525,7 +674,7 @@ func (x *CommandResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandResult.ProtoReflect.Descriptor instead.
 func (*CommandResult) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_exec_proto_rawDescGZIP(), []int{4}
+	return file_fsmcp_v1_exec_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CommandResult) GetExited() bool {
@@ -600,7 +749,7 @@ type ExecResponse struct {
 
 func (x *ExecResponse) Reset() {
 	*x = ExecResponse{}
-	mi := &file_fsmcp_v1_exec_proto_msgTypes[5]
+	mi := &file_fsmcp_v1_exec_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -612,7 +761,7 @@ func (x *ExecResponse) String() string {
 func (*ExecResponse) ProtoMessage() {}
 
 func (x *ExecResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_exec_proto_msgTypes[5]
+	mi := &file_fsmcp_v1_exec_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -625,7 +774,7 @@ func (x *ExecResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResponse.ProtoReflect.Descriptor instead.
 func (*ExecResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_exec_proto_rawDescGZIP(), []int{5}
+	return file_fsmcp_v1_exec_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ExecResponse) GetResult() *CommandResult {
@@ -651,7 +800,7 @@ type VcsStatusRequest struct {
 
 func (x *VcsStatusRequest) Reset() {
 	*x = VcsStatusRequest{}
-	mi := &file_fsmcp_v1_exec_proto_msgTypes[6]
+	mi := &file_fsmcp_v1_exec_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -663,7 +812,7 @@ func (x *VcsStatusRequest) String() string {
 func (*VcsStatusRequest) ProtoMessage() {}
 
 func (x *VcsStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_exec_proto_msgTypes[6]
+	mi := &file_fsmcp_v1_exec_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -676,7 +825,7 @@ func (x *VcsStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VcsStatusRequest.ProtoReflect.Descriptor instead.
 func (*VcsStatusRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_exec_proto_rawDescGZIP(), []int{6}
+	return file_fsmcp_v1_exec_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *VcsStatusRequest) GetBackend() string {
@@ -736,7 +885,7 @@ type VcsEntry struct {
 
 func (x *VcsEntry) Reset() {
 	*x = VcsEntry{}
-	mi := &file_fsmcp_v1_exec_proto_msgTypes[7]
+	mi := &file_fsmcp_v1_exec_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -748,7 +897,7 @@ func (x *VcsEntry) String() string {
 func (*VcsEntry) ProtoMessage() {}
 
 func (x *VcsEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_exec_proto_msgTypes[7]
+	mi := &file_fsmcp_v1_exec_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -761,7 +910,7 @@ func (x *VcsEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VcsEntry.ProtoReflect.Descriptor instead.
 func (*VcsEntry) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_exec_proto_rawDescGZIP(), []int{7}
+	return file_fsmcp_v1_exec_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *VcsEntry) GetKind() string {
@@ -825,7 +974,7 @@ type VcsStatusResponse struct {
 
 func (x *VcsStatusResponse) Reset() {
 	*x = VcsStatusResponse{}
-	mi := &file_fsmcp_v1_exec_proto_msgTypes[8]
+	mi := &file_fsmcp_v1_exec_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -837,7 +986,7 @@ func (x *VcsStatusResponse) String() string {
 func (*VcsStatusResponse) ProtoMessage() {}
 
 func (x *VcsStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_exec_proto_msgTypes[8]
+	mi := &file_fsmcp_v1_exec_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -850,7 +999,7 @@ func (x *VcsStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VcsStatusResponse.ProtoReflect.Descriptor instead.
 func (*VcsStatusResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_exec_proto_rawDescGZIP(), []int{8}
+	return file_fsmcp_v1_exec_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *VcsStatusResponse) GetResult() *CommandResult {
@@ -931,7 +1080,7 @@ type VcsDiffRequest struct {
 
 func (x *VcsDiffRequest) Reset() {
 	*x = VcsDiffRequest{}
-	mi := &file_fsmcp_v1_exec_proto_msgTypes[9]
+	mi := &file_fsmcp_v1_exec_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -943,7 +1092,7 @@ func (x *VcsDiffRequest) String() string {
 func (*VcsDiffRequest) ProtoMessage() {}
 
 func (x *VcsDiffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_exec_proto_msgTypes[9]
+	mi := &file_fsmcp_v1_exec_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -956,7 +1105,7 @@ func (x *VcsDiffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VcsDiffRequest.ProtoReflect.Descriptor instead.
 func (*VcsDiffRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_exec_proto_rawDescGZIP(), []int{9}
+	return file_fsmcp_v1_exec_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *VcsDiffRequest) GetBackend() string {
@@ -1010,7 +1159,7 @@ type VcsDiffResponse struct {
 
 func (x *VcsDiffResponse) Reset() {
 	*x = VcsDiffResponse{}
-	mi := &file_fsmcp_v1_exec_proto_msgTypes[10]
+	mi := &file_fsmcp_v1_exec_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1022,7 +1171,7 @@ func (x *VcsDiffResponse) String() string {
 func (*VcsDiffResponse) ProtoMessage() {}
 
 func (x *VcsDiffResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_exec_proto_msgTypes[10]
+	mi := &file_fsmcp_v1_exec_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1035,7 +1184,7 @@ func (x *VcsDiffResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VcsDiffResponse.ProtoReflect.Descriptor instead.
 func (*VcsDiffResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_exec_proto_rawDescGZIP(), []int{10}
+	return file_fsmcp_v1_exec_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *VcsDiffResponse) GetResult() *CommandResult {
@@ -1054,7 +1203,7 @@ const file_fsmcp_v1_exec_proto_rawDesc = "" +
 	"\aversion\x18\x01 \x01(\x0e2\x19.fsmcp.v1.ProtocolVersionR\aversion\"\x8c\x01\n" +
 	"\x18ExecServiceHelloResponse\x123\n" +
 	"\aversion\x18\x01 \x01(\x0e2\x19.fsmcp.v1.ProtocolVersionR\aversion\x12;\n" +
-	"\vconfinement\x18\x02 \x01(\v2\x19.fsmcp.v1.ExecConfinementR\vconfinement\"\xea\x05\n" +
+	"\vconfinement\x18\x02 \x01(\v2\x19.fsmcp.v1.ExecConfinementR\vconfinement\"\xb2\x06\n" +
 	"\x0fExecConfinement\x12!\n" +
 	"\flandlock_abi\x18\x01 \x01(\x05R\vlandlockAbi\x12\x1a\n" +
 	"\bprograms\x18\x02 \x03(\tR\bprograms\x12\x1d\n" +
@@ -1082,7 +1231,10 @@ const file_fsmcp_v1_exec_proto_rawDesc = "" +
 	"\x0evcs_exec_files\x18\x13 \x03(\tR\fvcsExecFiles\x12\"\n" +
 	"\rvcs_read_dirs\x18\x14 \x03(\tR\vvcsReadDirs\x12'\n" +
 	"\x0fmetadata_guards\x18\x15 \x03(\tR\x0emetadataGuards\x12+\n" +
-	"\bselftest\x18\x16 \x03(\v2\x0f.fsmcp.v1.ProbeR\bselftest\"\xd2\x01\n" +
+	"\bselftest\x18\x16 \x03(\v2\x0f.fsmcp.v1.ProbeR\bselftest\x12\x16\n" +
+	"\x06native\x18\x17 \x01(\bR\x06native\x12\x14\n" +
+	"\x05cache\x18\x18 \x01(\tR\x05cache\x12\x18\n" +
+	"\ahelpers\x18\x19 \x03(\tR\ahelpers\"\xeb\x01\n" +
 	"\vExecRequest\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\tR\x04argv\x12\x10\n" +
 	"\x03cwd\x18\x02 \x01(\fR\x03cwd\x12\x14\n" +
@@ -1092,7 +1244,15 @@ const file_fsmcp_v1_exec_proto_rawDesc = "" +
 	"\tmax_bytes\x18\x05 \x01(\x03R\bmaxBytes\x12\x12\n" +
 	"\x04grep\x18\x06 \x01(\tR\x04grep\x12\x19\n" +
 	"\bhas_grep\x18\a \x01(\bR\ahasGrep\x12\x1c\n" +
-	"\tprotected\x18\b \x03(\fR\tprotected\"\x97\x02\n" +
+	"\tprotected\x18\b \x03(\fR\tprotected\x12\x17\n" +
+	"\acall_id\x18\t \x01(\tR\x06callId\".\n" +
+	"\x13ExecProgressRequest\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\tR\x06callId\"r\n" +
+	"\x14ExecProgressResponse\x12\x18\n" +
+	"\arunning\x18\x01 \x01(\bR\arunning\x12\x1d\n" +
+	"\n" +
+	"elapsed_ms\x18\x02 \x01(\x03R\telapsedMs\x12!\n" +
+	"\foutput_bytes\x18\x03 \x01(\x03R\voutputBytes\"\x97\x02\n" +
 	"\rCommandResult\x12\x16\n" +
 	"\x06exited\x18\x01 \x01(\bR\x06exited\x12\x12\n" +
 	"\x04exit\x18\x02 \x01(\x05R\x04exit\x12\x16\n" +
@@ -1141,12 +1301,13 @@ const file_fsmcp_v1_exec_proto_rawDesc = "" +
 	"timeout_ms\x18\x05 \x01(\x03R\ttimeoutMs\x12\x1b\n" +
 	"\tmax_bytes\x18\x06 \x01(\x03R\bmaxBytes\"B\n" +
 	"\x0fVcsDiffResponse\x12/\n" +
-	"\x06result\x18\x01 \x01(\v2\x17.fsmcp.v1.CommandResultR\x06result2\x9a\x02\n" +
+	"\x06result\x18\x01 \x01(\v2\x17.fsmcp.v1.CommandResultR\x06result2\xe9\x02\n" +
 	"\vExecService\x12N\n" +
 	"\x05Hello\x12!.fsmcp.v1.ExecServiceHelloRequest\x1a\".fsmcp.v1.ExecServiceHelloResponse\x125\n" +
 	"\x04Exec\x12\x15.fsmcp.v1.ExecRequest\x1a\x16.fsmcp.v1.ExecResponse\x12D\n" +
 	"\tVcsStatus\x12\x1a.fsmcp.v1.VcsStatusRequest\x1a\x1b.fsmcp.v1.VcsStatusResponse\x12>\n" +
-	"\aVcsDiff\x12\x18.fsmcp.v1.VcsDiffRequest\x1a\x19.fsmcp.v1.VcsDiffResponseB3Z1github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1;fsmcpv1b\x06proto3"
+	"\aVcsDiff\x12\x18.fsmcp.v1.VcsDiffRequest\x1a\x19.fsmcp.v1.VcsDiffResponse\x12M\n" +
+	"\fExecProgress\x12\x1d.fsmcp.v1.ExecProgressRequest\x1a\x1e.fsmcp.v1.ExecProgressResponseB3Z1github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1;fsmcpv1b\x06proto3"
 
 var (
 	file_fsmcp_v1_exec_proto_rawDescOnce sync.Once
@@ -1160,41 +1321,45 @@ func file_fsmcp_v1_exec_proto_rawDescGZIP() []byte {
 	return file_fsmcp_v1_exec_proto_rawDescData
 }
 
-var file_fsmcp_v1_exec_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_fsmcp_v1_exec_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_fsmcp_v1_exec_proto_goTypes = []any{
 	(*ExecServiceHelloRequest)(nil),  // 0: fsmcp.v1.ExecServiceHelloRequest
 	(*ExecServiceHelloResponse)(nil), // 1: fsmcp.v1.ExecServiceHelloResponse
 	(*ExecConfinement)(nil),          // 2: fsmcp.v1.ExecConfinement
 	(*ExecRequest)(nil),              // 3: fsmcp.v1.ExecRequest
-	(*CommandResult)(nil),            // 4: fsmcp.v1.CommandResult
-	(*ExecResponse)(nil),             // 5: fsmcp.v1.ExecResponse
-	(*VcsStatusRequest)(nil),         // 6: fsmcp.v1.VcsStatusRequest
-	(*VcsEntry)(nil),                 // 7: fsmcp.v1.VcsEntry
-	(*VcsStatusResponse)(nil),        // 8: fsmcp.v1.VcsStatusResponse
-	(*VcsDiffRequest)(nil),           // 9: fsmcp.v1.VcsDiffRequest
-	(*VcsDiffResponse)(nil),          // 10: fsmcp.v1.VcsDiffResponse
-	(ProtocolVersion)(0),             // 11: fsmcp.v1.ProtocolVersion
-	(*Probe)(nil),                    // 12: fsmcp.v1.Probe
+	(*ExecProgressRequest)(nil),      // 4: fsmcp.v1.ExecProgressRequest
+	(*ExecProgressResponse)(nil),     // 5: fsmcp.v1.ExecProgressResponse
+	(*CommandResult)(nil),            // 6: fsmcp.v1.CommandResult
+	(*ExecResponse)(nil),             // 7: fsmcp.v1.ExecResponse
+	(*VcsStatusRequest)(nil),         // 8: fsmcp.v1.VcsStatusRequest
+	(*VcsEntry)(nil),                 // 9: fsmcp.v1.VcsEntry
+	(*VcsStatusResponse)(nil),        // 10: fsmcp.v1.VcsStatusResponse
+	(*VcsDiffRequest)(nil),           // 11: fsmcp.v1.VcsDiffRequest
+	(*VcsDiffResponse)(nil),          // 12: fsmcp.v1.VcsDiffResponse
+	(ProtocolVersion)(0),             // 13: fsmcp.v1.ProtocolVersion
+	(*Probe)(nil),                    // 14: fsmcp.v1.Probe
 }
 var file_fsmcp_v1_exec_proto_depIdxs = []int32{
-	11, // 0: fsmcp.v1.ExecServiceHelloRequest.version:type_name -> fsmcp.v1.ProtocolVersion
-	11, // 1: fsmcp.v1.ExecServiceHelloResponse.version:type_name -> fsmcp.v1.ProtocolVersion
+	13, // 0: fsmcp.v1.ExecServiceHelloRequest.version:type_name -> fsmcp.v1.ProtocolVersion
+	13, // 1: fsmcp.v1.ExecServiceHelloResponse.version:type_name -> fsmcp.v1.ProtocolVersion
 	2,  // 2: fsmcp.v1.ExecServiceHelloResponse.confinement:type_name -> fsmcp.v1.ExecConfinement
-	12, // 3: fsmcp.v1.ExecConfinement.selftest:type_name -> fsmcp.v1.Probe
-	4,  // 4: fsmcp.v1.ExecResponse.result:type_name -> fsmcp.v1.CommandResult
-	4,  // 5: fsmcp.v1.VcsStatusResponse.result:type_name -> fsmcp.v1.CommandResult
-	7,  // 6: fsmcp.v1.VcsStatusResponse.entries:type_name -> fsmcp.v1.VcsEntry
-	4,  // 7: fsmcp.v1.VcsDiffResponse.result:type_name -> fsmcp.v1.CommandResult
+	14, // 3: fsmcp.v1.ExecConfinement.selftest:type_name -> fsmcp.v1.Probe
+	6,  // 4: fsmcp.v1.ExecResponse.result:type_name -> fsmcp.v1.CommandResult
+	6,  // 5: fsmcp.v1.VcsStatusResponse.result:type_name -> fsmcp.v1.CommandResult
+	9,  // 6: fsmcp.v1.VcsStatusResponse.entries:type_name -> fsmcp.v1.VcsEntry
+	6,  // 7: fsmcp.v1.VcsDiffResponse.result:type_name -> fsmcp.v1.CommandResult
 	0,  // 8: fsmcp.v1.ExecService.Hello:input_type -> fsmcp.v1.ExecServiceHelloRequest
 	3,  // 9: fsmcp.v1.ExecService.Exec:input_type -> fsmcp.v1.ExecRequest
-	6,  // 10: fsmcp.v1.ExecService.VcsStatus:input_type -> fsmcp.v1.VcsStatusRequest
-	9,  // 11: fsmcp.v1.ExecService.VcsDiff:input_type -> fsmcp.v1.VcsDiffRequest
-	1,  // 12: fsmcp.v1.ExecService.Hello:output_type -> fsmcp.v1.ExecServiceHelloResponse
-	5,  // 13: fsmcp.v1.ExecService.Exec:output_type -> fsmcp.v1.ExecResponse
-	8,  // 14: fsmcp.v1.ExecService.VcsStatus:output_type -> fsmcp.v1.VcsStatusResponse
-	10, // 15: fsmcp.v1.ExecService.VcsDiff:output_type -> fsmcp.v1.VcsDiffResponse
-	12, // [12:16] is the sub-list for method output_type
-	8,  // [8:12] is the sub-list for method input_type
+	8,  // 10: fsmcp.v1.ExecService.VcsStatus:input_type -> fsmcp.v1.VcsStatusRequest
+	11, // 11: fsmcp.v1.ExecService.VcsDiff:input_type -> fsmcp.v1.VcsDiffRequest
+	4,  // 12: fsmcp.v1.ExecService.ExecProgress:input_type -> fsmcp.v1.ExecProgressRequest
+	1,  // 13: fsmcp.v1.ExecService.Hello:output_type -> fsmcp.v1.ExecServiceHelloResponse
+	7,  // 14: fsmcp.v1.ExecService.Exec:output_type -> fsmcp.v1.ExecResponse
+	10, // 15: fsmcp.v1.ExecService.VcsStatus:output_type -> fsmcp.v1.VcsStatusResponse
+	12, // 16: fsmcp.v1.ExecService.VcsDiff:output_type -> fsmcp.v1.VcsDiffResponse
+	5,  // 17: fsmcp.v1.ExecService.ExecProgress:output_type -> fsmcp.v1.ExecProgressResponse
+	13, // [13:18] is the sub-list for method output_type
+	8,  // [8:13] is the sub-list for method input_type
 	8,  // [8:8] is the sub-list for extension type_name
 	8,  // [8:8] is the sub-list for extension extendee
 	0,  // [0:8] is the sub-list for field type_name
@@ -1212,7 +1377,7 @@ func file_fsmcp_v1_exec_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fsmcp_v1_exec_proto_rawDesc), len(file_fsmcp_v1_exec_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -25,10 +25,11 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ExecService_Hello_FullMethodName     = "/fsmcp.v1.ExecService/Hello"
-	ExecService_Exec_FullMethodName      = "/fsmcp.v1.ExecService/Exec"
-	ExecService_VcsStatus_FullMethodName = "/fsmcp.v1.ExecService/VcsStatus"
-	ExecService_VcsDiff_FullMethodName   = "/fsmcp.v1.ExecService/VcsDiff"
+	ExecService_Hello_FullMethodName        = "/fsmcp.v1.ExecService/Hello"
+	ExecService_Exec_FullMethodName         = "/fsmcp.v1.ExecService/Exec"
+	ExecService_VcsStatus_FullMethodName    = "/fsmcp.v1.ExecService/VcsStatus"
+	ExecService_VcsDiff_FullMethodName      = "/fsmcp.v1.ExecService/VcsDiff"
+	ExecService_ExecProgress_FullMethodName = "/fsmcp.v1.ExecService/ExecProgress"
 )
 
 // ExecServiceClient is the client API for ExecService service.
@@ -46,6 +47,8 @@ type ExecServiceClient interface {
 	VcsStatus(ctx context.Context, in *VcsStatusRequest, opts ...grpc.CallOption) (*VcsStatusResponse, error)
 	// VcsDiff runs a version-control diff, read-only.
 	VcsDiff(ctx context.Context, in *VcsDiffRequest, opts ...grpc.CallOption) (*VcsDiffResponse, error)
+	// ExecProgress reports how far a running Exec call is.
+	ExecProgress(ctx context.Context, in *ExecProgressRequest, opts ...grpc.CallOption) (*ExecProgressResponse, error)
 }
 
 type execServiceClient struct {
@@ -96,6 +99,16 @@ func (c *execServiceClient) VcsDiff(ctx context.Context, in *VcsDiffRequest, opt
 	return out, nil
 }
 
+func (c *execServiceClient) ExecProgress(ctx context.Context, in *ExecProgressRequest, opts ...grpc.CallOption) (*ExecProgressResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ExecProgressResponse)
+	err := c.cc.Invoke(ctx, ExecService_ExecProgress_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ExecServiceServer is the server API for ExecService service.
 // All implementations must embed UnimplementedExecServiceServer
 // for forward compatibility.
@@ -111,6 +124,8 @@ type ExecServiceServer interface {
 	VcsStatus(context.Context, *VcsStatusRequest) (*VcsStatusResponse, error)
 	// VcsDiff runs a version-control diff, read-only.
 	VcsDiff(context.Context, *VcsDiffRequest) (*VcsDiffResponse, error)
+	// ExecProgress reports how far a running Exec call is.
+	ExecProgress(context.Context, *ExecProgressRequest) (*ExecProgressResponse, error)
 	mustEmbedUnimplementedExecServiceServer()
 }
 
@@ -132,6 +147,9 @@ func (UnimplementedExecServiceServer) VcsStatus(context.Context, *VcsStatusReque
 }
 func (UnimplementedExecServiceServer) VcsDiff(context.Context, *VcsDiffRequest) (*VcsDiffResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method VcsDiff not implemented")
+}
+func (UnimplementedExecServiceServer) ExecProgress(context.Context, *ExecProgressRequest) (*ExecProgressResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ExecProgress not implemented")
 }
 func (UnimplementedExecServiceServer) mustEmbedUnimplementedExecServiceServer() {}
 func (UnimplementedExecServiceServer) testEmbeddedByValue()                     {}
@@ -226,6 +244,24 @@ func _ExecService_VcsDiff_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ExecService_ExecProgress_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ExecProgressRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ExecServiceServer).ExecProgress(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ExecService_ExecProgress_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ExecServiceServer).ExecProgress(ctx, req.(*ExecProgressRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ExecService_ServiceDesc is the grpc.ServiceDesc for ExecService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -248,6 +284,10 @@ var ExecService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "VcsDiff",
 			Handler:    _ExecService_VcsDiff_Handler,
+		},
+		{
+			MethodName: "ExecProgress",
+			Handler:    _ExecService_ExecProgress_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -423,8 +423,11 @@ type Error struct {
 	// For not_found from a call that creates a name: the directory that
 	// would hold it does not exist (root-relative). fs_mkdir creates it.
 	MissingDirectory []byte `protobuf:"bytes,8,opt,name=missing_directory,json=missingDirectory,proto3" json:"missing_directory,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// For invalid_argument about text or a file in a charset: the byte
+	// offset (in the text given, or in the file) where it stops holding.
+	Offset        *int64 `protobuf:"varint,9,opt,name=offset,proto3,oneof" json:"offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Error) Reset() {
@@ -511,6 +514,13 @@ func (x *Error) GetMissingDirectory() []byte {
 		return x.MissingDirectory
 	}
 	return nil
+}
+
+func (x *Error) GetOffset() int64 {
+	if x != nil && x.Offset != nil {
+		return *x.Offset
+	}
+	return 0
 }
 
 // Nearest is where text that did not match almost occurs in a file.
@@ -2741,7 +2751,10 @@ type WriteRequest struct {
 	// before the append.
 	Append bool `protobuf:"varint,5,opt,name=append,proto3" json:"append,omitempty"`
 	// Check everything and answer what would be written, changing nothing.
-	DryRun        bool `protobuf:"varint,6,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	DryRun bool `protobuf:"varint,6,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// The charset content is encoded into before it is written (see
+	// proto/charset); empty is UTF-8, taken as bytes.
+	Charset       string `protobuf:"bytes,7,opt,name=charset,proto3" json:"charset,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2816,6 +2829,13 @@ func (x *WriteRequest) GetDryRun() bool {
 		return x.DryRun
 	}
 	return false
+}
+
+func (x *WriteRequest) GetCharset() string {
+	if x != nil {
+		return x.Charset
+	}
+	return ""
 }
 
 type WriteResponse struct {
@@ -2967,11 +2987,17 @@ func (x *Edit) GetAll() bool {
 }
 
 type ReplaceRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Path          []byte                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
-	Edits         []*Edit                `protobuf:"bytes,2,rep,name=edits,proto3" json:"edits,omitempty"`
-	IfSha256      string                 `protobuf:"bytes,3,opt,name=if_sha256,json=ifSha256,proto3" json:"if_sha256,omitempty"`
-	DryRun        bool                   `protobuf:"varint,4,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Path     []byte                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Edits    []*Edit                `protobuf:"bytes,2,rep,name=edits,proto3" json:"edits,omitempty"`
+	IfSha256 string                 `protobuf:"bytes,3,opt,name=if_sha256,json=ifSha256,proto3" json:"if_sha256,omitempty"`
+	DryRun   bool                   `protobuf:"varint,4,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// The file's charset: old and new are encoded into it, and the file
+	// must round-trip through it. Empty is UTF-8, taken as bytes.
+	Charset string `protobuf:"bytes,5,opt,name=charset,proto3" json:"charset,omitempty"`
+	// "file": a \n in old and new stands for \r\n in a file that uses
+	// \r\n throughout. Empty: bytes as given.
+	Eol           string `protobuf:"bytes,6,opt,name=eol,proto3" json:"eol,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3032,6 +3058,20 @@ func (x *ReplaceRequest) GetDryRun() bool {
 		return x.DryRun
 	}
 	return false
+}
+
+func (x *ReplaceRequest) GetCharset() string {
+	if x != nil {
+		return x.Charset
+	}
+	return ""
+}
+
+func (x *ReplaceRequest) GetEol() string {
+	if x != nil {
+		return x.Eol
+	}
+	return ""
 }
 
 type ReplaceResponse struct {
@@ -4493,6 +4533,9 @@ type PatchFile struct {
 	// For a dry run: the file's sha256 now, the precondition the real call
 	// needs; empty for a file the patch creates.
 	CurrentSha256 string `protobuf:"bytes,9,opt,name=current_sha256,json=currentSha256,proto3" json:"current_sha256,omitempty"`
+	// For a file an envelope's *** Move to: renames: the new path (the
+	// file is deleted here and created there).
+	MovedTo       []byte `protobuf:"bytes,10,opt,name=moved_to,json=movedTo,proto3" json:"moved_to,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4590,13 +4633,22 @@ func (x *PatchFile) GetCurrentSha256() string {
 	return ""
 }
 
+func (x *PatchFile) GetMovedTo() []byte {
+	if x != nil {
+		return x.MovedTo
+	}
+	return nil
+}
+
 type PatchResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// In the order the patch names them.
 	Files []*PatchFile `protobuf:"bytes,1,rep,name=files,proto3" json:"files,omitempty"`
 	// With a quarantine: one token that undoes the whole patch. Empty for a
 	// dry run, or when the kept versions exceeded --quarantine-bytes.
-	Undo          string `protobuf:"bytes,2,opt,name=undo,proto3" json:"undo,omitempty"`
+	Undo string `protobuf:"bytes,2,opt,name=undo,proto3" json:"undo,omitempty"`
+	// The format read: "unified" or "envelope".
+	Format        string `protobuf:"bytes,3,opt,name=format,proto3" json:"format,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4641,6 +4693,13 @@ func (x *PatchResponse) GetFiles() []*PatchFile {
 func (x *PatchResponse) GetUndo() string {
 	if x != nil {
 		return x.Undo
+	}
+	return ""
+}
+
+func (x *PatchResponse) GetFormat() string {
+	if x != nil {
+		return x.Format
 	}
 	return ""
 }
@@ -5031,6 +5090,365 @@ func (x *JudgedPaths) GetPaths() []*JudgedPath {
 	return nil
 }
 
+// One message on the Calls stream from the front-end: a call or the
+// cancellation of one.
+type CallsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Chosen by the front-end, unique among its live calls on the stream.
+	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The nanoseconds the call has left (as grpc-timeout carries it); 0 for
+	// no deadline.
+	TimeLeftNanos int64 `protobuf:"varint,2,opt,name=time_left_nanos,json=timeLeftNanos,proto3" json:"time_left_nanos,omitempty"`
+	// Cancels the live call id; the message carries nothing else.
+	Cancel bool `protobuf:"varint,3,opt,name=cancel,proto3" json:"cancel,omitempty"`
+	// The call's metadata, as its own RPC would carry it (the tool, what
+	// Check judged).
+	Metadata []*CallMetadata `protobuf:"bytes,4,rep,name=metadata,proto3" json:"metadata,omitempty"`
+	// Types that are valid to be assigned to Call:
+	//
+	//	*CallsRequest_Stat
+	//	*CallsRequest_List
+	//	*CallsRequest_Read
+	//	*CallsRequest_Write
+	Call          isCallsRequest_Call `protobuf_oneof:"call"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CallsRequest) Reset() {
+	*x = CallsRequest{}
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CallsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CallsRequest) ProtoMessage() {}
+
+func (x *CallsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CallsRequest.ProtoReflect.Descriptor instead.
+func (*CallsRequest) Descriptor() ([]byte, []int) {
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *CallsRequest) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *CallsRequest) GetTimeLeftNanos() int64 {
+	if x != nil {
+		return x.TimeLeftNanos
+	}
+	return 0
+}
+
+func (x *CallsRequest) GetCancel() bool {
+	if x != nil {
+		return x.Cancel
+	}
+	return false
+}
+
+func (x *CallsRequest) GetMetadata() []*CallMetadata {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *CallsRequest) GetCall() isCallsRequest_Call {
+	if x != nil {
+		return x.Call
+	}
+	return nil
+}
+
+func (x *CallsRequest) GetStat() *StatRequest {
+	if x != nil {
+		if x, ok := x.Call.(*CallsRequest_Stat); ok {
+			return x.Stat
+		}
+	}
+	return nil
+}
+
+func (x *CallsRequest) GetList() *ListRequest {
+	if x != nil {
+		if x, ok := x.Call.(*CallsRequest_List); ok {
+			return x.List
+		}
+	}
+	return nil
+}
+
+func (x *CallsRequest) GetRead() *ReadRequest {
+	if x != nil {
+		if x, ok := x.Call.(*CallsRequest_Read); ok {
+			return x.Read
+		}
+	}
+	return nil
+}
+
+func (x *CallsRequest) GetWrite() *WriteRequest {
+	if x != nil {
+		if x, ok := x.Call.(*CallsRequest_Write); ok {
+			return x.Write
+		}
+	}
+	return nil
+}
+
+type isCallsRequest_Call interface {
+	isCallsRequest_Call()
+}
+
+type CallsRequest_Stat struct {
+	Stat *StatRequest `protobuf:"bytes,5,opt,name=stat,proto3,oneof"`
+}
+
+type CallsRequest_List struct {
+	List *ListRequest `protobuf:"bytes,6,opt,name=list,proto3,oneof"`
+}
+
+type CallsRequest_Read struct {
+	Read *ReadRequest `protobuf:"bytes,7,opt,name=read,proto3,oneof"`
+}
+
+type CallsRequest_Write struct {
+	Write *WriteRequest `protobuf:"bytes,8,opt,name=write,proto3,oneof"`
+}
+
+func (*CallsRequest_Stat) isCallsRequest_Call() {}
+
+func (*CallsRequest_List) isCallsRequest_Call() {}
+
+func (*CallsRequest_Read) isCallsRequest_Call() {}
+
+func (*CallsRequest_Write) isCallsRequest_Call() {}
+
+// One metadata value of a call on the Calls stream.
+type CallMetadata struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Value         []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CallMetadata) Reset() {
+	*x = CallMetadata{}
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CallMetadata) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CallMetadata) ProtoMessage() {}
+
+func (x *CallMetadata) ProtoReflect() protoreflect.Message {
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CallMetadata.ProtoReflect.Descriptor instead.
+func (*CallMetadata) Descriptor() ([]byte, []int) {
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *CallMetadata) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *CallMetadata) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+// One message on the Calls stream from the worker: a call's reply or its
+// failure.
+type CallsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The id of the call this answers.
+	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Types that are valid to be assigned to Reply:
+	//
+	//	*CallsResponse_Stat
+	//	*CallsResponse_List
+	//	*CallsResponse_Read
+	//	*CallsResponse_Write
+	//	*CallsResponse_Error
+	Reply isCallsResponse_Reply `protobuf_oneof:"reply"`
+	// The metadata the call set for its trailer (grpc.SetTrailer), as its
+	// own RPC would carry it.
+	Trailer       []*CallMetadata `protobuf:"bytes,7,rep,name=trailer,proto3" json:"trailer,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CallsResponse) Reset() {
+	*x = CallsResponse{}
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CallsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CallsResponse) ProtoMessage() {}
+
+func (x *CallsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CallsResponse.ProtoReflect.Descriptor instead.
+func (*CallsResponse) Descriptor() ([]byte, []int) {
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *CallsResponse) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *CallsResponse) GetReply() isCallsResponse_Reply {
+	if x != nil {
+		return x.Reply
+	}
+	return nil
+}
+
+func (x *CallsResponse) GetStat() *StatResponse {
+	if x != nil {
+		if x, ok := x.Reply.(*CallsResponse_Stat); ok {
+			return x.Stat
+		}
+	}
+	return nil
+}
+
+func (x *CallsResponse) GetList() *ListResponse {
+	if x != nil {
+		if x, ok := x.Reply.(*CallsResponse_List); ok {
+			return x.List
+		}
+	}
+	return nil
+}
+
+func (x *CallsResponse) GetRead() *ReadResponse {
+	if x != nil {
+		if x, ok := x.Reply.(*CallsResponse_Read); ok {
+			return x.Read
+		}
+	}
+	return nil
+}
+
+func (x *CallsResponse) GetWrite() *WriteResponse {
+	if x != nil {
+		if x, ok := x.Reply.(*CallsResponse_Write); ok {
+			return x.Write
+		}
+	}
+	return nil
+}
+
+func (x *CallsResponse) GetError() *Error {
+	if x != nil {
+		if x, ok := x.Reply.(*CallsResponse_Error); ok {
+			return x.Error
+		}
+	}
+	return nil
+}
+
+func (x *CallsResponse) GetTrailer() []*CallMetadata {
+	if x != nil {
+		return x.Trailer
+	}
+	return nil
+}
+
+type isCallsResponse_Reply interface {
+	isCallsResponse_Reply()
+}
+
+type CallsResponse_Stat struct {
+	Stat *StatResponse `protobuf:"bytes,2,opt,name=stat,proto3,oneof"`
+}
+
+type CallsResponse_List struct {
+	List *ListResponse `protobuf:"bytes,3,opt,name=list,proto3,oneof"`
+}
+
+type CallsResponse_Read struct {
+	Read *ReadResponse `protobuf:"bytes,4,opt,name=read,proto3,oneof"`
+}
+
+type CallsResponse_Write struct {
+	Write *WriteResponse `protobuf:"bytes,5,opt,name=write,proto3,oneof"`
+}
+
+type CallsResponse_Error struct {
+	// The call failed, as its RPC's status detail would say.
+	Error *Error `protobuf:"bytes,6,opt,name=error,proto3,oneof"`
+}
+
+func (*CallsResponse_Stat) isCallsResponse_Reply() {}
+
+func (*CallsResponse_List) isCallsResponse_Reply() {}
+
+func (*CallsResponse_Read) isCallsResponse_Reply() {}
+
+func (*CallsResponse_Write) isCallsResponse_Reply() {}
+
+func (*CallsResponse_Error) isCallsResponse_Reply() {}
+
 type CheckpointRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Label         string                 `protobuf:"bytes,1,opt,name=label,proto3" json:"label,omitempty"`
@@ -5040,7 +5458,7 @@ type CheckpointRequest struct {
 
 func (x *CheckpointRequest) Reset() {
 	*x = CheckpointRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[63]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5052,7 +5470,7 @@ func (x *CheckpointRequest) String() string {
 func (*CheckpointRequest) ProtoMessage() {}
 
 func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[63]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5065,7 +5483,7 @@ func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointRequest.ProtoReflect.Descriptor instead.
 func (*CheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{63}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *CheckpointRequest) GetLabel() string {
@@ -5088,7 +5506,7 @@ type CheckpointResponse struct {
 
 func (x *CheckpointResponse) Reset() {
 	*x = CheckpointResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[64]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5100,7 +5518,7 @@ func (x *CheckpointResponse) String() string {
 func (*CheckpointResponse) ProtoMessage() {}
 
 func (x *CheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[64]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5113,7 +5531,7 @@ func (x *CheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointResponse.ProtoReflect.Descriptor instead.
 func (*CheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{64}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *CheckpointResponse) GetCheckpoint() *CheckpointInfo {
@@ -5153,7 +5571,7 @@ type CheckpointInfo struct {
 
 func (x *CheckpointInfo) Reset() {
 	*x = CheckpointInfo{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[65]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5165,7 +5583,7 @@ func (x *CheckpointInfo) String() string {
 func (*CheckpointInfo) ProtoMessage() {}
 
 func (x *CheckpointInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[65]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5178,7 +5596,7 @@ func (x *CheckpointInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointInfo.ProtoReflect.Descriptor instead.
 func (*CheckpointInfo) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{65}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *CheckpointInfo) GetId() string {
@@ -5224,7 +5642,7 @@ type CheckpointsRequest struct {
 
 func (x *CheckpointsRequest) Reset() {
 	*x = CheckpointsRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[66]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5236,7 +5654,7 @@ func (x *CheckpointsRequest) String() string {
 func (*CheckpointsRequest) ProtoMessage() {}
 
 func (x *CheckpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[66]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5249,7 +5667,7 @@ func (x *CheckpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointsRequest.ProtoReflect.Descriptor instead.
 func (*CheckpointsRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{66}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{69}
 }
 
 type CheckpointsResponse struct {
@@ -5262,7 +5680,7 @@ type CheckpointsResponse struct {
 
 func (x *CheckpointsResponse) Reset() {
 	*x = CheckpointsResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[67]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5274,7 +5692,7 @@ func (x *CheckpointsResponse) String() string {
 func (*CheckpointsResponse) ProtoMessage() {}
 
 func (x *CheckpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[67]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5287,7 +5705,7 @@ func (x *CheckpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointsResponse.ProtoReflect.Descriptor instead.
 func (*CheckpointsResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{67}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *CheckpointsResponse) GetCheckpoints() []*CheckpointInfo {
@@ -5313,7 +5731,7 @@ type RewindRequest struct {
 
 func (x *RewindRequest) Reset() {
 	*x = RewindRequest{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[68]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5325,7 +5743,7 @@ func (x *RewindRequest) String() string {
 func (*RewindRequest) ProtoMessage() {}
 
 func (x *RewindRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[68]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5338,7 +5756,7 @@ func (x *RewindRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RewindRequest.ProtoReflect.Descriptor instead.
 func (*RewindRequest) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{68}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *RewindRequest) GetId() string {
@@ -5394,7 +5812,7 @@ type RewindChange struct {
 
 func (x *RewindChange) Reset() {
 	*x = RewindChange{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[69]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5406,7 +5824,7 @@ func (x *RewindChange) String() string {
 func (*RewindChange) ProtoMessage() {}
 
 func (x *RewindChange) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[69]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5419,7 +5837,7 @@ func (x *RewindChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RewindChange.ProtoReflect.Descriptor instead.
 func (*RewindChange) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{69}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *RewindChange) GetPath() []byte {
@@ -5471,7 +5889,7 @@ type RewindConflict struct {
 
 func (x *RewindConflict) Reset() {
 	*x = RewindConflict{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[70]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5483,7 +5901,7 @@ func (x *RewindConflict) String() string {
 func (*RewindConflict) ProtoMessage() {}
 
 func (x *RewindConflict) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[70]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5496,7 +5914,7 @@ func (x *RewindConflict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RewindConflict.ProtoReflect.Descriptor instead.
 func (*RewindConflict) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{70}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *RewindConflict) GetPath() []byte {
@@ -5537,7 +5955,7 @@ type RewindResponse struct {
 
 func (x *RewindResponse) Reset() {
 	*x = RewindResponse{}
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[71]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5549,7 +5967,7 @@ func (x *RewindResponse) String() string {
 func (*RewindResponse) ProtoMessage() {}
 
 func (x *RewindResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fsmcp_v1_worker_proto_msgTypes[71]
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5562,7 +5980,7 @@ func (x *RewindResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RewindResponse.ProtoReflect.Descriptor instead.
 func (*RewindResponse) Descriptor() ([]byte, []int) {
-	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{71}
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *RewindResponse) GetChanges() []*RewindChange {
@@ -5611,7 +6029,7 @@ var File_fsmcp_v1_worker_proto protoreflect.FileDescriptor
 
 const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\n" +
-	"\x15fsmcp/v1/worker.proto\x12\bfsmcp.v1\"\xa0\x02\n" +
+	"\x15fsmcp/v1/worker.proto\x12\bfsmcp.v1\"\xc8\x02\n" +
 	"\x05Error\x12'\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x13.fsmcp.v1.ErrorCodeR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x12\n" +
@@ -5620,7 +6038,9 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\x05count\x18\x05 \x01(\x03R\x05count\x12)\n" +
 	"\x10policy_violation\x18\x06 \x01(\bR\x0fpolicyViolation\x12+\n" +
 	"\anearest\x18\a \x01(\v2\x11.fsmcp.v1.NearestR\anearest\x12+\n" +
-	"\x11missing_directory\x18\b \x01(\fR\x10missingDirectory\"\x81\x01\n" +
+	"\x11missing_directory\x18\b \x01(\fR\x10missingDirectory\x12\x1b\n" +
+	"\x06offset\x18\t \x01(\x03H\x00R\x06offset\x88\x01\x01B\t\n" +
+	"\a_offset\"\x81\x01\n" +
 	"\aNearest\x12\x1f\n" +
 	"\vline_number\x18\x01 \x01(\x03R\n" +
 	"lineNumber\x12\x16\n" +
@@ -5806,14 +6226,15 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\x0efiles_searched\x18\x05 \x01(\x03R\rfilesSearched\x12\x18\n" +
 	"\amatches\x18\x06 \x01(\x03R\amatches\x12\x16\n" +
 	"\x06errors\x18\a \x01(\x03R\x06errors\x12)\n" +
-	"\x05files\x18\b \x03(\v2\x13.fsmcp.v1.FileCountR\x05files\"\xb0\x01\n" +
+	"\x05files\x18\b \x03(\v2\x13.fsmcp.v1.FileCountR\x05files\"\xca\x01\n" +
 	"\fWriteRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\fR\x04path\x12\x18\n" +
 	"\acontent\x18\x02 \x01(\fR\acontent\x12\x1b\n" +
 	"\tif_sha256\x18\x03 \x01(\tR\bifSha256\x12$\n" +
 	"\x0emust_not_exist\x18\x04 \x01(\bR\fmustNotExist\x12\x16\n" +
 	"\x06append\x18\x05 \x01(\bR\x06append\x12\x17\n" +
-	"\adry_run\x18\x06 \x01(\bR\x06dryRun\"\xa5\x01\n" +
+	"\adry_run\x18\x06 \x01(\bR\x06dryRun\x12\x18\n" +
+	"\acharset\x18\a \x01(\tR\acharset\"\xa5\x01\n" +
 	"\rWriteResponse\x12\x16\n" +
 	"\x06sha256\x18\x01 \x01(\tR\x06sha256\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\x03R\x04size\x12\x18\n" +
@@ -5824,12 +6245,14 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\x04Edit\x12\x10\n" +
 	"\x03old\x18\x01 \x01(\fR\x03old\x12\x10\n" +
 	"\x03new\x18\x02 \x01(\fR\x03new\x12\x10\n" +
-	"\x03all\x18\x03 \x01(\bR\x03all\"\x80\x01\n" +
+	"\x03all\x18\x03 \x01(\bR\x03all\"\xac\x01\n" +
 	"\x0eReplaceRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\fR\x04path\x12$\n" +
 	"\x05edits\x18\x02 \x03(\v2\x0e.fsmcp.v1.EditR\x05edits\x12\x1b\n" +
 	"\tif_sha256\x18\x03 \x01(\tR\bifSha256\x12\x17\n" +
-	"\adry_run\x18\x04 \x01(\bR\x06dryRun\"\xb1\x01\n" +
+	"\adry_run\x18\x04 \x01(\bR\x06dryRun\x12\x18\n" +
+	"\acharset\x18\x05 \x01(\tR\acharset\x12\x10\n" +
+	"\x03eol\x18\x06 \x01(\tR\x03eol\"\xb1\x01\n" +
 	"\x0fReplaceResponse\x12\x16\n" +
 	"\x06sha256\x18\x01 \x01(\tR\x06sha256\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\x03R\x04size\x12\"\n" +
@@ -5929,7 +6352,7 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\fPatchRequest\x12\x14\n" +
 	"\x05patch\x18\x01 \x01(\fR\x05patch\x12A\n" +
 	"\rpreconditions\x18\x02 \x03(\v2\x1b.fsmcp.v1.PatchPreconditionR\rpreconditions\x12\x17\n" +
-	"\adry_run\x18\x03 \x01(\bR\x06dryRun\"\xf8\x01\n" +
+	"\adry_run\x18\x03 \x01(\bR\x06dryRun\"\x93\x02\n" +
 	"\tPatchFile\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\fR\x04path\x12\x16\n" +
 	"\x06sha256\x18\x02 \x01(\tR\x06sha256\x12\x12\n" +
@@ -5939,10 +6362,13 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\x05hunks\x18\x06 \x01(\x03R\x05hunks\x12&\n" +
 	"\x0fbroke_hard_link\x18\a \x01(\bR\rbrokeHardLink\x12\x12\n" +
 	"\x04diff\x18\b \x01(\fR\x04diff\x12%\n" +
-	"\x0ecurrent_sha256\x18\t \x01(\tR\rcurrentSha256\"N\n" +
+	"\x0ecurrent_sha256\x18\t \x01(\tR\rcurrentSha256\x12\x19\n" +
+	"\bmoved_to\x18\n" +
+	" \x01(\fR\amovedTo\"f\n" +
 	"\rPatchResponse\x12)\n" +
 	"\x05files\x18\x01 \x03(\v2\x13.fsmcp.v1.PatchFileR\x05files\x12\x12\n" +
-	"\x04undo\x18\x02 \x01(\tR\x04undo\">\n" +
+	"\x04undo\x18\x02 \x01(\tR\x04undo\x12\x16\n" +
+	"\x06format\x18\x03 \x01(\tR\x06format\">\n" +
 	"\x0fReadManyRequest\x12+\n" +
 	"\x05reads\x18\x01 \x03(\v2\x15.fsmcp.v1.ReadRequestR\x05reads\"c\n" +
 	"\x0eReadManyResult\x12*\n" +
@@ -5965,7 +6391,29 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\x06action\x18\x02 \x01(\x0e2\x14.fsmcp.v1.RuleActionR\x06action\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\fR\x04name\"9\n" +
 	"\vJudgedPaths\x12*\n" +
-	"\x05paths\x18\x01 \x03(\v2\x14.fsmcp.v1.JudgedPathR\x05paths\")\n" +
+	"\x05paths\x18\x01 \x03(\v2\x14.fsmcp.v1.JudgedPathR\x05paths\"\xd1\x02\n" +
+	"\fCallsRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12&\n" +
+	"\x0ftime_left_nanos\x18\x02 \x01(\x03R\rtimeLeftNanos\x12\x16\n" +
+	"\x06cancel\x18\x03 \x01(\bR\x06cancel\x122\n" +
+	"\bmetadata\x18\x04 \x03(\v2\x16.fsmcp.v1.CallMetadataR\bmetadata\x12+\n" +
+	"\x04stat\x18\x05 \x01(\v2\x15.fsmcp.v1.StatRequestH\x00R\x04stat\x12+\n" +
+	"\x04list\x18\x06 \x01(\v2\x15.fsmcp.v1.ListRequestH\x00R\x04list\x12+\n" +
+	"\x04read\x18\a \x01(\v2\x15.fsmcp.v1.ReadRequestH\x00R\x04read\x12.\n" +
+	"\x05write\x18\b \x01(\v2\x16.fsmcp.v1.WriteRequestH\x00R\x05writeB\x06\n" +
+	"\x04call\"6\n" +
+	"\fCallMetadata\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\"\xbe\x02\n" +
+	"\rCallsResponse\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12,\n" +
+	"\x04stat\x18\x02 \x01(\v2\x16.fsmcp.v1.StatResponseH\x00R\x04stat\x12,\n" +
+	"\x04list\x18\x03 \x01(\v2\x16.fsmcp.v1.ListResponseH\x00R\x04list\x12,\n" +
+	"\x04read\x18\x04 \x01(\v2\x16.fsmcp.v1.ReadResponseH\x00R\x04read\x12/\n" +
+	"\x05write\x18\x05 \x01(\v2\x17.fsmcp.v1.WriteResponseH\x00R\x05write\x12'\n" +
+	"\x05error\x18\x06 \x01(\v2\x0f.fsmcp.v1.ErrorH\x00R\x05error\x120\n" +
+	"\atrailer\x18\a \x03(\v2\x16.fsmcp.v1.CallMetadataR\atrailerB\a\n" +
+	"\x05reply\")\n" +
 	"\x11CheckpointRequest\x12\x14\n" +
 	"\x05label\x18\x01 \x01(\tR\x05label\"\x9e\x01\n" +
 	"\x12CheckpointResponse\x128\n" +
@@ -6059,7 +6507,7 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\x17RULE_ACTION_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11RULE_ACTION_ALLOW\x10\x01\x12\x14\n" +
 	"\x10RULE_ACTION_DENY\x10\x02\x12\x13\n" +
-	"\x0fRULE_ACTION_ASK\x10\x032\xb6\v\n" +
+	"\x0fRULE_ACTION_ASK\x10\x032\xf4\v\n" +
 	"\rWorkerService\x128\n" +
 	"\x05Hello\x12\x16.fsmcp.v1.HelloRequest\x1a\x17.fsmcp.v1.HelloResponse\x125\n" +
 	"\x04Stat\x12\x15.fsmcp.v1.StatRequest\x1a\x16.fsmcp.v1.StatResponse\x125\n" +
@@ -6082,7 +6530,8 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\n" +
 	"StatStream\x12\x1b.fsmcp.v1.StatStreamRequest\x1a\x1c.fsmcp.v1.StatStreamResponse0\x01\x125\n" +
 	"\x04Undo\x12\x15.fsmcp.v1.UndoRequest\x1a\x16.fsmcp.v1.UndoResponse\x128\n" +
-	"\x05Check\x12\x16.fsmcp.v1.CheckRequest\x1a\x17.fsmcp.v1.CheckResponse\x12G\n" +
+	"\x05Check\x12\x16.fsmcp.v1.CheckRequest\x1a\x17.fsmcp.v1.CheckResponse\x12<\n" +
+	"\x05Calls\x12\x16.fsmcp.v1.CallsRequest\x1a\x17.fsmcp.v1.CallsResponse(\x010\x01\x12G\n" +
 	"\n" +
 	"Checkpoint\x12\x1b.fsmcp.v1.CheckpointRequest\x1a\x1c.fsmcp.v1.CheckpointResponse\x12J\n" +
 	"\vCheckpoints\x12\x1c.fsmcp.v1.CheckpointsRequest\x1a\x1d.fsmcp.v1.CheckpointsResponse\x12;\n" +
@@ -6101,7 +6550,7 @@ func file_fsmcp_v1_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_fsmcp_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_fsmcp_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 72)
+var file_fsmcp_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 75)
 var file_fsmcp_v1_worker_proto_goTypes = []any{
 	(ProtocolVersion)(0),        // 0: fsmcp.v1.ProtocolVersion
 	(ErrorCode)(0),              // 1: fsmcp.v1.ErrorCode
@@ -6172,15 +6621,18 @@ var file_fsmcp_v1_worker_proto_goTypes = []any{
 	(*CheckResponse)(nil),       // 66: fsmcp.v1.CheckResponse
 	(*JudgedPath)(nil),          // 67: fsmcp.v1.JudgedPath
 	(*JudgedPaths)(nil),         // 68: fsmcp.v1.JudgedPaths
-	(*CheckpointRequest)(nil),   // 69: fsmcp.v1.CheckpointRequest
-	(*CheckpointResponse)(nil),  // 70: fsmcp.v1.CheckpointResponse
-	(*CheckpointInfo)(nil),      // 71: fsmcp.v1.CheckpointInfo
-	(*CheckpointsRequest)(nil),  // 72: fsmcp.v1.CheckpointsRequest
-	(*CheckpointsResponse)(nil), // 73: fsmcp.v1.CheckpointsResponse
-	(*RewindRequest)(nil),       // 74: fsmcp.v1.RewindRequest
-	(*RewindChange)(nil),        // 75: fsmcp.v1.RewindChange
-	(*RewindConflict)(nil),      // 76: fsmcp.v1.RewindConflict
-	(*RewindResponse)(nil),      // 77: fsmcp.v1.RewindResponse
+	(*CallsRequest)(nil),        // 69: fsmcp.v1.CallsRequest
+	(*CallMetadata)(nil),        // 70: fsmcp.v1.CallMetadata
+	(*CallsResponse)(nil),       // 71: fsmcp.v1.CallsResponse
+	(*CheckpointRequest)(nil),   // 72: fsmcp.v1.CheckpointRequest
+	(*CheckpointResponse)(nil),  // 73: fsmcp.v1.CheckpointResponse
+	(*CheckpointInfo)(nil),      // 74: fsmcp.v1.CheckpointInfo
+	(*CheckpointsRequest)(nil),  // 75: fsmcp.v1.CheckpointsRequest
+	(*CheckpointsResponse)(nil), // 76: fsmcp.v1.CheckpointsResponse
+	(*RewindRequest)(nil),       // 77: fsmcp.v1.RewindRequest
+	(*RewindChange)(nil),        // 78: fsmcp.v1.RewindChange
+	(*RewindConflict)(nil),      // 79: fsmcp.v1.RewindConflict
+	(*RewindResponse)(nil),      // 80: fsmcp.v1.RewindResponse
 }
 var file_fsmcp_v1_worker_proto_depIdxs = []int32{
 	1,  // 0: fsmcp.v1.Error.code:type_name -> fsmcp.v1.ErrorCode
@@ -6227,63 +6679,76 @@ var file_fsmcp_v1_worker_proto_depIdxs = []int32{
 	67, // 41: fsmcp.v1.CheckResponse.judged:type_name -> fsmcp.v1.JudgedPath
 	5,  // 42: fsmcp.v1.JudgedPath.action:type_name -> fsmcp.v1.RuleAction
 	67, // 43: fsmcp.v1.JudgedPaths.paths:type_name -> fsmcp.v1.JudgedPath
-	71, // 44: fsmcp.v1.CheckpointResponse.checkpoint:type_name -> fsmcp.v1.CheckpointInfo
-	71, // 45: fsmcp.v1.CheckpointsResponse.checkpoints:type_name -> fsmcp.v1.CheckpointInfo
-	75, // 46: fsmcp.v1.RewindResponse.changes:type_name -> fsmcp.v1.RewindChange
-	76, // 47: fsmcp.v1.RewindResponse.conflicts:type_name -> fsmcp.v1.RewindConflict
-	13, // 48: fsmcp.v1.WorkerService.Hello:input_type -> fsmcp.v1.HelloRequest
-	16, // 49: fsmcp.v1.WorkerService.Stat:input_type -> fsmcp.v1.StatRequest
-	20, // 50: fsmcp.v1.WorkerService.List:input_type -> fsmcp.v1.ListRequest
-	24, // 51: fsmcp.v1.WorkerService.Read:input_type -> fsmcp.v1.ReadRequest
-	27, // 52: fsmcp.v1.WorkerService.Glob:input_type -> fsmcp.v1.GlobRequest
-	29, // 53: fsmcp.v1.WorkerService.Grep:input_type -> fsmcp.v1.GrepRequest
-	34, // 54: fsmcp.v1.WorkerService.Write:input_type -> fsmcp.v1.WriteRequest
-	37, // 55: fsmcp.v1.WorkerService.Replace:input_type -> fsmcp.v1.ReplaceRequest
-	39, // 56: fsmcp.v1.WorkerService.Mkdir:input_type -> fsmcp.v1.MkdirRequest
-	41, // 57: fsmcp.v1.WorkerService.Move:input_type -> fsmcp.v1.MoveRequest
-	43, // 58: fsmcp.v1.WorkerService.Delete:input_type -> fsmcp.v1.DeleteRequest
-	47, // 59: fsmcp.v1.WorkerService.Splice:input_type -> fsmcp.v1.SpliceRequest
-	49, // 60: fsmcp.v1.WorkerService.Digest:input_type -> fsmcp.v1.DigestRequest
-	51, // 61: fsmcp.v1.WorkerService.Copy:input_type -> fsmcp.v1.CopyRequest
-	53, // 62: fsmcp.v1.WorkerService.Tree:input_type -> fsmcp.v1.TreeRequest
-	56, // 63: fsmcp.v1.WorkerService.View:input_type -> fsmcp.v1.ViewRequest
-	59, // 64: fsmcp.v1.WorkerService.Patch:input_type -> fsmcp.v1.PatchRequest
-	62, // 65: fsmcp.v1.WorkerService.ReadMany:input_type -> fsmcp.v1.ReadManyRequest
-	17, // 66: fsmcp.v1.WorkerService.StatStream:input_type -> fsmcp.v1.StatStreamRequest
-	45, // 67: fsmcp.v1.WorkerService.Undo:input_type -> fsmcp.v1.UndoRequest
-	65, // 68: fsmcp.v1.WorkerService.Check:input_type -> fsmcp.v1.CheckRequest
-	69, // 69: fsmcp.v1.WorkerService.Checkpoint:input_type -> fsmcp.v1.CheckpointRequest
-	72, // 70: fsmcp.v1.WorkerService.Checkpoints:input_type -> fsmcp.v1.CheckpointsRequest
-	74, // 71: fsmcp.v1.WorkerService.Rewind:input_type -> fsmcp.v1.RewindRequest
-	14, // 72: fsmcp.v1.WorkerService.Hello:output_type -> fsmcp.v1.HelloResponse
-	19, // 73: fsmcp.v1.WorkerService.Stat:output_type -> fsmcp.v1.StatResponse
-	21, // 74: fsmcp.v1.WorkerService.List:output_type -> fsmcp.v1.ListResponse
-	25, // 75: fsmcp.v1.WorkerService.Read:output_type -> fsmcp.v1.ReadResponse
-	28, // 76: fsmcp.v1.WorkerService.Glob:output_type -> fsmcp.v1.GlobResponse
-	33, // 77: fsmcp.v1.WorkerService.Grep:output_type -> fsmcp.v1.GrepResponse
-	35, // 78: fsmcp.v1.WorkerService.Write:output_type -> fsmcp.v1.WriteResponse
-	38, // 79: fsmcp.v1.WorkerService.Replace:output_type -> fsmcp.v1.ReplaceResponse
-	40, // 80: fsmcp.v1.WorkerService.Mkdir:output_type -> fsmcp.v1.MkdirResponse
-	42, // 81: fsmcp.v1.WorkerService.Move:output_type -> fsmcp.v1.MoveResponse
-	44, // 82: fsmcp.v1.WorkerService.Delete:output_type -> fsmcp.v1.DeleteResponse
-	48, // 83: fsmcp.v1.WorkerService.Splice:output_type -> fsmcp.v1.SpliceResponse
-	50, // 84: fsmcp.v1.WorkerService.Digest:output_type -> fsmcp.v1.DigestResponse
-	52, // 85: fsmcp.v1.WorkerService.Copy:output_type -> fsmcp.v1.CopyResponse
-	55, // 86: fsmcp.v1.WorkerService.Tree:output_type -> fsmcp.v1.TreeResponse
-	57, // 87: fsmcp.v1.WorkerService.View:output_type -> fsmcp.v1.ViewResponse
-	61, // 88: fsmcp.v1.WorkerService.Patch:output_type -> fsmcp.v1.PatchResponse
-	64, // 89: fsmcp.v1.WorkerService.ReadMany:output_type -> fsmcp.v1.ReadManyResponse
-	18, // 90: fsmcp.v1.WorkerService.StatStream:output_type -> fsmcp.v1.StatStreamResponse
-	46, // 91: fsmcp.v1.WorkerService.Undo:output_type -> fsmcp.v1.UndoResponse
-	66, // 92: fsmcp.v1.WorkerService.Check:output_type -> fsmcp.v1.CheckResponse
-	70, // 93: fsmcp.v1.WorkerService.Checkpoint:output_type -> fsmcp.v1.CheckpointResponse
-	73, // 94: fsmcp.v1.WorkerService.Checkpoints:output_type -> fsmcp.v1.CheckpointsResponse
-	77, // 95: fsmcp.v1.WorkerService.Rewind:output_type -> fsmcp.v1.RewindResponse
-	72, // [72:96] is the sub-list for method output_type
-	48, // [48:72] is the sub-list for method input_type
-	48, // [48:48] is the sub-list for extension type_name
-	48, // [48:48] is the sub-list for extension extendee
-	0,  // [0:48] is the sub-list for field type_name
+	70, // 44: fsmcp.v1.CallsRequest.metadata:type_name -> fsmcp.v1.CallMetadata
+	16, // 45: fsmcp.v1.CallsRequest.stat:type_name -> fsmcp.v1.StatRequest
+	20, // 46: fsmcp.v1.CallsRequest.list:type_name -> fsmcp.v1.ListRequest
+	24, // 47: fsmcp.v1.CallsRequest.read:type_name -> fsmcp.v1.ReadRequest
+	34, // 48: fsmcp.v1.CallsRequest.write:type_name -> fsmcp.v1.WriteRequest
+	19, // 49: fsmcp.v1.CallsResponse.stat:type_name -> fsmcp.v1.StatResponse
+	21, // 50: fsmcp.v1.CallsResponse.list:type_name -> fsmcp.v1.ListResponse
+	25, // 51: fsmcp.v1.CallsResponse.read:type_name -> fsmcp.v1.ReadResponse
+	35, // 52: fsmcp.v1.CallsResponse.write:type_name -> fsmcp.v1.WriteResponse
+	6,  // 53: fsmcp.v1.CallsResponse.error:type_name -> fsmcp.v1.Error
+	70, // 54: fsmcp.v1.CallsResponse.trailer:type_name -> fsmcp.v1.CallMetadata
+	74, // 55: fsmcp.v1.CheckpointResponse.checkpoint:type_name -> fsmcp.v1.CheckpointInfo
+	74, // 56: fsmcp.v1.CheckpointsResponse.checkpoints:type_name -> fsmcp.v1.CheckpointInfo
+	78, // 57: fsmcp.v1.RewindResponse.changes:type_name -> fsmcp.v1.RewindChange
+	79, // 58: fsmcp.v1.RewindResponse.conflicts:type_name -> fsmcp.v1.RewindConflict
+	13, // 59: fsmcp.v1.WorkerService.Hello:input_type -> fsmcp.v1.HelloRequest
+	16, // 60: fsmcp.v1.WorkerService.Stat:input_type -> fsmcp.v1.StatRequest
+	20, // 61: fsmcp.v1.WorkerService.List:input_type -> fsmcp.v1.ListRequest
+	24, // 62: fsmcp.v1.WorkerService.Read:input_type -> fsmcp.v1.ReadRequest
+	27, // 63: fsmcp.v1.WorkerService.Glob:input_type -> fsmcp.v1.GlobRequest
+	29, // 64: fsmcp.v1.WorkerService.Grep:input_type -> fsmcp.v1.GrepRequest
+	34, // 65: fsmcp.v1.WorkerService.Write:input_type -> fsmcp.v1.WriteRequest
+	37, // 66: fsmcp.v1.WorkerService.Replace:input_type -> fsmcp.v1.ReplaceRequest
+	39, // 67: fsmcp.v1.WorkerService.Mkdir:input_type -> fsmcp.v1.MkdirRequest
+	41, // 68: fsmcp.v1.WorkerService.Move:input_type -> fsmcp.v1.MoveRequest
+	43, // 69: fsmcp.v1.WorkerService.Delete:input_type -> fsmcp.v1.DeleteRequest
+	47, // 70: fsmcp.v1.WorkerService.Splice:input_type -> fsmcp.v1.SpliceRequest
+	49, // 71: fsmcp.v1.WorkerService.Digest:input_type -> fsmcp.v1.DigestRequest
+	51, // 72: fsmcp.v1.WorkerService.Copy:input_type -> fsmcp.v1.CopyRequest
+	53, // 73: fsmcp.v1.WorkerService.Tree:input_type -> fsmcp.v1.TreeRequest
+	56, // 74: fsmcp.v1.WorkerService.View:input_type -> fsmcp.v1.ViewRequest
+	59, // 75: fsmcp.v1.WorkerService.Patch:input_type -> fsmcp.v1.PatchRequest
+	62, // 76: fsmcp.v1.WorkerService.ReadMany:input_type -> fsmcp.v1.ReadManyRequest
+	17, // 77: fsmcp.v1.WorkerService.StatStream:input_type -> fsmcp.v1.StatStreamRequest
+	45, // 78: fsmcp.v1.WorkerService.Undo:input_type -> fsmcp.v1.UndoRequest
+	65, // 79: fsmcp.v1.WorkerService.Check:input_type -> fsmcp.v1.CheckRequest
+	69, // 80: fsmcp.v1.WorkerService.Calls:input_type -> fsmcp.v1.CallsRequest
+	72, // 81: fsmcp.v1.WorkerService.Checkpoint:input_type -> fsmcp.v1.CheckpointRequest
+	75, // 82: fsmcp.v1.WorkerService.Checkpoints:input_type -> fsmcp.v1.CheckpointsRequest
+	77, // 83: fsmcp.v1.WorkerService.Rewind:input_type -> fsmcp.v1.RewindRequest
+	14, // 84: fsmcp.v1.WorkerService.Hello:output_type -> fsmcp.v1.HelloResponse
+	19, // 85: fsmcp.v1.WorkerService.Stat:output_type -> fsmcp.v1.StatResponse
+	21, // 86: fsmcp.v1.WorkerService.List:output_type -> fsmcp.v1.ListResponse
+	25, // 87: fsmcp.v1.WorkerService.Read:output_type -> fsmcp.v1.ReadResponse
+	28, // 88: fsmcp.v1.WorkerService.Glob:output_type -> fsmcp.v1.GlobResponse
+	33, // 89: fsmcp.v1.WorkerService.Grep:output_type -> fsmcp.v1.GrepResponse
+	35, // 90: fsmcp.v1.WorkerService.Write:output_type -> fsmcp.v1.WriteResponse
+	38, // 91: fsmcp.v1.WorkerService.Replace:output_type -> fsmcp.v1.ReplaceResponse
+	40, // 92: fsmcp.v1.WorkerService.Mkdir:output_type -> fsmcp.v1.MkdirResponse
+	42, // 93: fsmcp.v1.WorkerService.Move:output_type -> fsmcp.v1.MoveResponse
+	44, // 94: fsmcp.v1.WorkerService.Delete:output_type -> fsmcp.v1.DeleteResponse
+	48, // 95: fsmcp.v1.WorkerService.Splice:output_type -> fsmcp.v1.SpliceResponse
+	50, // 96: fsmcp.v1.WorkerService.Digest:output_type -> fsmcp.v1.DigestResponse
+	52, // 97: fsmcp.v1.WorkerService.Copy:output_type -> fsmcp.v1.CopyResponse
+	55, // 98: fsmcp.v1.WorkerService.Tree:output_type -> fsmcp.v1.TreeResponse
+	57, // 99: fsmcp.v1.WorkerService.View:output_type -> fsmcp.v1.ViewResponse
+	61, // 100: fsmcp.v1.WorkerService.Patch:output_type -> fsmcp.v1.PatchResponse
+	64, // 101: fsmcp.v1.WorkerService.ReadMany:output_type -> fsmcp.v1.ReadManyResponse
+	18, // 102: fsmcp.v1.WorkerService.StatStream:output_type -> fsmcp.v1.StatStreamResponse
+	46, // 103: fsmcp.v1.WorkerService.Undo:output_type -> fsmcp.v1.UndoResponse
+	66, // 104: fsmcp.v1.WorkerService.Check:output_type -> fsmcp.v1.CheckResponse
+	71, // 105: fsmcp.v1.WorkerService.Calls:output_type -> fsmcp.v1.CallsResponse
+	73, // 106: fsmcp.v1.WorkerService.Checkpoint:output_type -> fsmcp.v1.CheckpointResponse
+	76, // 107: fsmcp.v1.WorkerService.Checkpoints:output_type -> fsmcp.v1.CheckpointsResponse
+	80, // 108: fsmcp.v1.WorkerService.Rewind:output_type -> fsmcp.v1.RewindResponse
+	84, // [84:109] is the sub-list for method output_type
+	59, // [59:84] is the sub-list for method input_type
+	59, // [59:59] is the sub-list for extension type_name
+	59, // [59:59] is the sub-list for extension extendee
+	0,  // [0:59] is the sub-list for field type_name
 }
 
 func init() { file_fsmcp_v1_worker_proto_init() }
@@ -6291,13 +6756,27 @@ func file_fsmcp_v1_worker_proto_init() {
 	if File_fsmcp_v1_worker_proto != nil {
 		return
 	}
+	file_fsmcp_v1_worker_proto_msgTypes[0].OneofWrappers = []any{}
+	file_fsmcp_v1_worker_proto_msgTypes[63].OneofWrappers = []any{
+		(*CallsRequest_Stat)(nil),
+		(*CallsRequest_List)(nil),
+		(*CallsRequest_Read)(nil),
+		(*CallsRequest_Write)(nil),
+	}
+	file_fsmcp_v1_worker_proto_msgTypes[65].OneofWrappers = []any{
+		(*CallsResponse_Stat)(nil),
+		(*CallsResponse_List)(nil),
+		(*CallsResponse_Read)(nil),
+		(*CallsResponse_Write)(nil),
+		(*CallsResponse_Error)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fsmcp_v1_worker_proto_rawDesc), len(file_fsmcp_v1_worker_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   72,
+			NumMessages:   75,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

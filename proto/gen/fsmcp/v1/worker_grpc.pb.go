@@ -46,6 +46,7 @@ const (
 	WorkerService_StatStream_FullMethodName  = "/fsmcp.v1.WorkerService/StatStream"
 	WorkerService_Undo_FullMethodName        = "/fsmcp.v1.WorkerService/Undo"
 	WorkerService_Check_FullMethodName       = "/fsmcp.v1.WorkerService/Check"
+	WorkerService_Calls_FullMethodName       = "/fsmcp.v1.WorkerService/Calls"
 	WorkerService_Checkpoint_FullMethodName  = "/fsmcp.v1.WorkerService/Checkpoint"
 	WorkerService_Checkpoints_FullMethodName = "/fsmcp.v1.WorkerService/Checkpoints"
 	WorkerService_Rewind_FullMethodName      = "/fsmcp.v1.WorkerService/Rewind"
@@ -93,6 +94,12 @@ type WorkerServiceClient interface {
 	Undo(ctx context.Context, in *UndoRequest, opts ...grpc.CallOption) (*UndoResponse, error)
 	// Check judges a call's paths, as they resolve, against --rules.
 	Check(ctx context.Context, in *CheckRequest, opts ...grpc.CallOption) (*CheckResponse, error)
+	// Calls carries small calls (a stat, a list page, a read or write of at
+	// most 64 KiB) on one long-lived stream, each tagged with an id. Each
+	// call runs through its own RPC's checks, with its own deadline,
+	// metadata and reply; a cancel message ends one call. The worker ends
+	// the stream on a protocol error (a live id reused, no call given).
+	Calls(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[CallsRequest, CallsResponse], error)
 	// Checkpoint records the tree's state (names, types, modes, content
 	// hashes) in the state directory; it copies no file.
 	Checkpoint(ctx context.Context, in *CheckpointRequest, opts ...grpc.CallOption) (*CheckpointResponse, error)
@@ -366,6 +373,19 @@ func (c *workerServiceClient) Check(ctx context.Context, in *CheckRequest, opts 
 	return out, nil
 }
 
+func (c *workerServiceClient) Calls(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[CallsRequest, CallsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &WorkerService_ServiceDesc.Streams[5], WorkerService_Calls_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[CallsRequest, CallsResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type WorkerService_CallsClient = grpc.BidiStreamingClient[CallsRequest, CallsResponse]
+
 func (c *workerServiceClient) Checkpoint(ctx context.Context, in *CheckpointRequest, opts ...grpc.CallOption) (*CheckpointResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CheckpointResponse)
@@ -438,6 +458,12 @@ type WorkerServiceServer interface {
 	Undo(context.Context, *UndoRequest) (*UndoResponse, error)
 	// Check judges a call's paths, as they resolve, against --rules.
 	Check(context.Context, *CheckRequest) (*CheckResponse, error)
+	// Calls carries small calls (a stat, a list page, a read or write of at
+	// most 64 KiB) on one long-lived stream, each tagged with an id. Each
+	// call runs through its own RPC's checks, with its own deadline,
+	// metadata and reply; a cancel message ends one call. The worker ends
+	// the stream on a protocol error (a live id reused, no call given).
+	Calls(grpc.BidiStreamingServer[CallsRequest, CallsResponse]) error
 	// Checkpoint records the tree's state (names, types, modes, content
 	// hashes) in the state directory; it copies no file.
 	Checkpoint(context.Context, *CheckpointRequest) (*CheckpointResponse, error)
@@ -518,6 +544,9 @@ func (UnimplementedWorkerServiceServer) Undo(context.Context, *UndoRequest) (*Un
 }
 func (UnimplementedWorkerServiceServer) Check(context.Context, *CheckRequest) (*CheckResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Check not implemented")
+}
+func (UnimplementedWorkerServiceServer) Calls(grpc.BidiStreamingServer[CallsRequest, CallsResponse]) error {
+	return status.Error(codes.Unimplemented, "method Calls not implemented")
 }
 func (UnimplementedWorkerServiceServer) Checkpoint(context.Context, *CheckpointRequest) (*CheckpointResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Checkpoint not implemented")
@@ -892,6 +921,13 @@ func _WorkerService_Check_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _WorkerService_Calls_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(WorkerServiceServer).Calls(&grpc.GenericServerStream[CallsRequest, CallsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type WorkerService_CallsServer = grpc.BidiStreamingServer[CallsRequest, CallsResponse]
+
 func _WorkerService_Checkpoint_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CheckpointRequest)
 	if err := dec(in); err != nil {
@@ -1055,6 +1091,12 @@ var WorkerService_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "StatStream",
 			Handler:       _WorkerService_StatStream_Handler,
 			ServerStreams: true,
+		},
+		{
+			StreamName:    "Calls",
+			Handler:       _WorkerService_Calls_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
 		},
 	},
 	Metadata: "fsmcp/v1/worker.proto",
