@@ -143,6 +143,24 @@ func TestAppendUndo(t *testing.T) {
 	}
 }
 
+// An append's undo token still works after a restart: the quarantine's
+// index keeps the size to cut back to.
+func TestAppendUndoAfterRestart(t *testing.T) {
+	ctx := context.Background()
+	s, root, qdir := newQuarantineService(t, 1<<20)
+	p := filepath.Join(root, "log")
+	wput(t, p, "one\n")
+	resp, err := s.Write(ctx, &fsmcpv1.WriteRequest{Path: []byte("log"), Content: []byte("two\n"), Append: true, IfSha256: wsum([]byte("one\n"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := quarantineServiceOver(t, root, qdir, 1<<20)
+	undoOf(t, again, resp.GetUndo())
+	if got := wcontent(t, p); got != "one\n" {
+		t.Errorf("after the undo in the next run, log = %q", got)
+	}
+}
+
 // Concurrent appends to several files each take a slot of their own and
 // free it: all land whole, and the slots are reused, not multiplied.
 func TestAppendConcurrentSlots(t *testing.T) {

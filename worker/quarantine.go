@@ -358,7 +358,7 @@ func indexParts(parts []qPart) []qindex.Part {
 	for i, p := range parts {
 		out[i] = qindex.Part{Name: p.name, Kind: uint8(p.kind), Path: []byte(p.path), ParentDev: p.parentDev, ParentIno: p.parentIno,
 			Base: []byte(p.base), NowDev: p.now.dev, NowIno: p.now.ino, NowSize: p.now.size, NowSec: p.now.mtime.Sec, NowNsec: p.now.mtime.Nsec,
-			NowSHA: p.nowSHA, KeptSHA: p.keptSHA, Gone: p.gone}
+			NowSHA: p.nowSHA, KeptSHA: p.keptSHA, Gone: p.gone, OldSize: p.oldSize}
 	}
 	return out
 }
@@ -366,7 +366,7 @@ func indexParts(parts []qPart) []qindex.Part {
 func fromIndex(p qindex.Part) qPart {
 	return qPart{name: p.Name, kind: partKind(p.Kind), path: string(p.Path), parentDev: p.ParentDev, parentIno: p.ParentIno, base: string(p.Base),
 		now:    fileID{dev: p.NowDev, ino: p.NowIno, size: p.NowSize, mtime: unix.Timespec{Sec: p.NowSec, Nsec: p.NowNsec}},
-		nowSHA: p.NowSHA, keptSHA: p.KeptSHA, gone: p.Gone}
+		nowSHA: p.NowSHA, keptSHA: p.KeptSHA, gone: p.Gone, oldSize: p.OldSize}
 }
 
 // evict removes the oldest entries (never one an undo is using) until the

@@ -42,6 +42,8 @@ type Part struct {
 	NowSHA    string `json:"nsha,omitempty"`
 	KeptSHA   string `json:"ksha,omitempty"`
 	Gone      bool   `json:"g,omitempty"`
+	// OldSize is the size an append's undo cuts the file back to.
+	OldSize int64 `json:"os,omitempty"`
 }
 
 // Record is one line of the index.
