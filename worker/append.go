@@ -406,27 +406,106 @@ func (s *Service) cutAppend(st *undoStep) error {
 		return newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, p, "undo: the file changed during the undo; nothing was cut")
 	}
 	st.taken = q.newName()
-	fd, err := unix.Openat(q.fd, st.taken, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err := moveTail(f, part.oldSize, now.Size, q.fd, st.taken); err != nil {
+		return fsError("undo", p, err)
+	}
+	return nil
+}
+
+// moveTail moves the bytes of f from size to end into a new file name in
+// the quarantine qfd, durable (the file and its name), then cuts f to
+// size and syncs it. On failure f is whole and name gone.
+func moveTail(f *os.File, size, end int64, qfd int, name string) error {
+	fd, err := unix.Openat(qfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
-		return fsError("quarantine", p, err)
+		return err
 	}
-	cut := os.NewFile(uintptr(fd), st.taken)
-	defer cut.Close()
-	_, err = io.Copy(cut, io.NewSectionReader(f, part.oldSize, now.Size-part.oldSize))
+	tail := os.NewFile(uintptr(fd), name)
+	defer tail.Close()
+	_, err = io.Copy(tail, io.NewSectionReader(f, size, end-size))
 	if err == nil {
-		err = cut.Sync()
+		err = tail.Sync()
 	}
 	if err == nil {
-		err = f.Truncate(part.oldSize)
+		err = unix.Fsync(qfd)
+	}
+	if err == nil {
+		err = f.Truncate(size)
 	}
 	if err == nil {
 		err = f.Sync()
 	}
 	if err != nil {
-		unix.Unlinkat(q.fd, st.taken, 0)
-		return fsError("undo", p, err)
+		unix.Unlinkat(qfd, name, 0)
+	}
+	return err
+}
+
+// cutTail cuts a file a rewind restores in place (f.cut) back to its
+// checkpoint's bytes, f.data, which the commit's checks found as its
+// prefix: the bytes past them go into the quarantine under f.qname.
+func (s *Service) cutTail(f *patchFile, qfd int) error {
+	file, err := openRegular(f.d.fd, f.base, unix.O_RDWR)
+	if err != nil {
+		return fsError("rewind", f.path, err)
+	}
+	defer file.Close()
+	now, err := fstat(file)
+	if err != nil || !sameInode(now, f.cur.st) || now.Size != f.cur.st.Size || now.Mtim != f.cur.st.Mtim {
+		return newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, f.path, "rewind: the file changed meanwhile; nothing was changed")
+	}
+	if err := moveTail(file, int64(len(f.data)), now.Size, qfd, f.qname); err != nil {
+		return fsError("rewind", f.path, err)
 	}
 	return nil
+}
+
+// undoCut undoes a journal's "cut" entry: a file still of the old size
+// was not cut (a copy of its tail, if any, goes); one of the new size,
+// the same inode, gets its tail back from Q once the two hash to the old
+// sha256.
+func undoCut(dirfd, qfd int, e journalEntry) error {
+	f, err := openRegular(dirfd, string(e.Name), unix.O_RDWR|unix.O_APPEND)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := fstat(f)
+	if err != nil {
+		return err
+	}
+	tail, terr := openRegular(qfd, string(e.Q), unix.O_RDONLY)
+	if terr == nil {
+		defer tail.Close()
+	}
+	switch {
+	case st.Ino != e.OldIno:
+	case st.Size == e.OldSize:
+		if terr == nil {
+			unix.Unlinkat(qfd, string(e.Q), 0)
+		}
+		return nil
+	case st.Size == e.NewSize && terr == nil:
+		h := sha256.New()
+		_, err := io.Copy(h, io.NewSectionReader(f, 0, st.Size))
+		if err == nil {
+			_, err = io.Copy(h, tail)
+		}
+		if err != nil {
+			return err
+		}
+		if hex.EncodeToString(h.Sum(nil)) != e.OldSHA {
+			break
+		}
+		if _, err := io.Copy(f, io.NewSectionReader(tail, 0, e.OldSize-e.NewSize)); err != nil {
+			return err
+		}
+		if err := f.Sync(); err != nil {
+			return err
+		}
+		return unix.Unlinkat(qfd, string(e.Q), 0)
+	}
+	return errors.New("cut: changed since the interrupted rewind; left as it is")
 }
 
 // uncutAppend reverses cutAppend: the cut bytes go back at the end.

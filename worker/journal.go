@@ -66,7 +66,9 @@ type journalEntry struct {
 	Dir  []byte `json:"dir"`
 	Name []byte `json:"name"`
 	Tmp  []byte `json:"tmp"`
-	// Kind is "replace", "create" or "delete".
+	// Kind is "replace", "create", "delete" or "cut" (the file, the same
+	// inode, cut back to NewSize in place, the bytes past it kept under
+	// Q; NewIno is OldIno).
 	Kind string `json:"kind"`
 	// NewIno, NewSize and NewSHA are the staged file's inode, size and
 	// sha256 (not for delete); OldIno, OldSize and OldSHA the current
@@ -99,7 +101,10 @@ func (f *patchFile) entry() journalEntry {
 	}
 	if !f.delete {
 		sum := sha256.Sum256(f.data)
-		e.NewIno, e.NewSize, e.NewSHA = f.st.ino, int64(len(f.data)), hex.EncodeToString(sum[:])
+		e.NewSize, e.NewSHA = int64(len(f.data)), hex.EncodeToString(sum[:])
+	}
+	if f.st != nil {
+		e.NewIno = f.st.ino
 	}
 	if f.cur.exists {
 		e.OldIno, e.OldSize, e.OldSHA = f.cur.st.Ino, f.cur.st.Size, f.cur.sha
@@ -107,6 +112,8 @@ func (f *patchFile) entry() journalEntry {
 	switch {
 	case f.delete:
 		e.Kind = "delete"
+	case f.cut:
+		e.Kind, e.NewIno = "cut", f.cur.st.Ino
 	case f.cur.exists:
 		e.Kind = "replace"
 	default:
@@ -136,6 +143,9 @@ func (s *Service) commitAll(ctx context.Context, files []*patchFile, emptied []*
 		if f.delete {
 			f.tmp = tempName()
 			continue
+		}
+		if f.cut {
+			continue // nothing staged: cut in place
 		}
 		if f.st, err = s.stage(ctx, f.d, f.path, f.cur, &body{data: f.data, mode: f.mode, meta: f.meta}); err != nil {
 			return "", err
@@ -219,6 +229,8 @@ func (s *Service) commitAll(ctx context.Context, files []*patchFile, emptied []*
 		switch {
 		case f.delete:
 			err = s.placeDeletion(f)
+		case f.cut:
+			err = s.cutTail(f, qfd)
 		case len(f.mkdirs) > 0:
 			if err = renameNoReplace(f.td.fd, f.tmp, f.d.fd, f.base); errors.Is(err, unix.EEXIST) {
 				err = newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, f.path, "a file was created at the path meanwhile; nothing was written")
@@ -235,7 +247,7 @@ func (s *Service) commitAll(ctx context.Context, files []*patchFile, emptied []*
 	// The old versions go into the quarantine before the commit, so that
 	// recovery finds them there if it comes to undo the patch.
 	for _, f := range files {
-		if f.qname == "" {
+		if f.qname == "" || f.cut {
 			continue
 		}
 		if err := renameNoReplace(f.td.fd, f.tmp, qfd, f.qname); err != nil {
@@ -288,7 +300,7 @@ func (s *Service) commitAll(ctx context.Context, files []*patchFile, emptied []*
 		if f.st != nil {
 			f.st.discard()
 			f.st = nil
-		} else {
+		} else if !f.cut {
 			unix.Unlinkat(f.td.fd, f.tmp, 0)
 		}
 	}
@@ -333,6 +345,14 @@ func patchEntry(files []*patchFile) *qEntry {
 			}
 		}
 		switch {
+		case f.cut:
+			part.kind, part.oldSize, part.keptSHA = partUncut, int64(len(f.data)), f.cur.sha
+			e.bytes -= part.oldSize // only the bytes cut are kept
+			sum := sha256.Sum256(f.data)
+			part.nowSHA = hex.EncodeToString(sum[:])
+			if st, err := fstatat(f.d.fd, f.base); err == nil {
+				part.now = idOf(st)
+			}
 		case f.delete:
 			// A deleted file whose directory the patch removed was moved
 			// aside to a directory it kept (emptiedDirs).
@@ -397,6 +417,8 @@ func writeJournal(stateFD int, j *journal) (string, error) {
 func undoEntry(dirfd, tmpfd, qfd int, e journalEntry) error {
 	name, tmp := string(e.Name), string(e.Tmp)
 	switch e.Kind {
+	case "cut":
+		return undoCut(dirfd, qfd, e)
 	case "mkdir":
 		if err := unix.Unlinkat(dirfd, name, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
 			return err

@@ -66,6 +66,10 @@ type patchFile struct {
 	qname string
 	// meta, when set, gives the new file its metadata (body.meta).
 	meta *os.File
+	// cut: the file keeps its first len(data) bytes in place (the same
+	// inode) and the bytes past them go into the quarantine under qname:
+	// a rewind across an in-place append.
+	cut bool
 }
 
 // Patch implements fsmcpv1.WorkerServiceServer. It applies a unified diff

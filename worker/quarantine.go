@@ -98,6 +98,11 @@ const (
 	// partCut is the bytes an undo of an append cut, kept under name
 	// until evicted; no token restores them.
 	partCut
+	// partUncut appends the bytes kept under name back to the file at the
+	// path (a rewind cut them off), which must be unchanged since (now,
+	// nowSHA); the undo's own token cuts them again (a partTruncate to
+	// oldSize).
+	partUncut
 )
 
 // qPart is one name of an entry.

@@ -316,14 +316,16 @@ func (s *Service) verifyNames(j *journal) ([]*parent, error) {
 		p := joinRel(string(e.Dir), name)
 		dirKind := e.Kind == "mkdir" || e.Kind == "rmdir"
 		switch {
-		case e.Kind != "replace" && e.Kind != "create" && e.Kind != "delete" && !dirKind:
+		case e.Kind != "replace" && e.Kind != "create" && e.Kind != "delete" && e.Kind != "cut" && !dirKind:
 			return dirs, refuse("entry %d: unknown kind %q", k, e.Kind)
 		case name == "" || name == "." || name == ".." || strings.Contains(name, "/"):
 			return dirs, refuse("%q: %q is not one name", p, name)
 		case dirKind && (tmp != "" || q != "" || e.NewIno != 0 || e.OldIno != 0 || len(e.TmpDir) > 0):
 			return dirs, refuse("%q: a %s entry names a file", p, e.Kind)
 		case dirKind:
-		case !isTempName(tmp) || strings.Contains(tmp, "/"):
+		case e.Kind == "cut" && (tmp != "" || q == "" || e.NewIno != e.OldIno || e.NewSize >= e.OldSize || len(e.TmpDir) > 0):
+			return dirs, refuse("%q: a cut entry names a staged file, or no kept tail", p)
+		case e.Kind != "cut" && (!isTempName(tmp) || strings.Contains(tmp, "/")):
 			return dirs, refuse("%q: its staged name %q is not a temp name", p, tmp)
 		case q != "" && (j.QIno == 0 || !strings.HasPrefix(q, qPrefix) || strings.Contains(q, "/")):
 			return dirs, refuse("%q: its quarantine name %q is not one", p, q)

@@ -424,12 +424,14 @@ func (s *Service) rewindSources(ctx context.Context, items []*rewindItem, now *c
 		}
 	}
 	found := map[string][]keptFile{}
+	rootFD := -1
 	if len(needed) > 0 {
 		root, err := s.root.Open(".")
 		if err != nil {
 			return nil, closeAll, fsError("rewind", ".", err)
 		}
 		defer root.Close()
+		rootFD = int(root.Fd())
 		for _, e := range now.Entries {
 			if _, ok := needed[e.SHA]; ok && e.Type == checkpoint.File {
 				found[e.SHA] = append(found[e.SHA], keptFile{int(root.Fd()), string(e.Path)})
@@ -453,6 +455,16 @@ func (s *Service) rewindSources(ctx context.Context, items []*rewindItem, now *c
 			data, meta, ok := readKept(ctx, s, found[it.want.SHA], it.want)
 			if !ok && it.have != nil && it.have.SHA == it.want.SHA {
 				data, meta, ok = readKept(ctx, s, found[it.have.SHA], it.want)
+			}
+			if !ok && it.have != nil && it.have.Type == checkpoint.File && it.have.Size > it.want.Size && it.have.Mode == it.want.Mode {
+				// Appended to in place since: the file itself holds the
+				// checkpoint's bytes, and is cut back to them.
+				data, f.cut = readPrefix(ctx, s, rootFD, it.rel, it.want)
+				if ok = f.cut; ok {
+					f.data = data
+					files = append(files, f)
+					continue
+				}
 			}
 			if !ok {
 				resp.Conflicts = append(resp.Conflicts, &fsmcpv1.RewindConflict{Path: []byte(it.rel), Lost: true,
@@ -498,6 +510,31 @@ func readKept(ctx context.Context, s *Service, kept []keptFile, want *checkpoint
 		return data, f, true
 	}
 	return nil, nil, false
+}
+
+// readPrefix reads the first want.Size bytes of the tree's file rel
+// when they hash to want's sha256.
+func readPrefix(ctx context.Context, s *Service, rootFD int, rel string, want *checkpoint.Entry) ([]byte, bool) {
+	fd, err := openBeneath(rootFD, rel)
+	if err != nil {
+		return nil, false
+	}
+	f := os.NewFile(uintptr(fd), rel)
+	defer f.Close()
+	if st, err := fstat(f); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size < want.Size {
+		return nil, false
+	}
+	release, err := s.reserve(ctx, "rewind", "", want.Size)
+	if err != nil {
+		return nil, false
+	}
+	defer release()
+	data := make([]byte, want.Size)
+	if _, err := io.ReadFull(io.NewSectionReader(f, 0, want.Size), data); err != nil {
+		return nil, false
+	}
+	sum := sha256.Sum256(data)
+	return data, hex.EncodeToString(sum[:]) == want.SHA
 }
 
 // openBeneath opens the file at the real relative path rel beneath dirfd
@@ -721,7 +758,7 @@ func (s *Service) touchJournal(j *journal) {
 	for _, e := range j.Entries {
 		t := checkpoint.Touch{Path: []byte(joinRel(string(e.Dir), string(e.Name))), Type: checkpoint.Absent, Time: now}
 		switch e.Kind {
-		case "replace", "delete":
+		case "replace", "delete", "cut":
 			t.Type, t.SHA = checkpoint.File, e.OldSHA
 		case "rmdir":
 			t.Type = checkpoint.Dir

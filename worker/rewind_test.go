@@ -1,8 +1,10 @@
 package worker
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -103,4 +105,74 @@ func TestRewindConcurrentWrites(t *testing.T) {
 			t.Errorf("f%d = %q after the rewind", i, got)
 		}
 	}
+}
+
+// A file appended to in place since the checkpoint is cut back to it in
+// place (the same inode), the cut bytes kept: the rewind's undo token
+// appends them again, and that undo's token cuts them once more. A crash
+// after the cut but before the commit's end puts them back at the next
+// start.
+func TestRewindAcrossAppend(t *testing.T) {
+	ctx := context.Background()
+	s, root, qdir := newQuarantineService(t, 1<<20)
+	p := filepath.Join(root, "log")
+	wput(t, p, "one\n")
+	ino, _ := inoOf(t, p)
+	appendTwo := func(s *Service) {
+		t.Helper()
+		if _, err := s.Write(ctx, &fsmcpv1.WriteRequest{Path: []byte("log"), Content: []byte("two\n"), Append: true, IfSha256: wsum([]byte("one\n"))}); err != nil {
+			t.Fatal(err)
+		}
+		// As the touch interceptor records it.
+		s.appendTouch([]checkpoint.Touch{{Path: []byte("log"), Type: checkpoint.File, SHA: wsum([]byte("one\ntwo\n")), Time: time.Now().UnixNano()}})
+	}
+	want := func(content string) {
+		t.Helper()
+		if got := wcontent(t, p); got != content {
+			t.Fatalf("log = %q, want %q", got, content)
+		}
+		if now, _ := inoOf(t, p); now != ino {
+			t.Fatal("the log is another inode")
+		}
+	}
+	cp, err := s.Checkpoint(ctx, &fsmcpv1.CheckpointRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := cp.GetCheckpoint().GetId()
+	appendTwo(s)
+	resp, err := s.Rewind(ctx, &fsmcpv1.RewindRequest{Id: id})
+	if err != nil || len(resp.GetConflicts()) > 0 {
+		t.Fatalf("Rewind = %v, %v", resp, err)
+	}
+	want("one\n")
+	redo := undoOf(t, s, resp.GetUndo())
+	want("one\ntwo\n")
+	undoOf(t, s, redo.GetUndo())
+	want("one\n")
+
+	appendTwo(s)
+	var saved []byte
+	var savedName string
+	s.beforeCommit = func(string) {
+		names, _ := s.journals()
+		savedName = names[0]
+		saved, _ = os.ReadFile(filepath.Join(s.state.Name(), savedName))
+	}
+	if _, err := s.Rewind(ctx, &fsmcpv1.RewindRequest{Id: id}); err != nil {
+		t.Fatal(err)
+	}
+	want("one\n")
+	if !bytes.Contains(saved, []byte(`"kind":"cut"`)) {
+		t.Fatalf("the rewind's journal has no cut entry: %s", saved)
+	}
+	// The journal as a crash before its removal would have left it.
+	if err := os.WriteFile(filepath.Join(s.state.Name(), savedName), saved, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	again := quarantineServiceOver(t, root, qdir, 1<<20)
+	if r, err := again.recoverJournals(""); err != nil || r.Undone != 1 || len(r.SetAside) != 0 {
+		t.Fatalf("recoverJournals = %+v, %v", r, err)
+	}
+	want("one\ntwo\n")
 }

@@ -348,6 +348,9 @@ func (s *Service) applyPart(st *undoStep) error {
 		}
 	case partTruncate:
 		return s.cutAppend(st)
+	case partUncut:
+		st.taken = part.name
+		return s.uncutAppend(st)
 	case partTake:
 		st.taken = q.newName()
 		if err := renameNoReplace(d.fd, part.base, q.fd, st.taken); err != nil {
@@ -370,6 +373,17 @@ func (s *Service) reversePart(st *undoStep) error {
 		return unix.Renameat2(q.fd, part.name, d.fd, part.base, unix.RENAME_EXCHANGE)
 	case partTruncate:
 		return s.uncutAppend(st)
+	case partUncut:
+		f, err := openRegular(d.fd, part.base, unix.O_RDWR)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		now, err := fstat(f)
+		if err != nil {
+			return err
+		}
+		return moveTail(f, part.oldSize, now.Size, q.fd, part.name)
 	default:
 		return renameNoReplace(q.fd, st.taken, d.fd, part.base)
 	}
@@ -396,6 +410,14 @@ func (st *undoStep) redo(q *Quarantine) (qPart, int64, bool) {
 		}
 		back.kind, back.name = partCut, st.taken
 		return back, cut.Size, true
+	case partUncut:
+		// The bytes are back in the file; its undo cuts them again.
+		now, err := fstatat(st.d.fd, part.base)
+		if err != nil {
+			return qPart{}, 0, false
+		}
+		back.kind, back.now, back.nowSHA, back.keptSHA, back.oldSize = partTruncate, idOf(now), part.keptSHA, part.nowSHA, part.oldSize
+		return back, 0, true
 	case partSwap:
 		restored, err := fstatat(st.d.fd, part.base)
 		successor, serr := fstatat(q.fd, part.name)
