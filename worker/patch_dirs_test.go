@@ -11,6 +11,7 @@ import (
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/sandbox"
+	"github.com/fsmcp/fsmcp/worker/internal/patchlog"
 )
 
 // dirsBefore is a tree whose patch (dirsPatch) creates files in missing
@@ -142,7 +143,7 @@ func TestPatchDirectoriesRecovered(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantDirsApplied(t, root)
-	var j journal
+	var j patchlog.Journal
 	_, body, _ := bytes.Cut(saved, []byte("\n"))
 	if err := json.Unmarshal(body, &j); err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/sandbox"
+	"github.com/fsmcp/fsmcp/worker/internal/patchlog"
 )
 
 // threePatch changes a, b and c (in that order of names) from "x\n" to
@@ -88,11 +89,11 @@ func TestPatchRecoverUndoes(t *testing.T) {
 		}
 		ctx := context.Background()
 		stageByHand(t, s, files)
-		j := &journal{RootDev: s.rootDev, RootIno: s.rootIno}
+		j := &patchlog.Journal{RootDev: s.rootDev, RootIno: s.rootIno}
 		for _, f := range files {
 			j.Entries = append(j.Entries, f.entry())
 		}
-		if _, err := writeJournal(int(s.state.Fd()), j); err != nil {
+		if _, err := patchlog.Write(int(s.state.Fd()), j); err != nil {
 			t.Fatal(err)
 		}
 		for _, f := range files[:placed] {
@@ -102,7 +103,7 @@ func TestPatchRecoverUndoes(t *testing.T) {
 		}
 		// A journal cut short while it was written, before its rename:
 		// nothing to undo, and it goes too.
-		os.WriteFile(filepath.Join(s.state.Name(), journalPartial+"torn"), []byte(`{"entries":[{"di`), 0o600)
+		os.WriteFile(filepath.Join(s.state.Name(), patchlog.Partial+"torn"), []byte(`{"entries":[{"di`), 0o600)
 		r, err := s.recoverJournals("")
 		if err != nil || r.Undone != 1 || len(r.SetAside) != 0 {
 			t.Fatalf("placed %d: Recover() = %+v, %v; want 1 undone, nil", placed, r, err)

@@ -18,6 +18,7 @@ import (
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/worker/internal/dirwalk"
+	"github.com/fsmcp/fsmcp/worker/internal/fileio"
 	qindex "github.com/fsmcp/fsmcp/worker/internal/quarantine"
 	"golang.org/x/sys/unix"
 )
@@ -231,7 +232,7 @@ func (q *Quarantine) newName() string {
 // how many names the entry holds.
 func (q *Quarantine) keep(dirfd int, name string, part qPart) (string, int64, error) {
 	part.name = q.newName()
-	if err := renameNoReplace(dirfd, name, q.fd, part.name); err != nil {
+	if err := fileio.RenameNoReplace(dirfd, name, q.fd, part.name); err != nil {
 		return "", 0, err
 	}
 	size, count, err := entrySize(q.fd, part.name)

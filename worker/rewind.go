@@ -19,6 +19,7 @@ import (
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/worker/internal/checkpoint"
+	"github.com/fsmcp/fsmcp/worker/internal/patchlog"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -749,7 +750,7 @@ func (s *Service) touchCommit(files []*patchFile, made []string, emptied []*pare
 }
 
 // touchJournal records what recovery put back: each entry's old state.
-func (s *Service) touchJournal(j *journal) {
+func (s *Service) touchJournal(j *patchlog.Journal) {
 	if !s.cps.any() {
 		return
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/fsmcp/fsmcp/proto/link"
 	"github.com/fsmcp/fsmcp/sandbox"
 	"github.com/fsmcp/fsmcp/worker/internal/admit"
+	"github.com/fsmcp/fsmcp/worker/internal/appendlog"
 	"github.com/fsmcp/fsmcp/worker/internal/hashcache"
 	"github.com/fsmcp/fsmcp/worker/internal/lines"
 	"github.com/fsmcp/fsmcp/worker/rulesfile"
@@ -65,7 +66,7 @@ type Service struct {
 	// checkpoints and the touch log (rewind.go).
 	cps *checkpoints
 	// appends are the append journal's slots (append.go).
-	appends appendSlots
+	appends appendlog.Slots
 }
 
 var _ fsmcpv1.WorkerServiceServer = (*Service)(nil)

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/worker/internal/fileio"
 	"golang.org/x/sys/unix"
 )
 
@@ -57,7 +58,7 @@ func (s *Service) deleteToQuarantine(ctx context.Context, d *parent, name, base,
 	if name != base {
 		defer func() {
 			if err != nil {
-				if xerr := renameNoReplace(d.fd, name, d.fd, base); xerr != nil {
+				if xerr := fileio.RenameNoReplace(d.fd, name, d.fd, base); xerr != nil {
 					bug(fmt.Errorf("put back after a failed quarantine: %w", xerr))
 				}
 			}
@@ -333,7 +334,7 @@ func (s *Service) applyPart(st *undoStep) error {
 	}
 	switch part.kind {
 	case partRestore:
-		if err := renameNoReplace(q.fd, part.name, d.fd, part.base); errors.Is(err, unix.EEXIST) || errors.Is(err, unix.ENOTEMPTY) {
+		if err := fileio.RenameNoReplace(q.fd, part.name, d.fd, part.base); errors.Is(err, unix.EEXIST) || errors.Is(err, unix.ENOTEMPTY) {
 			return newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, p, "undo: something new is at the path; nothing was restored")
 		} else if err != nil {
 			return fsError("undo", p, err)
@@ -353,11 +354,11 @@ func (s *Service) applyPart(st *undoStep) error {
 		return s.uncutAppend(st)
 	case partTake:
 		st.taken = q.newName()
-		if err := renameNoReplace(d.fd, part.base, q.fd, st.taken); err != nil {
+		if err := fileio.RenameNoReplace(d.fd, part.base, q.fd, st.taken); err != nil {
 			return fsError("undo", p, err)
 		}
 		if taken, err := fstatat(q.fd, st.taken); err != nil || taken.Dev != part.now.dev || taken.Ino != part.now.ino {
-			return lostRace(func() error { return renameNoReplace(q.fd, st.taken, d.fd, part.base) })
+			return lostRace(func() error { return fileio.RenameNoReplace(q.fd, st.taken, d.fd, part.base) })
 		}
 	}
 	return nil
@@ -368,13 +369,13 @@ func (s *Service) reversePart(st *undoStep) error {
 	q, part, d := s.quarantine, st.part, st.d
 	switch part.kind {
 	case partRestore:
-		return renameNoReplace(d.fd, part.base, q.fd, part.name)
+		return fileio.RenameNoReplace(d.fd, part.base, q.fd, part.name)
 	case partSwap:
 		return unix.Renameat2(q.fd, part.name, d.fd, part.base, unix.RENAME_EXCHANGE)
 	case partTruncate:
 		return s.uncutAppend(st)
 	case partUncut:
-		f, err := openRegular(d.fd, part.base, unix.O_RDWR)
+		f, err := fileio.OpenRegular(d.fd, part.base, unix.O_RDWR)
 		if err != nil {
 			return err
 		}
@@ -383,9 +384,9 @@ func (s *Service) reversePart(st *undoStep) error {
 		if err != nil {
 			return err
 		}
-		return moveTail(f, part.oldSize, now.Size, q.fd, part.name)
+		return fileio.MoveTail(f, part.oldSize, now.Size, q.fd, part.name)
 	default:
-		return renameNoReplace(q.fd, st.taken, d.fd, part.base)
+		return fileio.RenameNoReplace(q.fd, st.taken, d.fd, part.base)
 	}
 }
 

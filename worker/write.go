@@ -14,6 +14,7 @@ import (
 	"time"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/worker/internal/fileio"
 	"github.com/fsmcp/fsmcp/worker/internal/hashcache"
 	"golang.org/x/sys/unix"
 )
@@ -718,7 +719,7 @@ func (s *Service) stage(ctx context.Context, d *parent, p string, cur *current, 
 func (s *Service) place(ctx context.Context, st *staged, base, p string, cur *current) (bool, error) {
 	d, tmp := st.d, st.tmp
 	if !cur.exists {
-		if err := renameNoReplace(d.fd, tmp, d.fd, base); err != nil {
+		if err := fileio.RenameNoReplace(d.fd, tmp, d.fd, base); err != nil {
 			if errors.Is(err, unix.EEXIST) {
 				e := newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, p, "a file was created at the path meanwhile; nothing was written")
 				e.CurrentSHA256 = s.hashName(ctx, d, base)
@@ -799,22 +800,4 @@ func tempName() string {
 	var b [12]byte
 	rand.Read(b[:])
 	return tempPrefix + hex.EncodeToString(b[:])
-}
-
-// renameNoReplace renames without replacing an existing newname. A
-// filesystem without RENAME_NOREPLACE gets link then unlink, which is
-// equally unable to replace.
-func renameNoReplace(olddir int, oldname string, newdir int, newname string) error {
-	err := unix.Renameat2(olddir, oldname, newdir, newname, unix.RENAME_NOREPLACE)
-	if !errors.Is(err, unix.EINVAL) {
-		return err
-	}
-	var st unix.Stat_t
-	if unix.Fstatat(olddir, oldname, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT == unix.S_IFDIR {
-		return err
-	}
-	if err := unix.Linkat(olddir, oldname, newdir, newname, 0); err != nil {
-		return err
-	}
-	return unix.Unlinkat(olddir, oldname, 0)
 }
