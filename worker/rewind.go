@@ -1,14 +1,12 @@
 package worker
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path"
 	"slices"
@@ -353,7 +351,7 @@ func (s *Service) Rewind(ctx context.Context, req *fsmcpv1.RewindRequest) (*fsmc
 		}
 		diffs := map[string]string{}
 		for _, f := range files {
-			if len(f.cur.data) <= maxRewindDiff && len(f.data) <= maxRewindDiff && isText(f.cur.data) && isText(f.data) {
+			if len(f.cur.data) <= maxRewindDiff && len(f.data) <= maxRewindDiff && checkpoint.IsText(f.cur.data) && checkpoint.IsText(f.data) {
 				diffs[f.path] = string(unifiedDiff(f.path, f.cur.data, f.data, f.cur.exists, !f.delete, 0))
 			}
 		}
@@ -400,12 +398,6 @@ func (s *Service) rewindScope(ctx context.Context, raw []byte) (string, error) {
 	return joinRel(d.rel, base), nil
 }
 
-// keptFile is where bytes with a checkpoint's sha256 are kept.
-type keptFile struct {
-	dirfd int
-	name  string
-}
-
 // rewindSources finds, for each file to restore, bytes with its sha256:
 // a version in the quarantine or a file of the tree now (now). A file
 // with none is listed in resp as lost. It returns the files to commit,
@@ -424,7 +416,7 @@ func (s *Service) rewindSources(ctx context.Context, items []*rewindItem, now *c
 			needed[it.want.SHA] = it.want.Size
 		}
 	}
-	found := map[string][]keptFile{}
+	found := map[string][]checkpoint.Kept{}
 	rootFD := -1
 	if len(needed) > 0 {
 		root, err := s.root.Open(".")
@@ -435,11 +427,12 @@ func (s *Service) rewindSources(ctx context.Context, items []*rewindItem, now *c
 		rootFD = int(root.Fd())
 		for _, e := range now.Entries {
 			if _, ok := needed[e.SHA]; ok && e.Type == checkpoint.File {
-				found[e.SHA] = append(found[e.SHA], keptFile{int(root.Fd()), string(e.Path)})
+				found[e.SHA] = append(found[e.SHA], checkpoint.Kept{Dir: int(root.Fd()), Name: string(e.Path)})
 			}
 		}
 		s.quarantine.find(ctx, s, needed, found)
 	}
+	reserve := func(n int64) (func(), error) { return s.reserve(ctx, "rewind", "", n) }
 	var files []*patchFile
 	for _, it := range items {
 		f := &patchFile{path: it.rel}
@@ -453,14 +446,14 @@ func (s *Service) rewindSources(ctx context.Context, items []*rewindItem, now *c
 			} else {
 				f.create = true
 			}
-			data, meta, ok := readKept(ctx, s, found[it.want.SHA], it.want)
+			data, meta, ok := checkpoint.ReadKept(found[it.want.SHA], it.want, reserve)
 			if !ok && it.have != nil && it.have.SHA == it.want.SHA {
-				data, meta, ok = readKept(ctx, s, found[it.have.SHA], it.want)
+				data, meta, ok = checkpoint.ReadKept(found[it.have.SHA], it.want, reserve)
 			}
 			if !ok && it.have != nil && it.have.Type == checkpoint.File && it.have.Size > it.want.Size && it.have.Mode == it.want.Mode {
 				// Appended to in place since: the file itself holds the
 				// checkpoint's bytes, and is cut back to them.
-				data, f.cut = readPrefix(ctx, s, rootFD, it.rel, it.want)
+				data, f.cut = checkpoint.ReadPrefix(rootFD, it.rel, it.want, reserve)
 				if ok = f.cut; ok {
 					f.data = data
 					files = append(files, f)
@@ -482,92 +475,11 @@ func (s *Service) rewindSources(ctx context.Context, items []*rewindItem, now *c
 	return files, closeAll, nil
 }
 
-// readKept reads the first of kept that holds want's content (verified
-// by its sha256), and returns it with the file open for its metadata.
-func readKept(ctx context.Context, s *Service, kept []keptFile, want *checkpoint.Entry) ([]byte, *os.File, bool) {
-	for _, k := range kept {
-		fd, err := openBeneath(k.dirfd, k.name)
-		if err != nil {
-			continue
-		}
-		f := os.NewFile(uintptr(fd), k.name)
-		st, err := fstat(f)
-		if err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != want.Size {
-			f.Close()
-			continue
-		}
-		release, err := s.reserve(ctx, "rewind", "", st.Size)
-		if err != nil {
-			f.Close()
-			continue
-		}
-		data, err := io.ReadAll(io.LimitReader(f, st.Size+1))
-		release()
-		sum := sha256.Sum256(data)
-		if err != nil || hex.EncodeToString(sum[:]) != want.SHA {
-			f.Close()
-			continue
-		}
-		return data, f, true
-	}
-	return nil, nil, false
-}
-
-// readPrefix reads the first want.Size bytes of the tree's file rel
-// when they hash to want's sha256.
-func readPrefix(ctx context.Context, s *Service, rootFD int, rel string, want *checkpoint.Entry) ([]byte, bool) {
-	fd, err := openBeneath(rootFD, rel)
-	if err != nil {
-		return nil, false
-	}
-	f := os.NewFile(uintptr(fd), rel)
-	defer f.Close()
-	if st, err := fstat(f); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size < want.Size {
-		return nil, false
-	}
-	release, err := s.reserve(ctx, "rewind", "", want.Size)
-	if err != nil {
-		return nil, false
-	}
-	defer release()
-	data := make([]byte, want.Size)
-	if _, err := io.ReadFull(io.NewSectionReader(f, 0, want.Size), data); err != nil {
-		return nil, false
-	}
-	sum := sha256.Sum256(data)
-	return data, hex.EncodeToString(sum[:]) == want.SHA
-}
-
-// openBeneath opens the file at the real relative path rel beneath dirfd
-// without following a symlink on the way (the name is a real path in the
-// root or the quarantine, which the agent may since have changed).
-func openBeneath(dirfd int, rel string) (int, error) {
-	comps := strings.Split(rel, "/")
-	fd := dirfd
-	for i, c := range comps {
-		flags := unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_CLOEXEC
-		if i < len(comps)-1 {
-			flags |= unix.O_DIRECTORY
-		} else {
-			flags |= unix.O_NONBLOCK
-		}
-		next, err := unix.Openat(fd, c, flags, 0)
-		if fd != dirfd {
-			unix.Close(fd)
-		}
-		if err != nil {
-			return -1, err
-		}
-		fd = next
-	}
-	return fd, nil
-}
-
 // find adds to found the quarantined files whose content one of needed
 // (sha256 → size) names: a kept version whose sha256 the entry records,
 // or, for one it does not (a deleted file or tree), a file of that size
 // hashed now.
-func (q *Quarantine) find(ctx context.Context, s *Service, needed map[string]int64, found map[string][]keptFile) {
+func (q *Quarantine) find(ctx context.Context, s *Service, needed map[string]int64, found map[string][]checkpoint.Kept) {
 	sizes := map[int64]bool{}
 	for _, size := range needed {
 		sizes[size] = true
@@ -580,55 +492,19 @@ func (q *Quarantine) find(ctx context.Context, s *Service, needed map[string]int
 				continue
 			}
 			if _, ok := needed[part.keptSHA]; ok {
-				found[part.keptSHA] = append(found[part.keptSHA], keptFile{q.fd, part.name})
+				found[part.keptSHA] = append(found[part.keptSHA], checkpoint.Kept{Dir: q.fd, Name: part.name})
 				continue
 			}
 			names = append(names, part.name)
 		}
 	}
 	q.mu.Unlock()
-	var walk func(dirfd int, name, rel string, depth int)
-	walk = func(dirfd int, name, rel string, depth int) {
-		st, err := fstatat(dirfd, name)
-		if err != nil || ctx.Err() != nil || depth > maxWalkDepth {
-			return
-		}
-		switch st.Mode & unix.S_IFMT {
-		case unix.S_IFREG:
-			if !sizes[st.Size] {
-				return
+	checkpoint.FindBySize(ctx, q.fd, names, sizes, maxWalkDepth, func(f *os.File, st *unix.Stat_t) (string, error) { return s.hashOpen(ctx, f, st) },
+		func(sum, rel string) {
+			if _, ok := needed[sum]; ok {
+				found[sum] = append(found[sum], checkpoint.Kept{Dir: q.fd, Name: rel})
 			}
-			fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-			if err != nil {
-				return
-			}
-			f := os.NewFile(uintptr(fd), name)
-			defer f.Close()
-			opened, err := fstat(f)
-			if err != nil {
-				return
-			}
-			if sum, err := s.hashOpen(ctx, f, opened); err == nil {
-				if _, ok := needed[sum]; ok {
-					found[sum] = append(found[sum], keptFile{q.fd, rel})
-				}
-			}
-		case unix.S_IFDIR:
-			fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-			if err != nil {
-				return
-			}
-			d := os.NewFile(uintptr(fd), name)
-			defer d.Close()
-			children, _ := d.Readdirnames(-1)
-			for _, c := range children {
-				walk(fd, c, rel+"/"+c, depth+1)
-			}
-		}
-	}
-	for _, n := range names {
-		walk(q.fd, n, n, 0)
-	}
+		})
 }
 
 // rewindDirs makes the directories the checkpoint has and the tree lacks
@@ -673,9 +549,6 @@ func (s *Service) rewindDirs(ctx context.Context, items []*rewindItem) error {
 	s.touchDirs(made, gone)
 	return nil
 }
-
-// isText reports whether b looks like text: UTF-8 without NUL.
-func isText(b []byte) bool { return utf8.Valid(b) && !bytes.ContainsRune(b, 0) }
 
 // touchRel records, after a change by a tool, what is at each of rels
 // (real root-relative paths) and beneath: an Absent record covering the
