@@ -165,7 +165,7 @@ func OpenQuarantine(dir *os.File, maxBytes int64) (*Quarantine, error) {
 	}
 	slices.Sort(names)
 	for _, n := range names {
-		size, _, err := entrySize(q.fd, n)
+		size, _, err := dirwalk.Size(q.fd, n, maxWalkDepth)
 		if err != nil {
 			continue // gone since readdir, or unreadable: not ours to count
 		}
@@ -235,7 +235,7 @@ func (q *Quarantine) keep(dirfd int, name string, part qPart) (string, int64, er
 	if err := fileio.RenameNoReplace(dirfd, name, q.fd, part.name); err != nil {
 		return "", 0, err
 	}
-	size, count, err := entrySize(q.fd, part.name)
+	size, count, err := dirwalk.Size(q.fd, part.name, maxWalkDepth)
 	if err != nil {
 		// Kept, but not measurable: count it as empty rather than fail a
 		// change that already happened.
@@ -462,68 +462,6 @@ func (q *Quarantine) release(e *qEntry, done bool) {
 		q.record(qindex.Record{Op: qindex.OpUsed, ID: e.id}, false)
 		q.remove(e)
 	}
-}
-
-// entrySize is the bytes of regular files under name in dirfd (itself, if
-// it is one) and how many names it holds, without following symlinks.
-func entrySize(dirfd int, name string) (size, count int64, err error) {
-	st, err := fstatat(dirfd, name)
-	if err != nil {
-		return 0, 0, err
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		if st.Mode&unix.S_IFMT == unix.S_IFREG {
-			size = st.Size
-		}
-		return size, 1, nil
-	}
-	var walk func(fd, depth int) error
-	walk = func(fd, depth int) error {
-		if depth > maxWalkDepth {
-			return fmt.Errorf("deeper than %d levels", maxWalkDepth)
-		}
-		dup, err := unix.Dup(fd)
-		if err != nil {
-			return err
-		}
-		unix.CloseOnExec(dup)
-		f := os.NewFile(uintptr(dup), "dir")
-		names, err := f.Readdirnames(-1)
-		f.Close()
-		if err != nil {
-			return err
-		}
-		for _, n := range names {
-			st, err := fstatat(fd, n)
-			if err != nil {
-				continue
-			}
-			count++
-			switch st.Mode & unix.S_IFMT {
-			case unix.S_IFREG:
-				size += st.Size
-			case unix.S_IFDIR:
-				sub, err := unix.Openat(fd, n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-				if err != nil {
-					continue
-				}
-				err = walk(sub, depth+1)
-				unix.Close(sub)
-				if err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	}
-	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer unix.Close(fd)
-	count = 1
-	err = walk(fd, 0)
-	return size, count, err
 }
 
 func randomHex(n int) string {

@@ -444,7 +444,7 @@ func (s *Service) setAsideLegacy(name string, move bool) SetAside {
 	if err == nil {
 		err = fileio.RenameNoReplace(int(root.Fd()), name, dfd, "root-"+name)
 		if errors.Is(err, unix.EXDEV) {
-			err = moveByCopy(int(root.Fd()), name, dfd, "root-"+name)
+			err = fileio.MoveByCopy(int(root.Fd()), name, dfd, "root-"+name, maxJournalBytes)
 		}
 		unix.Fsync(dfd)
 		unix.Close(dfd)
@@ -455,33 +455,4 @@ func (s *Service) setAsideLegacy(name string, move bool) SetAside {
 		a.Reason += fmt.Sprintf(" (it could not be moved out of the root: %v)", err)
 	}
 	return a
-}
-
-// moveByCopy copies the regular file name in fromFD, up to maxJournalBytes,
-// to the new file to in toFD, and removes name.
-func moveByCopy(fromFD int, name string, toFD int, to string) error {
-	in, err := unix.Openat(fromFD, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	src := os.NewFile(uintptr(in), name)
-	defer src.Close()
-	if st, err := fstat(src); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return errors.New("not a regular file")
-	}
-	out, err := unix.Openat(toFD, to, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
-	if err != nil {
-		return err
-	}
-	dst := os.NewFile(uintptr(out), to)
-	_, err = io.Copy(dst, io.LimitReader(src, maxJournalBytes))
-	if err == nil {
-		err = dst.Sync()
-	}
-	dst.Close()
-	if err != nil {
-		unix.Unlinkat(toFD, to, 0)
-		return err
-	}
-	return unix.Unlinkat(fromFD, name, 0)
 }

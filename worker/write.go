@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -16,6 +15,7 @@ import (
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/worker/internal/fileio"
 	"github.com/fsmcp/fsmcp/worker/internal/hashcache"
+	"github.com/fsmcp/fsmcp/worker/internal/textedit"
 	"golang.org/x/sys/unix"
 )
 
@@ -200,7 +200,7 @@ func (s *Service) applyEdits(ctx context.Context, p string, data []byte, edits [
 	}
 	for i, e := range edits {
 		old, repl := e.GetOld(), e.GetNew()
-		n, err := countMatches(ctx, data, old)
+		n, err := textedit.CountMatches(ctx, data, old)
 		switch {
 		case err != nil:
 			return fail(fsError("replace", p, err))
@@ -221,7 +221,7 @@ func (s *Service) applyEdits(ctx context.Context, p string, data []byte, edits [
 		if err != nil {
 			return fail(err)
 		}
-		out, err := replaceAll(ctx, data, old, repl, size)
+		out, err := textedit.ReplaceAll(ctx, data, old, repl, size)
 		release()
 		release = got
 		if err != nil {
@@ -231,70 +231,6 @@ func (s *Service) applyEdits(ctx context.Context, p string, data []byte, edits [
 		total += n
 	}
 	return data, total, release, nil
-}
-
-// ctxEvery and ctxEveryMatch are how many bytes, or matches, a loop over
-// content handles between checks of its context: each well under a
-// millisecond of work.
-const (
-	ctxEvery      = 1 << 20
-	ctxEveryMatch = 1 << 10
-)
-
-// countMatches counts the non-overlapping occurrences of old in data, as
-// bytes.Count does, checking ctx every ctxEvery bytes or ctxEveryMatch
-// matches.
-func countMatches(ctx context.Context, data, old []byte) (int64, error) {
-	var n int64
-	for len(data) > 0 {
-		if err := ctx.Err(); err != nil {
-			return 0, err
-		}
-		// A chunk overlaps the next by len(old)-1, so no match is split;
-		// a match is counted in the chunk where it starts.
-		end := min(len(data), ctxEvery+len(old)-1)
-		chunk := data[:end]
-		pos := 0
-		for {
-			i := bytes.Index(chunk[pos:], old)
-			if i < 0 || pos+i >= ctxEvery {
-				break
-			}
-			n++
-			pos += i + len(old)
-			if n%ctxEveryMatch == 0 {
-				if err := ctx.Err(); err != nil {
-					return 0, err
-				}
-			}
-		}
-		// Continue after the last match, or at the chunk's end.
-		data = data[max(pos, min(ctxEvery, len(data))):]
-	}
-	return n, nil
-}
-
-// replaceAll is bytes.ReplaceAll into a buffer of the size the caller
-// computed, checking ctx every ctxEvery bytes or ctxEveryMatch matches.
-func replaceAll(ctx context.Context, data, old, repl []byte, size int64) ([]byte, error) {
-	out := make([]byte, 0, size)
-	scanned, matched := 0, 0
-	for {
-		if scanned >= ctxEvery || matched >= ctxEveryMatch {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-			scanned, matched = 0, 0
-		}
-		matched++
-		i := bytes.Index(data, old)
-		if i < 0 {
-			return append(out, data...), nil
-		}
-		out = append(append(out, data[:i]...), repl...)
-		data = data[i+len(old):]
-		scanned += i + len(old)
-	}
 }
 
 // editPath is the client path of a file edit whose precondition is
@@ -343,25 +279,6 @@ func (c *current) close() {
 		c.release()
 		c.release = nil
 	}
-}
-
-// readFullCtx is io.ReadFull checking ctx every ctxEvery bytes.
-func readFullCtx(ctx context.Context, f *os.File, buf []byte) (int, error) {
-	n := 0
-	for n < len(buf) {
-		if err := ctx.Err(); err != nil {
-			return n, err
-		}
-		m, err := io.ReadFull(f, buf[n:min(len(buf), n+ctxEvery)])
-		if err == io.EOF && n > 0 {
-			err = io.ErrUnexpectedEOF
-		}
-		n += m
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
 }
 
 // check compares the file with the precondition: ifSHA empty means the file
@@ -430,7 +347,7 @@ func (s *Service) current(ctx context.Context, op string, d *parent, base, p str
 		// Read exactly the size fstat gave; a file that grew meanwhile is
 		// caught by the stat comparison below.
 		c.data = make([]byte, before.Size)
-		if _, err = readFullCtx(ctx, c.f, c.data); errors.Is(err, io.ErrUnexpectedEOF) {
+		if _, err = fileio.ReadFullCtx(ctx, c.f, c.data, textedit.CtxEvery); errors.Is(err, io.ErrUnexpectedEOF) {
 			c.close()
 			return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, p, "%s: the file changed while it was read", op)
 		}

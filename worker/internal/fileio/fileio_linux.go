@@ -170,3 +170,52 @@ func MoveTail(f *os.File, size, end int64, qfd int, name string) error {
 	}
 	return err
 }
+
+// ReadFullCtx is io.ReadFull checking ctx every step bytes.
+func ReadFullCtx(ctx context.Context, f *os.File, buf []byte, step int) (int, error) {
+	n := 0
+	for n < len(buf) {
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
+		m, err := io.ReadFull(f, buf[n:min(len(buf), n+step)])
+		if err == io.EOF && n > 0 {
+			err = io.ErrUnexpectedEOF
+		}
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// MoveByCopy copies the regular file name in fromFD, up to limit bytes,
+// to the new file to in toFD, and removes name.
+func MoveByCopy(fromFD int, name string, toFD int, to string, limit int64) error {
+	in, err := unix.Openat(fromFD, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	src := os.NewFile(uintptr(in), name)
+	defer src.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(in, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return errors.New("not a regular file")
+	}
+	out, err := unix.Openat(toFD, to, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return err
+	}
+	dst := os.NewFile(uintptr(out), to)
+	_, err = io.Copy(dst, io.LimitReader(src, limit))
+	if err == nil {
+		err = dst.Sync()
+	}
+	dst.Close()
+	if err != nil {
+		unix.Unlinkat(toFD, to, 0)
+		return err
+	}
+	return unix.Unlinkat(fromFD, name, 0)
+}
