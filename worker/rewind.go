@@ -6,12 +6,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"os"
 	"path"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -47,77 +45,18 @@ import (
 // maxLabel bounds a checkpoint's label.
 const maxLabel = 256
 
-// maxCheckpoints bounds how many checkpoints are kept: a new one past it
-// evicts the oldest, as the quarantine's bound does.
-const maxCheckpoints = 64
-
 // maxRewindDiff bounds the text a dry run shows per file, and the file
 // size it diffs.
 const maxRewindDiff = 4 << 10
-
-// checkpoints is the worker's list of checkpoints and its touch log.
-type checkpoints struct {
-	mu sync.Mutex
-	// infos is oldest first.
-	infos []*checkpoint.Info
-	touch *os.File
-	// last is the newest created time given, so that ids are unique.
-	last int64
-}
-
-// openCheckpoints reads the checkpoints in the state directory.
-func openCheckpoints(stateFD int) (*checkpoints, error) {
-	infos, err := checkpoint.List(stateFD)
-	if err != nil {
-		return nil, fmt.Errorf("checkpoints: %w", err)
-	}
-	touch, err := checkpoint.OpenTouch(stateFD)
-	if err != nil {
-		return nil, fmt.Errorf("touch log: %w", err)
-	}
-	c := &checkpoints{infos: infos, touch: touch}
-	if len(infos) > 0 {
-		c.last = infos[len(infos)-1].Created
-	} else if err := touch.Truncate(0); err != nil {
-		// No checkpoint needs a record of before this start.
-		return nil, fmt.Errorf("touch log: %w", err)
-	}
-	return c, nil
-}
-
-// any reports whether a checkpoint exists: without one, nothing needs a
-// touch record.
-func (c *checkpoints) any() bool {
-	if c == nil {
-		return false
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.infos) > 0
-}
 
 // dropEvicted forgets the checkpoints taken before the newest entry the
 // quarantine evicted (which may have held a version they need), oldest
 // first, and returns their ids.
 func (s *Service) dropEvicted() []string {
-	c := s.cps
-	if c == nil {
+	if s.cps == nil {
 		return nil
 	}
-	ev := s.quarantine.EvictedID()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var gone []string
-	for len(c.infos) > 0 && c.infos[0].Seq < ev {
-		gone = append(gone, c.infos[0].ID)
-		checkpoint.Remove(int(s.state.Fd()), c.infos[0].ID)
-		c.infos = c.infos[1:]
-	}
-	if len(gone) > 0 && len(c.infos) == 0 {
-		// No checkpoint is left to need a record.
-		c.touch.Truncate(0)
-	}
-	return gone
+	return s.cps.DropBefore(s.quarantine.EvictedID())
 }
 
 func (s *Service) checkpointsAvailable(op string) error {
@@ -140,9 +79,9 @@ func (s *Service) Checkpoint(ctx context.Context, req *fsmcpv1.CheckpointRequest
 	if err != nil {
 		return nil, err
 	}
-	gone, err := s.saveCheckpoint(rec, label)
+	gone, err := s.cps.Save(rec, label)
 	if err != nil {
-		return nil, err
+		return nil, fsError("checkpoint", "", err)
 	}
 	resp := &fsmcpv1.CheckpointResponse{Checkpoint: infoProto(&rec.Info), TreeSha256: rec.TreeSHA}
 	resp.EvictedCheckpoint = strings.Join(append(gone, s.dropEvicted()...), ",")
@@ -187,29 +126,6 @@ func withWalkRules(ctx context.Context) context.Context {
 	return context.WithValue(ctx, callRulesKey{}, &beneath)
 }
 
-// saveCheckpoint gives rec its id, label and time and writes it; past
-// maxCheckpoints, the oldest go, and it returns their ids.
-func (s *Service) saveCheckpoint(rec *checkpoint.Record, label string) ([]string, error) {
-	c := s.cps
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	created := max(time.Now().UnixNano(), c.last+1)
-	rec.ID, rec.Label, rec.Created = checkpoint.ID(created), label, created
-	if err := checkpoint.Write(int(s.state.Fd()), rec); err != nil {
-		return nil, fsError("checkpoint", "", err)
-	}
-	c.last = created
-	info := rec.Info
-	c.infos = append(c.infos, &info)
-	var gone []string
-	for len(c.infos) > maxCheckpoints {
-		gone = append(gone, c.infos[0].ID)
-		checkpoint.Remove(int(s.state.Fd()), c.infos[0].ID)
-		c.infos = c.infos[1:]
-	}
-	return gone, nil
-}
-
 func infoProto(i *checkpoint.Info) *fsmcpv1.CheckpointInfo {
 	return &fsmcpv1.CheckpointInfo{Id: i.ID, Label: i.Label, Created: i.Created, Files: i.Files, Bytes: i.Bytes}
 }
@@ -220,12 +136,9 @@ func (s *Service) Checkpoints(ctx context.Context, req *fsmcpv1.CheckpointsReque
 		return nil, err
 	}
 	s.dropEvicted()
-	c := s.cps
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	resp := &fsmcpv1.CheckpointsResponse{}
-	for i := len(c.infos) - 1; i >= 0; i-- {
-		resp.Checkpoints = append(resp.Checkpoints, infoProto(c.infos[i]))
+	for _, info := range s.cps.Newest() {
+		resp.Checkpoints = append(resp.Checkpoints, infoProto(info))
 	}
 	return resp, nil
 }
@@ -363,9 +276,9 @@ func (s *Service) Rewind(ctx context.Context, req *fsmcpv1.RewindRequest) (*fsmc
 	if len(items) == 0 {
 		return resp, nil
 	}
-	gone, err := s.saveCheckpoint(now, "before rewind to "+rec.ID)
+	gone, err := s.cps.Save(now, "before rewind to "+rec.ID)
 	if err != nil {
-		return nil, err
+		return nil, fsError("checkpoint", "", err)
 	}
 	resp.Checkpoint = now.ID
 	if len(files) > 0 {
@@ -556,7 +469,7 @@ func (s *Service) rewindDirs(ctx context.Context, items []*rewindItem) error {
 // cache) and directory there now. Nothing is recorded without a
 // checkpoint.
 func (s *Service) touchRel(ctx context.Context, rels ...string) {
-	if !s.cps.any() {
+	if !s.cps.Any() {
 		return
 	}
 	now := time.Now().UnixNano()
@@ -577,12 +490,12 @@ func (s *Service) touchRel(ctx context.Context, rels ...string) {
 		dg.node(d.fd, path.Base(rel), rel, rel, 0)
 		d.close()
 	}
-	s.appendTouch(recs)
+	s.cps.Touch(recs)
 }
 
 // touchDirs records directories the tools made and removed.
 func (s *Service) touchDirs(made, gone []string) {
-	if !s.cps.any() {
+	if !s.cps.Any() {
 		return
 	}
 	now := time.Now().UnixNano()
@@ -593,14 +506,14 @@ func (s *Service) touchDirs(made, gone []string) {
 	for _, rel := range gone {
 		recs = append(recs, checkpoint.Touch{Path: []byte(rel), Type: checkpoint.Absent, Tree: true, Time: now})
 	}
-	s.appendTouch(recs)
+	s.cps.Touch(recs)
 }
 
 // touchCommit records what a patch's commit leaves, before the journal
 // is removed: each file's new content or its absence, the directories
 // made and removed.
 func (s *Service) touchCommit(files []*patchFile, made []string, emptied []*parent) {
-	if !s.cps.any() {
+	if !s.cps.Any() {
 		return
 	}
 	now := time.Now().UnixNano()
@@ -619,12 +532,12 @@ func (s *Service) touchCommit(files []*patchFile, made []string, emptied []*pare
 	for _, d := range emptied {
 		recs = append(recs, checkpoint.Touch{Path: []byte(d.rel), Type: checkpoint.Absent, Tree: true, Time: now})
 	}
-	s.appendTouch(recs)
+	s.cps.Touch(recs)
 }
 
 // touchJournal records what recovery put back: each entry's old state.
 func (s *Service) touchJournal(j *patchlog.Journal) {
-	if !s.cps.any() {
+	if !s.cps.Any() {
 		return
 	}
 	now := time.Now().UnixNano()
@@ -639,19 +552,7 @@ func (s *Service) touchJournal(j *patchlog.Journal) {
 		}
 		recs = append(recs, t)
 	}
-	s.appendTouch(recs)
-}
-
-func (s *Service) appendTouch(recs []checkpoint.Touch) {
-	if len(recs) == 0 {
-		return
-	}
-	c := s.cps
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err := checkpoint.AppendTouch(c.touch, recs); err != nil {
-		fmt.Fprintf(os.Stderr, "fsmcp worker: touch log: %v\n", err)
-	}
+	s.cps.Touch(recs)
 }
 
 // EvictedMetadata is the trailer of a call whose change evicted

@@ -35,7 +35,7 @@ func TestRewindAfterRecovery(t *testing.T) {
 	for _, n := range []string{"a", "b", "c"} {
 		recs = append(recs, checkpoint.Touch{Path: []byte(n), Type: checkpoint.File, SHA: wsum([]byte("x\n")), Time: time.Now().UnixNano()})
 	}
-	s.appendTouch(recs)
+	s.cps.Touch(recs)
 	s.touchCommit(files, nil, nil)
 	sealJournal(t, s, j)
 
@@ -124,7 +124,7 @@ func TestRewindAcrossAppend(t *testing.T) {
 			t.Fatal(err)
 		}
 		// As the touch interceptor records it.
-		s.appendTouch([]checkpoint.Touch{{Path: []byte("log"), Type: checkpoint.File, SHA: wsum([]byte("one\ntwo\n")), Time: time.Now().UnixNano()}})
+		s.cps.Touch([]checkpoint.Touch{{Path: []byte("log"), Type: checkpoint.File, SHA: wsum([]byte("one\ntwo\n")), Time: time.Now().UnixNano()}})
 	}
 	want := func(content string) {
 		t.Helper()

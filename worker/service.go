@@ -13,6 +13,7 @@ import (
 	"github.com/fsmcp/fsmcp/sandbox"
 	"github.com/fsmcp/fsmcp/worker/internal/admit"
 	"github.com/fsmcp/fsmcp/worker/internal/appendlog"
+	"github.com/fsmcp/fsmcp/worker/internal/checkpoint"
 	"github.com/fsmcp/fsmcp/worker/internal/hashcache"
 	"github.com/fsmcp/fsmcp/worker/internal/lines"
 	"github.com/fsmcp/fsmcp/worker/rulesfile"
@@ -64,7 +65,7 @@ type Service struct {
 	rootDev, rootIno uint64
 	// cps, with a quarantine and a state directory, holds the
 	// checkpoints and the touch log (rewind.go).
-	cps *checkpoints
+	cps *checkpoint.Store
 	// appends are the append journal's slots (append.go).
 	appends appendlog.Slots
 }
@@ -129,12 +130,12 @@ func New(root *os.Root, opts Options) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("name the root through /proc/self/fd: %w", err)
 	}
-	var cps *checkpoints
+	var cps *checkpoint.Store
 	if opts.Quarantine != nil && opts.State != nil {
 		if err := opts.Quarantine.persist(int(opts.State.Fd()), uint64(rst.Dev), rst.Ino); err != nil {
 			return nil, err
 		}
-		if cps, err = openCheckpoints(int(opts.State.Fd())); err != nil {
+		if cps, err = checkpoint.OpenStore(int(opts.State.Fd())); err != nil {
 			return nil, err
 		}
 	}
