@@ -212,6 +212,10 @@ func dispatch[Req, Resp any](s served, ctx context.Context, tr *callTransport, m
 	info := &grpc.UnaryServerInfo{Server: s, FullMethod: method}
 	out, err := s.checks(ctx, req, info, func(ctx context.Context, r any) (any, error) { return h(ctx, r.(Req)) })
 	if err != nil {
+		if _, ok := status.FromError(err); !ok {
+			// As gRPC answers a unary handler's context error.
+			err = status.FromContextError(err).Err()
+		}
 		var zero Resp
 		return zero, link.Decode(err).Detail()
 	}

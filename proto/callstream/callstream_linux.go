@@ -141,6 +141,17 @@ func (c *Client) call(ctx context.Context, req *fsmcpv1.CallsRequest) (*fsmcpv1.
 		return nil, err
 	}
 	r, err := s.call(ctx, req)
+	if err == nil && r.GetError() != nil {
+		// A failure at or past the call's deadline (the worker's timer
+		// may fire before the context's here) is answered as a unary
+		// call's would be, by the context.
+		if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+			return nil, status.FromContextError(context.DeadlineExceeded).Err()
+		}
+		if ctx.Err() != nil {
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+	}
 	if err == nil && len(r.GetTrailer()) > 0 && c.trailer != nil {
 		md := metadata.MD{}
 		for _, m := range r.GetTrailer() {
