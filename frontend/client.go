@@ -26,11 +26,13 @@ type workerClient struct {
 // sizing and bounds the worker serves with (link.Dial). It never
 // redials: once the socket is gone, every call fails with Unavailable.
 func dialWorker(conn net.Conn) (*workerClient, error) {
-	cc, err := link.Dial(conn)
+	// A call's eviction note is read from its trailer, on its own RPC
+	// or on the Calls stream (tool_checkpoint.go).
+	cc, err := link.Dial(conn, grpc.WithChainUnaryInterceptor(evictedTrailer))
 	if err != nil {
 		return nil, err
 	}
-	return &workerClient{Client: callstream.New(fsmcpv1.NewWorkerServiceClient(cc)), cc: cc}, nil
+	return &workerClient{Client: callstream.New(fsmcpv1.NewWorkerServiceClient(cc), callstream.WithTrailer(noteEvicted)), cc: cc}, nil
 }
 
 func (c *workerClient) close() {

@@ -26,6 +26,9 @@ type toolError struct {
 	missingDirectory []byte
 	// policyViolation marks a refusal by the operator's policy or rules.
 	policyViolation bool
+	// conflicts, for a refused rewind, is the JSON array of its
+	// conflicts.
+	conflicts []byte
 	// offset is, on invalid_argument about text in a charset, the byte
 	// offset where it stops holding.
 	offset *int64
@@ -251,6 +254,9 @@ func errorDoc(e *toolError) *obj {
 	}
 	if len(e.missingDirectory) > 0 {
 		inner.name("missing_directory", e.missingDirectory)
+	}
+	if e.conflicts != nil {
+		inner.rawValue("conflicts", e.conflicts)
 	}
 	if e.offset != nil {
 		inner.int("offset", *e.offset)

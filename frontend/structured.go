@@ -72,27 +72,30 @@ func outputSchema(name string) *jsonschema.Schema {
 
 // replyShapes gives, by tool, the schema of its success document.
 var replyShapes = map[string]func() *jsonschema.Schema{
-	"fs_stat":       okShape[statShape],
-	"fs_list":       okShape[listShape],
-	"fs_read":       okShape[readShape],
-	"fs_read_many":  readManyShapeSchema,
-	"fs_glob":       okShape[globShape],
-	"fs_grep":       okShape[grepShape],
-	"fs_tree":       okShape[treeShape],
-	"fs_view":       okShape[viewShape],
-	"fs_write":      okShape[writeShape],
-	"fs_replace":    okShape[replaceShape],
-	"fs_mkdir":      okShape[mkdirShape],
-	"fs_move":       okShape[moveShape],
-	"fs_delete":     okShape[deleteShape],
-	"fs_splice":     okShape[writeShape],
-	"fs_digest":     okShape[digestShape],
-	"fs_copy":       okShape[copyShape],
-	"fs_patch":      okShape[patchShape],
-	"fs_undo":       okShape[undoShape],
-	"fs_exec":       okShape[execShape],
-	"fs_vcs_status": okShape[vcsStatusShape],
-	"fs_vcs_diff":   okShape[vcsDiffShape],
+	"fs_stat":        okShape[statShape],
+	"fs_list":        okShape[listShape],
+	"fs_read":        okShape[readShape],
+	"fs_read_many":   readManyShapeSchema,
+	"fs_glob":        okShape[globShape],
+	"fs_grep":        okShape[grepShape],
+	"fs_tree":        okShape[treeShape],
+	"fs_view":        okShape[viewShape],
+	"fs_write":       okShape[writeShape],
+	"fs_replace":     okShape[replaceShape],
+	"fs_mkdir":       okShape[mkdirShape],
+	"fs_move":        okShape[moveShape],
+	"fs_delete":      okShape[deleteShape],
+	"fs_splice":      okShape[writeShape],
+	"fs_digest":      okShape[digestShape],
+	"fs_copy":        okShape[copyShape],
+	"fs_patch":       okShape[patchShape],
+	"fs_undo":        okShape[undoShape],
+	"fs_checkpoint":  okShape[checkpointShape],
+	"fs_checkpoints": okShape[checkpointsShape],
+	"fs_rewind":      okShape[rewindShape],
+	"fs_exec":        okShape[execShape],
+	"fs_vcs_status":  okShape[vcsStatusShape],
+	"fs_vcs_diff":    okShape[vcsDiffShape],
 }
 
 // okShape is the schema of a success document of type T: ok is true.
@@ -177,6 +180,14 @@ type errorDetail struct {
 	MissingDir    *string       `json:"missing_directory,omitempty"`
 	MissingDirB64 *string       `json:"missing_directory_base64,omitempty"`
 	Offset        *int64        `json:"offset,omitempty"`
+	// Conflicts are a refused rewind's.
+	Conflicts []conflictShape `json:"conflicts,omitempty"`
+}
+
+type conflictShape struct {
+	pathShape
+	Reason string `json:"reason"`
+	Lost   *bool  `json:"lost,omitempty"`
 }
 
 type nearestShape struct {
@@ -414,6 +425,8 @@ type previewShape struct {
 
 type undoTokenShape struct {
 	Undo *string `json:"undo,omitempty"`
+	// Evicted names the checkpoints the change's kept version evicted.
+	Evicted *string `json:"evicted_checkpoint,omitempty"`
 }
 
 // writeShape is fs_write's reply, and fs_splice's.
@@ -496,6 +509,43 @@ type patchShape struct {
 	DiffTruncated  *bool              `json:"diff_truncated,omitempty"`
 	IfSHA256       map[string]*string `json:"if_sha256,omitempty"`
 	IfSHA256Base64 map[string]*string `json:"if_sha256_base64,omitempty"`
+	undoTokenShape
+}
+
+type checkpointShape struct {
+	OK         bool    `json:"ok"`
+	ID         string  `json:"id"`
+	Label      string  `json:"label"`
+	Created    string  `json:"created"`
+	TreeSHA256 string  `json:"tree_sha256"`
+	Files      int64   `json:"files"`
+	Evicted    *string `json:"evicted_checkpoint,omitempty"`
+}
+
+type checkpointsShape struct {
+	OK          bool `json:"ok"`
+	Checkpoints []struct {
+		ID      string `json:"id"`
+		Label   string `json:"label"`
+		Created string `json:"created"`
+		Files   int64  `json:"files"`
+		Bytes   int64  `json:"bytes"`
+	} `json:"checkpoints"`
+}
+
+type rewindShape struct {
+	OK      bool  `json:"ok"`
+	DryRun  *bool `json:"dry_run,omitempty"`
+	Changes []struct {
+		pathShape
+		Action  string  `json:"action"`
+		OldSize *int64  `json:"old_size,omitempty"`
+		NewSize *int64  `json:"new_size,omitempty"`
+		Diff    *string `json:"diff,omitempty"`
+	} `json:"changes"`
+	Conflicts  []conflictShape `json:"conflicts,omitempty"`
+	Kept       []pathShape     `json:"kept,omitempty"`
+	Checkpoint *string         `json:"checkpoint,omitempty"`
 	undoTokenShape
 }
 

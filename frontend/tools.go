@@ -566,10 +566,12 @@ func (s *server) handler(t *tool) mcp.ToolHandler {
 		if !t.ownDeadline {
 			ctx = cctx
 		}
+		ctx, evicted := withEvicted(ctx)
 		doc, cerr := t.call(ctx, s, req)
 		if cerr != nil {
 			return fail(s.callError(ctx, cerr)), nil
 		}
+		evicted.add(doc)
 		if int64(doc.size()) > s.cfg.MaxResponseBytes {
 			return fail(errf(fsmcpv1.ErrorCode_ERROR_CODE_TOO_LARGE, "the reply would exceed --max-response-bytes")), nil
 		}
@@ -630,6 +632,7 @@ func allTools() []*tool {
 		statTool, listTool, readTool, readManyTool, globTool, grepTool, treeTool, viewTool,
 		writeTool, replaceTool, mkdirTool, moveTool, deleteTool,
 		spliceTool, patchTool, copyTool, digestTool, undoTool,
+		checkpointTool, rewindTool, checkpointsTool,
 	} {
 		ts = append(ts, d.tool())
 	}

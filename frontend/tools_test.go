@@ -17,8 +17,8 @@ func everyTool() []*tool {
 // other.
 var notPaths = []string{
 	"after", "all", "append", "argv", "backend", "before", "charset", "content", "context", "cursor", "delete", "eol",
-	"dry_run", "edits", "encoding", "exclude", "glob", "grep", "hash", "hidden", "ignore_case", "if_sha256", "if_tree_sha256",
-	"insert", "length", "line", "lines", "literal", "max_bytes", "max_count", "max_depth", "max_results",
+	"dry_run", "edits", "encoding", "exclude", "force", "glob", "grep", "hash", "hidden", "id", "ignore_case", "if_sha256", "if_tree_sha256",
+	"insert", "label", "length", "line", "lines", "literal", "max_bytes", "max_count", "max_depth", "max_results",
 	"multiline", "no_ignore", "offset", "output", "pattern", "patch", "recursive", "sort", "staged", "stdin",
 	"stdin_encoding", "timeout_s", "totals", "type", "undo",
 }
@@ -76,6 +76,7 @@ func TestCallPaths(t *testing.T) {
 		{"fs_exec", `{"argv":["x"],"cwd":"d"}`, []string{"cwd=d"}},
 		{"fs_vcs_diff", `{"backend":"git","path":"r","files":["f"]}`, []string{"path=r", "files=f"}},
 		{"fs_undo", `{"undo":"t"}`, nil},
+		{"fs_rewind", `{"id":"x","path":"d","keep":["d/a","d/b"]}`, []string{"path=d", "keep=d/a", "keep=d/b"}},
 		{"fs_read", `{"path_base64":"!!"}`, nil},
 	} {
 		var args map[string]any

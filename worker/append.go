@@ -4,16 +4,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
-	"sync"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/worker/internal/appendlog"
 	"github.com/fsmcp/fsmcp/worker/internal/fileio"
 	"golang.org/x/sys/unix"
 )
@@ -36,133 +34,6 @@ import (
 // truncated back to the old size; anything else (the file changed since,
 // or a record whose free mark never reached the disk) is left as it is.
 // So a crash leaves the file as it was or fully appended, never torn.
-
-const (
-	// appendSlotName starts the name of an append slot in the state
-	// directory (append-slot-<random>).
-	appendSlotName = "append-slot-"
-	// appendSlotSize is a slot's size, allocated once: a record (two
-	// names as base64 in JSON) fits, so each use is one pwrite and one
-	// fdatasync with no change of size.
-	appendSlotSize = 16 << 10
-	// appendMagic starts a record, followed by the sha256 of the JSON and
-	// its length.
-	appendMagic = "fsmcp-append 1 "
-)
-
-// appendRecord is what a slot holds while an append runs.
-type appendRecord struct {
-	RootDev uint64 `json:"root_dev"`
-	RootIno uint64 `json:"root_ino"`
-	// Dir is the real root-relative path of the file's directory, "" for
-	// the root; Name its name there.
-	Dir     []byte `json:"dir"`
-	Name    []byte `json:"name"`
-	Ino     uint64 `json:"ino"`
-	OldSize int64  `json:"old_size"`
-	OldSHA  string `json:"old_sha256"`
-	NewSize int64  `json:"new_size"`
-	NewSHA  string `json:"new_sha256"`
-}
-
-// appendSlots are the slots not in use; more are made as concurrent
-// appends need them. made counts the slots this process holds.
-type appendSlots struct {
-	mu   sync.Mutex
-	free []*os.File
-	made int
-}
-
-// take returns a free slot, making one in the state directory stateFD
-// (zero-filled to appendSlotSize and made durable) if none is. A new slot
-// has a random name, so two servers of one root never share one.
-func (a *appendSlots) take(stateFD int) (*os.File, error) {
-	a.mu.Lock()
-	if n := len(a.free); n > 0 {
-		f := a.free[n-1]
-		a.free = a.free[:n-1]
-		a.mu.Unlock()
-		return f, nil
-	}
-	a.made++
-	a.mu.Unlock()
-	name := appendSlotName + strings.TrimPrefix(tempName(), tempPrefix)
-	fd, err := unix.Openat(stateFD, name, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	f := os.NewFile(uintptr(fd), name)
-	if _, err = f.WriteAt(make([]byte, appendSlotSize), 0); err == nil {
-		if err = f.Sync(); err == nil {
-			err = unix.Fsync(stateFD)
-		}
-	}
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	return f, nil
-}
-
-func (a *appendSlots) put(f *os.File) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.free = append(a.free, f)
-}
-
-// writeRecord puts r in slot f and makes it durable.
-func writeRecord(f *os.File, r *appendRecord) error {
-	b, err := json.Marshal(r)
-	if err != nil {
-		return err
-	}
-	sum := sha256.Sum256(b)
-	rec := fmt.Appendf(nil, "%s%s %d\n%s", appendMagic, hex.EncodeToString(sum[:]), len(b), b)
-	if len(rec) > appendSlotSize {
-		return fmt.Errorf("the append record takes %d bytes, more than a slot's %d", len(rec), appendSlotSize)
-	}
-	if _, err := f.WriteAt(rec, 0); err != nil {
-		return err
-	}
-	return unix.Fdatasync(int(f.Fd()))
-}
-
-// readRecord is the record in slot f; nil for a free slot.
-func readRecord(f *os.File) (*appendRecord, error) {
-	b := make([]byte, appendSlotSize)
-	n, err := f.ReadAt(b, 0)
-	if err != nil && err != io.EOF {
-		return nil, err
-	}
-	b = b[:n]
-	if len(b) == 0 || b[0] == 0 {
-		return nil, nil
-	}
-	head, body, ok := strings.Cut(string(b), "\n")
-	fields := strings.Fields(strings.TrimPrefix(head, appendMagic))
-	if !ok || !strings.HasPrefix(head, appendMagic) || len(fields) != 2 {
-		return nil, errors.New("not an append record")
-	}
-	size, err := strconv.Atoi(fields[1])
-	if err != nil || size < 0 || size > len(body) {
-		return nil, errors.New("an append record cut short")
-	}
-	sum := sha256.Sum256([]byte(body[:size]))
-	if hex.EncodeToString(sum[:]) != fields[0] {
-		return nil, errors.New("an append record whose checksum does not match")
-	}
-	r := &appendRecord{}
-	if err := json.Unmarshal([]byte(body[:size]), r); err != nil {
-		return nil, err
-	}
-	return r, nil
-}
-
-// freeSlot marks slot f free. It is not synced: a record whose free mark
-// is lost describes an append that completed, which recovery keeps.
-func freeSlot(f *os.File) {
-	f.WriteAt([]byte{0}, 0)
-}
 
 // appendInPlace appends data to the file t holds (which exists and was
 // checked against the precondition), as described above.
@@ -209,14 +80,14 @@ func (s *Service) appendInPlace(ctx context.Context, t *editTarget, p string, da
 	if err := unix.Fremovexattr(fd, "security.capability"); err != nil && !errors.Is(err, unix.ENODATA) && !errors.Is(err, unix.EOPNOTSUPP) {
 		return nil, fsError("removexattr", p, err)
 	}
-	slot, err := s.appends.take(int(s.state.Fd()))
+	slot, err := s.appends.Take(int(s.state.Fd()))
 	if err != nil {
 		return nil, fsError("append journal", p, err)
 	}
-	defer s.appends.put(slot)
-	rec := &appendRecord{RootDev: s.rootDev, RootIno: s.rootIno, Dir: []byte(t.d.rel), Name: []byte(t.base), Ino: st.Ino,
+	defer s.appends.Put(slot)
+	rec := &appendlog.Record{RootDev: s.rootDev, RootIno: s.rootIno, Dir: []byte(t.d.rel), Name: []byte(t.base), Ino: st.Ino,
 		OldSize: cur.st.Size, OldSHA: cur.sha, NewSize: newSize, NewSHA: sum.Hex}
-	if err := writeRecord(slot, rec); err != nil {
+	if err := appendlog.Write(slot, rec); err != nil {
 		return nil, fsError("append journal", p, err)
 	}
 	if s.beforeCommit != nil {
@@ -232,11 +103,11 @@ func (s *Service) appendInPlace(ctx context.Context, t *editTarget, p string, da
 		// Back to the old size, as recovery would.
 		if terr := f.Truncate(cur.st.Size); terr == nil {
 			unix.Fdatasync(fd)
-			freeSlot(slot)
+			appendlog.Free(slot)
 		}
 		return nil, fsError("append", p, werr)
 	}
-	freeSlot(slot)
+	appendlog.Free(slot)
 	res := &commitResult{sha256: sum.Hex, size: newSize}
 	if now, err := fstat(f); err == nil && sameInode(now, st) && now.Size == newSize {
 		// The next precondition on it, or the next append, reads none of
@@ -258,7 +129,7 @@ func (s *Service) appendInPlace(ctx context.Context, t *editTarget, p string, da
 // is left as it is.
 func (s *Service) recoverAppends() error {
 	stateFD := int(s.state.Fd())
-	names, err := namesWith(stateFD, appendSlotName)
+	names, err := namesWith(stateFD, appendlog.SlotPrefix)
 	if err != nil {
 		return err
 	}
@@ -273,26 +144,26 @@ func (s *Service) recoverAppends() error {
 			return err
 		}
 		slot := os.NewFile(uintptr(fd), n)
-		s.appends.made++
-		r, err := readRecord(slot)
+		s.appends.Made++
+		r, err := appendlog.Read(slot)
 		if err == nil && r != nil {
 			err = s.settleAppend(ctx, r)
 		}
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "fsmcp worker: append record %s not replayed: %v\n", n, err)
 		}
-		freeSlot(slot)
+		appendlog.Free(slot)
 		if err := slot.Sync(); err != nil {
 			slot.Close()
 			return err
 		}
-		s.appends.put(slot)
+		s.appends.Put(slot)
 	}
 	return nil
 }
 
 // settleAppend keeps or truncates the file of one append record.
-func (s *Service) settleAppend(ctx context.Context, r *appendRecord) error {
+func (s *Service) settleAppend(ctx context.Context, r *appendlog.Record) error {
 	name := string(r.Name)
 	p := joinRel(string(r.Dir), name)
 	switch {
@@ -357,7 +228,7 @@ func prefixSHA(ctx context.Context, f *os.File, n int64) (string, error) {
 // first old-size bytes hashing to the sha256 before the append.
 func (s *Service) checkTruncate(ctx context.Context, st *undoStep) error {
 	part, p := st.part, st.part.path
-	f, err := openRegular(st.d.fd, part.base, unix.O_RDONLY)
+	f, err := fileio.OpenRegular(st.d.fd, part.base, unix.O_RDONLY)
 	if err != nil {
 		return newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, p, "undo: the appended file is gone or not a regular file; nothing was cut")
 	}
@@ -377,26 +248,11 @@ func (s *Service) checkTruncate(ctx context.Context, st *undoStep) error {
 	return nil
 }
 
-// openRegular opens the regular file name in dirfd, never following a
-// symlink nor blocking on a fifo.
-func openRegular(dirfd int, name string, mode int) (*os.File, error) {
-	fd, err := unix.Openat(dirfd, name, mode|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
-	}
-	f := os.NewFile(uintptr(fd), name)
-	if st, err := fstat(f); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
-		f.Close()
-		return nil, unix.EINVAL
-	}
-	return f, nil
-}
-
 // cutAppend truncates the checked file back to the old size, keeping
 // the bytes it cuts in the quarantine (st.taken), durable before the cut.
 func (s *Service) cutAppend(st *undoStep) error {
 	q, part, p := s.quarantine, st.part, st.part.path
-	f, err := openRegular(st.d.fd, part.base, unix.O_RDWR)
+	f, err := fileio.OpenRegular(st.d.fd, part.base, unix.O_RDWR)
 	if err != nil {
 		return fsError("undo", p, err)
 	}
@@ -406,25 +262,27 @@ func (s *Service) cutAppend(st *undoStep) error {
 		return newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, p, "undo: the file changed during the undo; nothing was cut")
 	}
 	st.taken = q.newName()
-	fd, err := unix.Openat(q.fd, st.taken, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
-	if err != nil {
-		return fsError("quarantine", p, err)
-	}
-	cut := os.NewFile(uintptr(fd), st.taken)
-	defer cut.Close()
-	_, err = io.Copy(cut, io.NewSectionReader(f, part.oldSize, now.Size-part.oldSize))
-	if err == nil {
-		err = cut.Sync()
-	}
-	if err == nil {
-		err = f.Truncate(part.oldSize)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if err != nil {
-		unix.Unlinkat(q.fd, st.taken, 0)
+	if err := fileio.MoveTail(f, part.oldSize, now.Size, q.fd, st.taken); err != nil {
 		return fsError("undo", p, err)
+	}
+	return nil
+}
+
+// cutTail cuts a file a rewind restores in place (f.cut) back to its
+// checkpoint's bytes, f.data, which the commit's checks found as its
+// prefix: the bytes past them go into the quarantine under f.qname.
+func (s *Service) cutTail(f *patchFile, qfd int) error {
+	file, err := fileio.OpenRegular(f.d.fd, f.base, unix.O_RDWR)
+	if err != nil {
+		return fsError("rewind", f.path, err)
+	}
+	defer file.Close()
+	now, err := fstat(file)
+	if err != nil || !sameInode(now, f.cur.st) || now.Size != f.cur.st.Size || now.Mtim != f.cur.st.Mtim {
+		return newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, f.path, "rewind: the file changed meanwhile; nothing was changed")
+	}
+	if err := fileio.MoveTail(file, int64(len(f.data)), now.Size, qfd, f.qname); err != nil {
+		return fsError("rewind", f.path, err)
 	}
 	return nil
 }
@@ -432,12 +290,12 @@ func (s *Service) cutAppend(st *undoStep) error {
 // uncutAppend reverses cutAppend: the cut bytes go back at the end.
 func (s *Service) uncutAppend(st *undoStep) error {
 	q, part := s.quarantine, st.part
-	cut, err := openRegular(q.fd, st.taken, unix.O_RDONLY)
+	cut, err := fileio.OpenRegular(q.fd, st.taken, unix.O_RDONLY)
 	if err != nil {
 		return err
 	}
 	defer cut.Close()
-	f, err := openRegular(st.d.fd, part.base, unix.O_WRONLY|unix.O_APPEND)
+	f, err := fileio.OpenRegular(st.d.fd, part.base, unix.O_WRONLY|unix.O_APPEND)
 	if err != nil {
 		return err
 	}

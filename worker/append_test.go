@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/worker/internal/appendlog"
 )
 
 func inoOf(t *testing.T, p string) (uint64, uint64) {
@@ -73,27 +74,27 @@ func TestAppendRecovery(t *testing.T) {
 			p := filepath.Join(dir, "log")
 			wput(t, p, string(tc.file))
 			ino, _ := inoOf(t, p)
-			slot, err := s.appends.take(int(s.state.Fd()))
+			slot, err := s.appends.Take(int(s.state.Fd()))
 			if err != nil {
 				t.Fatal(err)
 			}
-			rec := &appendRecord{RootDev: s.rootDev, RootIno: s.rootIno, Name: []byte("log"), Ino: ino,
+			rec := &appendlog.Record{RootDev: s.rootDev, RootIno: s.rootIno, Name: []byte("log"), Ino: ino,
 				OldSize: int64(len(old)), OldSHA: wsum(old), NewSize: int64(len(full)), NewSHA: wsum(full)}
-			if err := writeRecord(slot, rec); err != nil {
+			if err := appendlog.Write(slot, rec); err != nil {
 				t.Fatal(err)
 			}
 			slot.Close()
-			s.appends.free = nil
+			s.appends.Free = nil
 			if _, err := s.recoverJournals(""); err != nil {
 				t.Fatal(err)
 			}
 			if got := wcontent(t, p); got != string(tc.want) {
 				t.Errorf("log = %q, want %q", got, tc.want)
 			}
-			if len(s.appends.free) != 1 {
-				t.Fatalf("%d free slots after recovery, want 1", len(s.appends.free))
+			if len(s.appends.Free) != 1 {
+				t.Fatalf("%d free slots after recovery, want 1", len(s.appends.Free))
 			}
-			if r, err := readRecord(s.appends.free[0]); r != nil || err != nil {
+			if r, err := appendlog.Read(s.appends.Free[0]); r != nil || err != nil {
 				t.Errorf("the slot still holds %v, %v", r, err)
 			}
 		})
@@ -143,6 +144,24 @@ func TestAppendUndo(t *testing.T) {
 	}
 }
 
+// An append's undo token still works after a restart: the quarantine's
+// index keeps the size to cut back to.
+func TestAppendUndoAfterRestart(t *testing.T) {
+	ctx := context.Background()
+	s, root, qdir := newQuarantineService(t, 1<<20)
+	p := filepath.Join(root, "log")
+	wput(t, p, "one\n")
+	resp, err := s.Write(ctx, &fsmcpv1.WriteRequest{Path: []byte("log"), Content: []byte("two\n"), Append: true, IfSha256: wsum([]byte("one\n"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := quarantineServiceOver(t, root, qdir, 1<<20)
+	undoOf(t, again, resp.GetUndo())
+	if got := wcontent(t, p); got != "one\n" {
+		t.Errorf("after the undo in the next run, log = %q", got)
+	}
+}
+
 // Concurrent appends to several files each take a slot of their own and
 // free it: all land whole, and the slots are reused, not multiplied.
 func TestAppendConcurrentSlots(t *testing.T) {
@@ -176,7 +195,7 @@ func TestAppendConcurrentSlots(t *testing.T) {
 			t.Errorf("%c = %q", 'a'+i, got)
 		}
 	}
-	if n := len(s.appends.free); n > files || n != s.appends.made {
-		t.Errorf("%d slots made, %d free, want at most %d, all free", s.appends.made, n, files)
+	if n := len(s.appends.Free); n > files || n != s.appends.Made {
+		t.Errorf("%d slots made, %d free, want at most %d, all free", s.appends.Made, n, files)
 	}
 }

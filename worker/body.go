@@ -23,6 +23,10 @@ type body struct {
 	insert  []byte
 	// mode is the mode of a new file; 0 means newFileMode.
 	mode uint32
+	// meta, when set, is the file whose owner, extended attributes and
+	// inode flags the new file takes instead of the current file's (a
+	// rewind's kept version); mode, when set, then overrides its mode.
+	meta *os.File
 }
 
 // size is the length of the new content; cur is the file it splices.

@@ -138,29 +138,64 @@ func (s served) Calls(stream grpc.BidiStreamingServer[fsmcpv1.CallsRequest, fsmc
 	}
 }
 
-// call runs one call through its RPC's interceptors and handler.
+// call runs one call through its RPC's interceptors and handler. What it
+// sets for its trailer goes in its reply.
 func (s served) call(ctx context.Context, req *fsmcpv1.CallsRequest) *fsmcpv1.CallsResponse {
+	tr := &callTransport{}
+	out := s.reply(grpc.NewContextWithServerTransportStream(ctx, tr), tr, req)
+	tr.mu.Lock()
+	for k, vs := range tr.trailer {
+		for _, v := range vs {
+			out.Trailer = append(out.Trailer, &fsmcpv1.CallMetadata{Key: k, Value: []byte(v)})
+		}
+	}
+	tr.mu.Unlock()
+	return out
+}
+
+// callTransport stands in for a call's own gRPC stream: grpc.Method
+// names its RPC, and what it sets with grpc.SetTrailer is kept for its
+// reply. A call on the stream sends no headers of its own; what it sets
+// for them is dropped, as the unary RPCs set none.
+type callTransport struct {
+	method  string
+	mu      sync.Mutex
+	trailer metadata.MD
+}
+
+func (t *callTransport) Method() string                  { return t.method }
+func (t *callTransport) SetHeader(md metadata.MD) error  { return nil }
+func (t *callTransport) SendHeader(md metadata.MD) error { return nil }
+func (t *callTransport) SetTrailer(md metadata.MD) error {
+	t.mu.Lock()
+	t.trailer = metadata.Join(t.trailer, md)
+	t.mu.Unlock()
+	return nil
+}
+
+// reply runs the call on its handler.
+func (s served) reply(ctx context.Context, tr *callTransport, req *fsmcpv1.CallsRequest) *fsmcpv1.CallsResponse {
 	switch c := req.GetCall().(type) {
 	case *fsmcpv1.CallsRequest_Stat:
-		out, e := dispatch(s, ctx, fsmcpv1.WorkerService_Stat_FullMethodName, c.Stat, s.Service.Stat)
+		out, e := dispatch(s, ctx, tr, fsmcpv1.WorkerService_Stat_FullMethodName, c.Stat, s.Service.Stat)
 		if e == nil {
 			return &fsmcpv1.CallsResponse{Reply: &fsmcpv1.CallsResponse_Stat{Stat: out}}
 		}
 		return &fsmcpv1.CallsResponse{Reply: &fsmcpv1.CallsResponse_Error{Error: e}}
 	case *fsmcpv1.CallsRequest_List:
-		out, e := dispatch(s, ctx, fsmcpv1.WorkerService_List_FullMethodName, c.List, s.Service.List)
+		out, e := dispatch(s, ctx, tr, fsmcpv1.WorkerService_List_FullMethodName, c.List, s.Service.List)
 		if e == nil {
 			return &fsmcpv1.CallsResponse{Reply: &fsmcpv1.CallsResponse_List{List: out}}
 		}
 		return &fsmcpv1.CallsResponse{Reply: &fsmcpv1.CallsResponse_Error{Error: e}}
 	case *fsmcpv1.CallsRequest_Read:
-		out, e := dispatch(s, ctx, fsmcpv1.WorkerService_Read_FullMethodName, c.Read, s.Service.Read)
+		out, e := dispatch(s, ctx, tr, fsmcpv1.WorkerService_Read_FullMethodName, c.Read, s.Service.Read)
 		if e == nil {
 			return &fsmcpv1.CallsResponse{Reply: &fsmcpv1.CallsResponse_Read{Read: out}}
 		}
 		return &fsmcpv1.CallsResponse{Reply: &fsmcpv1.CallsResponse_Error{Error: e}}
 	case *fsmcpv1.CallsRequest_Write:
-		out, e := dispatch(s, ctx, fsmcpv1.WorkerService_Write_FullMethodName, c.Write, s.Service.Write)
+		out, e := dispatch(s, ctx, tr, fsmcpv1.WorkerService_Write_FullMethodName, c.Write, s.Service.Write)
 		if e == nil {
 			return &fsmcpv1.CallsResponse{Reply: &fsmcpv1.CallsResponse_Write{Write: out}}
 		}
@@ -172,10 +207,15 @@ func (s served) call(ctx context.Context, req *fsmcpv1.CallsRequest) *fsmcpv1.Ca
 // dispatch runs h on req as the unary RPC method would run: inside its
 // interceptors. A failure is the error detail the RPC's status would
 // carry.
-func dispatch[Req, Resp any](s served, ctx context.Context, method string, req Req, h func(context.Context, Req) (Resp, error)) (Resp, *fsmcpv1.Error) {
+func dispatch[Req, Resp any](s served, ctx context.Context, tr *callTransport, method string, req Req, h func(context.Context, Req) (Resp, error)) (Resp, *fsmcpv1.Error) {
+	tr.method = method
 	info := &grpc.UnaryServerInfo{Server: s, FullMethod: method}
 	out, err := s.checks(ctx, req, info, func(ctx context.Context, r any) (any, error) { return h(ctx, r.(Req)) })
 	if err != nil {
+		if _, ok := status.FromError(err); !ok {
+			// As gRPC answers a unary handler's context error.
+			err = status.FromContextError(err).Err()
+		}
 		var zero Resp
 		return zero, link.Decode(err).Detail()
 	}

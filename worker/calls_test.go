@@ -361,3 +361,37 @@ func TestCallsStreamCarriesOnlySmallCalls(t *testing.T) {
 		rec.mu.Unlock()
 	}
 }
+
+// What a call on the stream sets for its trailer (the touch log's
+// eviction note) reaches the client with its reply, as its own RPC's
+// trailer would, and grpc.Method names its RPC.
+func TestCallsTrailer(t *testing.T) {
+	svc, root := callsService(t, Options{})
+	if err := os.WriteFile(filepath.Join(root, "f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	setTrailer := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		method, _ := grpc.Method(ctx)
+		grpc.SetTrailer(ctx, metadata.Pairs("x-method", method))
+		return h(ctx, req)
+	}
+	_, raw, _ := callsWorker(t, svc, setTrailer)
+	var (
+		mu  sync.Mutex
+		got []string
+	)
+	c := callstream.New(raw, callstream.WithTrailer(func(_ context.Context, md metadata.MD) {
+		mu.Lock()
+		got = append(got, md.Get("x-method")...)
+		mu.Unlock()
+	}))
+	t.Cleanup(c.Close)
+	if _, err := c.Stat(context.Background(), &fsmcpv1.StatRequest{Path: []byte("f")}); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 1 || got[0] != fsmcpv1.WorkerService_Stat_FullMethodName {
+		t.Fatalf("the stream call's trailer named %q, want %q", got, fsmcpv1.WorkerService_Stat_FullMethodName)
+	}
+}

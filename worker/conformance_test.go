@@ -41,7 +41,7 @@ func TestConformanceInProcess(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := New(root, Options{RG: rg, DevNull: devNull, MaxRead: 1 << 16, Quarantine: q, Rules: rules})
+		s, err := New(root, Options{RG: rg, DevNull: devNull, MaxRead: 1 << 16, Quarantine: q, Rules: rules, State: stateFor(t, dir)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -109,7 +109,7 @@ func (s *Service) Copy(ctx context.Context, req *fsmcpv1.CopyRequest) (*fsmcpv1.
 		unix.Unlinkat(td.fd, tmp, 0)
 		return nil, fsError("copy", from, err)
 	}
-	if err := renameNoReplace(td.fd, tmp, td.fd, tbase); err != nil {
+	if err := fileio.RenameNoReplace(td.fd, tmp, td.fd, tbase); err != nil {
 		(&dirwalk.Remover{Ctx: context.WithoutCancel(ctx)}).RemoveAll(td.fd, tmp)
 		unix.Unlinkat(td.fd, tmp, 0)
 		if errors.Is(err, unix.EEXIST) || errors.Is(err, unix.ENOTEMPTY) {

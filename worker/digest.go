@@ -12,6 +12,7 @@ import (
 	"time"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/worker/internal/checkpoint"
 	"github.com/fsmcp/fsmcp/worker/internal/dirwalk"
 	"github.com/fsmcp/fsmcp/worker/internal/hashcache"
 	"github.com/fsmcp/fsmcp/worker/internal/treesum"
@@ -30,7 +31,16 @@ type digester struct {
 	files atomic.Int64
 	dirs  atomic.Int64
 	bytes atomic.Int64
+	// visit, when set, is told of every regular file and directory
+	// digested (a checkpoint records them); an error ends the walk.
+	visit func(rel string, e checkpoint.Entry) error
+	// skipDenied leaves files the policy denies out of the walk instead
+	// of refusing it: a checkpoint records nothing of them.
+	skipDenied bool
 }
+
+// errSkipped marks a file skipDenied left out.
+var errSkipped = errors.New("left out")
 
 // Digest implements fsmcpv1.WorkerServiceServer.
 func (s *Service) Digest(req *fsmcpv1.DigestRequest, stream fsmcpv1.WorkerService_DigestServer) error {
@@ -142,6 +152,9 @@ func (dg *digester) node(fd int, name, p, rel string, depth int) ([32]byte, fsmc
 // hash is its content's.
 func (dg *digester) file(fd int, name, p, rel string, st *unix.Stat_t) ([32]byte, error) {
 	if err := dg.s.judge(dg.ctx, "digest", p, rel, accessContent); err != nil {
+		if dg.skipDenied {
+			return [32]byte{}, errSkipped
+		}
 		return [32]byte{}, err
 	}
 	dg.files.Add(1)
@@ -172,6 +185,11 @@ func (dg *digester) file(fd int, name, p, rel string, st *unix.Stat_t) ([32]byte
 	raw, err := hex.DecodeString(sum)
 	if err != nil {
 		return [32]byte{}, err
+	}
+	if dg.visit != nil {
+		if err := dg.visit(rel, checkpoint.Entry{Path: []byte(rel), Type: checkpoint.File, Mode: st.Mode & 0o7777, Size: st.Size, SHA: sum}); err != nil {
+			return [32]byte{}, err
+		}
 	}
 	return treesum.Node(treesum.File, st.Mode&0o7777, raw), nil
 }
@@ -209,6 +227,9 @@ func (dg *digester) dir(fd int, p, rel string, depth int) ([32]byte, error) {
 			child = path.Join(p, n)
 		}
 		sum, _, err := dg.node(fd, n, child, joinRel(rel, n), depth)
+		if errors.Is(err, errSkipped) {
+			continue
+		}
 		if errors.Is(err, unix.ENOENT) {
 			return [32]byte{}, newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, child, "digest: the tree changed while it was read")
 		}
@@ -218,6 +239,11 @@ func (dg *digester) dir(fd int, p, rel string, depth int) ([32]byte, error) {
 		payload = binary.BigEndian.AppendUint32(payload, uint32(len(n)))
 		payload = append(payload, n...)
 		payload = append(payload, sum[:]...)
+	}
+	if dg.visit != nil {
+		if err := dg.visit(rel, checkpoint.Entry{Path: []byte(rel), Type: checkpoint.Dir, Mode: st.Mode & 0o7777}); err != nil {
+			return [32]byte{}, err
+		}
 	}
 	return treesum.Node(treesum.Dir, st.Mode&0o7777, payload), nil
 }

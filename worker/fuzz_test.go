@@ -183,6 +183,11 @@ func fuzzPath(t *testing.T, c fsmcpv1.WorkerServiceClient, p []byte, base string
 	one(c.Delete(ctx, &fsmcpv1.DeleteRequest{Path: p, Recursive: true, IfTreeSha256: canarySHA}))
 	one(c.Delete(ctx, &fsmcpv1.DeleteRequest{Path: p, Recursive: true}))
 	one(c.Undo(ctx, &fsmcpv1.UndoRequest{Token: string(p)}))
+	cp, err := c.Checkpoint(ctx, &fsmcpv1.CheckpointRequest{Label: string(p)})
+	one(cp, err)
+	one(c.Rewind(ctx, &fsmcpv1.RewindRequest{Id: cp.GetCheckpoint().GetId(), Path: p, Keep: [][]byte{p}, DryRun: true}))
+	one(c.Rewind(ctx, &fsmcpv1.RewindRequest{Id: string(p), Path: p, Force: true}))
+	one(c.Checkpoints(ctx, &fsmcpv1.CheckpointsRequest{}))
 	one(c.Check(ctx, &fsmcpv1.CheckRequest{Tool: "fs_read", Paths: [][]byte{p}}))
 	for _, r := range replies {
 		b, _ := proto.Marshal(r)

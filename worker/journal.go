@@ -5,14 +5,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path"
-	"strings"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/worker/internal/fileio"
+	"github.com/fsmcp/fsmcp/worker/internal/patchlog"
 	"golang.org/x/sys/unix"
 )
 
@@ -46,60 +46,17 @@ import (
 // and kept, and it comes back from there. So a crash never leaves an old
 // version both gone from the root and not in the quarantine.
 
-type journal struct {
-	// RootDev and RootIno are the root's device and inode: a journal
-	// applies to that root only.
-	RootDev uint64         `json:"root_dev"`
-	RootIno uint64         `json:"root_ino"`
-	Entries []journalEntry `json:"entries"`
-	// QDev and QIno are the quarantine's device and inode when entries
-	// keep their old versions there; recovery needs the same directory.
-	QDev uint64 `json:"q_dev,omitempty"`
-	QIno uint64 `json:"q_ino,omitempty"`
-}
-
-// journalEntry is one file of a patch. Names are bytes (base64 in the
-// JSON), as a name need not be UTF-8.
-type journalEntry struct {
-	// Dir is the real root-relative path of the file's directory, "" for
-	// the root.
-	Dir  []byte `json:"dir"`
-	Name []byte `json:"name"`
-	Tmp  []byte `json:"tmp"`
-	// Kind is "replace", "create" or "delete".
-	Kind string `json:"kind"`
-	// NewIno, NewSize and NewSHA are the staged file's inode, size and
-	// sha256 (not for delete); OldIno, OldSize and OldSHA the current
-	// file's (not for create).
-	NewIno  uint64 `json:"new_ino,omitempty"`
-	NewSize int64  `json:"new_size,omitempty"`
-	NewSHA  string `json:"new_sha256,omitempty"`
-	OldIno  uint64 `json:"old_ino,omitempty"`
-	OldSize int64  `json:"old_size,omitempty"`
-	OldSHA  string `json:"old_sha256,omitempty"`
-	// Q is the old version's name in the quarantine, with one (not for
-	// create).
-	Q []byte `json:"q,omitempty"`
-	// TmpDir is the real root-relative path of the directory Tmp is in
-	// ("." for the root), when that is not Dir: a file created in
-	// directories the patch makes is staged in the nearest one that
-	// exists; a file deleted from a directory the patch removes moves
-	// aside to the nearest one it keeps.
-	TmpDir []byte `json:"tmp_dir,omitempty"`
-	// Mode is an "rmdir" entry's permission bits. A "mkdir" entry is a
-	// directory Name in Dir that the patch makes for a created file, an
-	// "rmdir" one it removes because its deletions leave it empty.
-	Mode uint32 `json:"mode,omitempty"`
-}
-
-func (f *patchFile) entry() journalEntry {
-	e := journalEntry{Dir: []byte(f.dirRel), Name: []byte(f.base), Tmp: []byte(f.tmp)}
+func (f *patchFile) entry() patchlog.Entry {
+	e := patchlog.Entry{Dir: []byte(f.dirRel), Name: []byte(f.base), Tmp: []byte(f.tmp)}
 	if f.td.rel != f.dirRel {
 		e.TmpDir = []byte(cmp.Or(f.td.rel, "."))
 	}
 	if !f.delete {
 		sum := sha256.Sum256(f.data)
-		e.NewIno, e.NewSize, e.NewSHA = f.st.ino, int64(len(f.data)), hex.EncodeToString(sum[:])
+		e.NewSize, e.NewSHA = int64(len(f.data)), hex.EncodeToString(sum[:])
+	}
+	if f.st != nil {
+		e.NewIno = f.st.ino
 	}
 	if f.cur.exists {
 		e.OldIno, e.OldSize, e.OldSHA = f.cur.st.Ino, f.cur.st.Size, f.cur.sha
@@ -107,6 +64,8 @@ func (f *patchFile) entry() journalEntry {
 	switch {
 	case f.delete:
 		e.Kind = "delete"
+	case f.cut:
+		e.Kind, e.NewIno = "cut", f.cur.st.Ino
 	case f.cur.exists:
 		e.Kind = "replace"
 	default:
@@ -137,7 +96,10 @@ func (s *Service) commitAll(ctx context.Context, files []*patchFile, emptied []*
 			f.tmp = tempName()
 			continue
 		}
-		if f.st, err = s.stage(ctx, f.d, f.path, f.cur, &body{data: f.data, mode: f.mode}); err != nil {
+		if f.cut {
+			continue // nothing staged: cut in place
+		}
+		if f.st, err = s.stage(ctx, f.d, f.path, f.cur, &body{data: f.data, mode: f.mode, meta: f.meta}); err != nil {
 			return "", err
 		}
 		f.tmp = f.st.tmp
@@ -150,7 +112,7 @@ func (s *Service) commitAll(ctx context.Context, files []*patchFile, emptied []*
 	}
 	stateFD := int(s.state.Fd())
 	q, qfd := s.quarantine, -1
-	j := &journal{RootDev: s.rootDev, RootIno: s.rootIno}
+	j := &patchlog.Journal{RootDev: s.rootDev, RootIno: s.rootIno}
 	if q != nil {
 		qfd, j.QDev, j.QIno = q.fd, q.dev, q.ino
 	}
@@ -158,7 +120,7 @@ func (s *Service) commitAll(ctx context.Context, files []*patchFile, emptied []*
 	// deleted from them, and made ones go after the files created in them.
 	made := dirsToMake(files)
 	for _, rel := range made {
-		j.Entries = append(j.Entries, journalEntry{Dir: []byte(relDir(rel)), Name: []byte(path.Base(rel)), Kind: "mkdir"})
+		j.Entries = append(j.Entries, patchlog.Entry{Dir: []byte(relDir(rel)), Name: []byte(path.Base(rel)), Kind: "mkdir"})
 	}
 	for _, f := range files {
 		e := f.entry()
@@ -169,9 +131,9 @@ func (s *Service) commitAll(ctx context.Context, files []*patchFile, emptied []*
 		j.Entries = append(j.Entries, e)
 	}
 	for _, d := range emptied {
-		j.Entries = append(j.Entries, journalEntry{Dir: []byte(relDir(d.rel)), Name: []byte(path.Base(d.rel)), Kind: "rmdir", Mode: d.st.Mode & 0o7777})
+		j.Entries = append(j.Entries, patchlog.Entry{Dir: []byte(relDir(d.rel)), Name: []byte(path.Base(d.rel)), Kind: "rmdir", Mode: d.st.Mode & 0o7777})
 	}
-	jname, err := writeJournal(stateFD, j)
+	jname, err := patchlog.Write(stateFD, j)
 	if err != nil {
 		return "", fsError("write the patch journal", "", err)
 	}
@@ -219,8 +181,10 @@ func (s *Service) commitAll(ctx context.Context, files []*patchFile, emptied []*
 		switch {
 		case f.delete:
 			err = s.placeDeletion(f)
+		case f.cut:
+			err = s.cutTail(f, qfd)
 		case len(f.mkdirs) > 0:
-			if err = renameNoReplace(f.td.fd, f.tmp, f.d.fd, f.base); errors.Is(err, unix.EEXIST) {
+			if err = fileio.RenameNoReplace(f.td.fd, f.tmp, f.d.fd, f.base); errors.Is(err, unix.EEXIST) {
 				err = newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, f.path, "a file was created at the path meanwhile; nothing was written")
 			} else if err != nil {
 				err = fsError("rename", f.path, err)
@@ -235,10 +199,10 @@ func (s *Service) commitAll(ctx context.Context, files []*patchFile, emptied []*
 	// The old versions go into the quarantine before the commit, so that
 	// recovery finds them there if it comes to undo the patch.
 	for _, f := range files {
-		if f.qname == "" {
+		if f.qname == "" || f.cut {
 			continue
 		}
-		if err := renameNoReplace(f.td.fd, f.tmp, qfd, f.qname); err != nil {
+		if err := fileio.RenameNoReplace(f.td.fd, f.tmp, qfd, f.qname); err != nil {
 			return "", undoAll(fsError("quarantine", f.path, err))
 		}
 	}
@@ -271,6 +235,9 @@ func (s *Service) commitAll(ctx context.Context, files []*patchFile, emptied []*
 			return "", undoAll(fsError("fsync the quarantine", "", err))
 		}
 	}
+	// What the tools left, recorded before the commit: a crash after
+	// this leaves a journal, whose recovery records the old state again.
+	s.touchCommit(files, made, emptied)
 	// The commit.
 	if err := unix.Unlinkat(stateFD, jname, 0); err != nil {
 		return "", undoAll(fsError("remove the patch journal", "", err))
@@ -285,7 +252,7 @@ func (s *Service) commitAll(ctx context.Context, files []*patchFile, emptied []*
 		if f.st != nil {
 			f.st.discard()
 			f.st = nil
-		} else {
+		} else if !f.cut {
 			unix.Unlinkat(f.td.fd, f.tmp, 0)
 		}
 	}
@@ -330,8 +297,18 @@ func patchEntry(files []*patchFile) *qEntry {
 			}
 		}
 		switch {
+		case f.cut:
+			part.kind, part.oldSize, part.keptSHA = partUncut, int64(len(f.data)), f.cur.sha
+			e.bytes -= part.oldSize // only the bytes cut are kept
+			sum := sha256.Sum256(f.data)
+			part.nowSHA = hex.EncodeToString(sum[:])
+			if st, err := fstatat(f.d.fd, f.base); err == nil {
+				part.now = idOf(st)
+			}
 		case f.delete:
-			part.kind = partRestore
+			// A deleted file whose directory the patch removed was moved
+			// aside to a directory it kept (emptiedDirs).
+			part.kind, part.gone = partRestore, f.td.rel != f.dirRel
 		case f.cur.exists:
 			part.kind = partSwap
 		default:
@@ -342,113 +319,11 @@ func patchEntry(files []*patchFile) *qEntry {
 	return e
 }
 
-// writeJournal writes j as a new journal in the state directory stateFD
-// and makes it durable: it is written under a partial name and renamed to
-// its final one once fsynced, so a journal under a final name is always
-// whole.
-func writeJournal(stateFD int, j *journal) (string, error) {
-	b, err := json.Marshal(j)
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(b)
-	b = append([]byte(journalMagic+hex.EncodeToString(sum[:])+"\n"), b...)
-	id := strings.TrimPrefix(tempName(), tempPrefix)
-	partial, name := journalPartial+id, journalName+id
-	fd, err := unix.Openat(stateFD, partial, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
-	if err != nil {
-		return "", err
-	}
-	f := os.NewFile(uintptr(fd), partial)
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Sync()
-	}
-	f.Close()
-	if err == nil {
-		err = renameNoReplace(stateFD, partial, stateFD, name)
-	}
-	if err == nil {
-		if err = unix.Fsync(stateFD); err != nil {
-			unix.Unlinkat(stateFD, name, 0)
-		}
-	}
-	if err != nil {
-		unix.Unlinkat(stateFD, partial, 0)
-		return "", err
-	}
-	return name, nil
-}
-
-// undoEntry puts one entry's file back as it was before the patch, judged
-// by the inodes its names hold now: an old version kept in the quarantine
-// (qfd, -1 for none) first comes back to its temp name (in tmpfd, which is
-// dirfd unless the entry names a TmpDir); then a placed file is exchanged
-// back (or, created, renamed back to its temp name; deleted, renamed back
-// to its name); one not placed is left. What matches no state was changed
-// by someone else since, and is left alone (an error says so). A made
-// directory is removed if it is empty; a removed one is made again, with
-// its mode, unless it is there.
-func undoEntry(dirfd, tmpfd, qfd int, e journalEntry) error {
-	name, tmp := string(e.Name), string(e.Tmp)
-	switch e.Kind {
-	case "mkdir":
-		if err := unix.Unlinkat(dirfd, name, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
-			return err
-		}
-		return nil
-	case "rmdir":
-		err := unix.Mkdirat(dirfd, name, e.Mode)
-		if errors.Is(err, unix.EEXIST) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		return unix.Fchmodat(dirfd, name, e.Mode, 0)
-	}
-	side, serr := fstatat(tmpfd, tmp)
-	if len(e.Q) > 0 && qfd >= 0 && errors.Is(serr, unix.ENOENT) {
-		if kept, err := fstatat(qfd, string(e.Q)); err == nil && kept.Ino == e.OldIno {
-			if err := renameNoReplace(qfd, string(e.Q), tmpfd, tmp); err != nil {
-				return err
-			}
-			side, serr = fstatat(tmpfd, tmp)
-		}
-	}
-	at, aerr := fstatat(dirfd, name)
-	placedNew := aerr == nil && at.Ino == e.NewIno
-	switch e.Kind {
-	case "replace":
-		switch {
-		case placedNew && serr == nil && side.Ino == e.OldIno:
-			return unix.Renameat2(tmpfd, tmp, dirfd, name, unix.RENAME_EXCHANGE)
-		case aerr == nil && at.Ino == e.OldIno:
-			return nil
-		}
-	case "create":
-		switch {
-		case placedNew && errors.Is(serr, unix.ENOENT):
-			return unix.Renameat2(dirfd, name, tmpfd, tmp, unix.RENAME_NOREPLACE)
-		case !placedNew:
-			return nil
-		}
-	case "delete":
-		switch {
-		case errors.Is(aerr, unix.ENOENT) && serr == nil && side.Ino == e.OldIno:
-			return unix.Renameat2(tmpfd, tmp, dirfd, name, unix.RENAME_NOREPLACE)
-		case aerr == nil && at.Ino == e.OldIno:
-			return nil
-		}
-	}
-	return fmt.Errorf("%s: changed since the interrupted patch; left as it is", e.Kind)
-}
-
 // undoJournal undoes j's entries in reverse, each in the directories its
 // paths name now, and removes a staged file still under its temp name; it
 // reports what it could not undo. A created file whose directory was never
 // made was not placed.
-func (s *Service) undoJournal(j *journal, qfd int, report func(where string, err error)) {
+func (s *Service) undoJournal(j *patchlog.Journal, qfd int, report func(where string, err error)) {
 	for k := len(j.Entries) - 1; k >= 0; k-- {
 		e := j.Entries[k]
 		if err := s.undoJournalEntry(e, qfd); err != nil {
@@ -457,7 +332,7 @@ func (s *Service) undoJournal(j *journal, qfd int, report func(where string, err
 	}
 }
 
-func (s *Service) undoJournalEntry(e journalEntry, qfd int) error {
+func (s *Service) undoJournalEntry(e patchlog.Entry, qfd int) error {
 	d, err := s.openRel(string(e.Dir))
 	if errors.Is(err, unix.ENOENT) && (e.Kind == "create" || e.Kind == "mkdir") {
 		// Never made: nothing was placed in it.
@@ -477,7 +352,7 @@ func (s *Service) undoJournalEntry(e journalEntry, qfd int) error {
 		defer td.Close()
 	}
 	if d != nil {
-		err = undoEntry(int(d.Fd()), int(td.Fd()), qfd, e)
+		err = patchlog.UndoEntry(int(d.Fd()), int(td.Fd()), qfd, e)
 		unix.Fsync(int(d.Fd()))
 	}
 	// The staged file, if it is still ours, goes now; the sweep would

@@ -252,7 +252,8 @@ func Serve(conn net.Conn, svc *Service, extra grpc.UnaryServerInterceptor) error
 	// Every call of the worker service first checks that the root still
 	// exists (rootgone.go).
 	// Then, with --rules, each call gets its rule context (callrules.go).
-	unary := []grpc.UnaryServerInterceptor{svc.rootUnary, svc.rulesUnary}
+	// Last, a change's record in the touch log (rewind.go).
+	unary := []grpc.UnaryServerInterceptor{svc.rootUnary, svc.rulesUnary, svc.touchUnary}
 	if extra != nil {
 		unary = append(unary, extra)
 	}

@@ -3,7 +3,6 @@ package worker
 import (
 	"errors"
 	"os"
-	"strconv"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/worker/internal/filemeta"
@@ -35,5 +34,3 @@ func metaError(p string, err error) error {
 }
 
 func modeString(m uint32) string { return filemeta.ModeString(m) }
-
-func itoa(v uint32) string { return strconv.FormatUint(uint64(v), 10) }

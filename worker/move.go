@@ -10,6 +10,7 @@ import (
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/proto/link"
+	"github.com/fsmcp/fsmcp/worker/internal/fileio"
 	"golang.org/x/sys/unix"
 )
 
@@ -358,7 +359,7 @@ func (s *Service) Move(ctx context.Context, req *fsmcpv1.MoveRequest) (*fsmcpv1.
 	err = unix.Renameat2(fd.fd, fbase, td.fd, tbase, unix.RENAME_NOREPLACE)
 	if errors.Is(err, unix.EINVAL) && st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		// A filesystem without RENAME_NOREPLACE: link then unlink.
-		err = renameNoReplace(fd.fd, fbase, td.fd, tbase)
+		err = fileio.RenameNoReplace(fd.fd, fbase, td.fd, tbase)
 	}
 	switch {
 	case errors.Is(err, unix.EEXIST), errors.Is(err, unix.ENOTEMPTY):

@@ -7,8 +7,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"maps"
+	"os"
 	"path"
 	"slices"
 	"strings"
@@ -18,10 +18,6 @@ import (
 	"github.com/fsmcp/fsmcp/worker/internal/envelope"
 	"golang.org/x/sys/unix"
 )
-
-// maxAmbiguousCount bounds how many places of a hunk's context are
-// counted for ambiguous_match.
-const maxAmbiguousCount = 1000
 
 // patchFile is one file of a patch, from parsing to commit.
 type patchFile struct {
@@ -63,6 +59,12 @@ type patchFile struct {
 	// qname is the old version's name in the quarantine, with one (not
 	// for a created file).
 	qname string
+	// meta, when set, gives the new file its metadata (body.meta).
+	meta *os.File
+	// cut: the file keeps its first len(data) bytes in place (the same
+	// inode) and the bytes past them go into the quarantine under qname:
+	// a rewind across an in-place append.
+	cut bool
 }
 
 // Patch implements fsmcpv1.WorkerServiceServer. It applies a unified diff
@@ -78,83 +80,10 @@ func (s *Service) Patch(ctx context.Context, req *fsmcpv1.PatchRequest) (*fsmcpv
 	if err := matchPreconditions(files, req.GetPreconditions(), req.GetDryRun()); err != nil {
 		return nil, err
 	}
-	// Shared: a patch renames only files, never a directory (it makes
-	// and removes only empty ones).
-	unlockRenames := s.lockRenames(false)
-	defer unlockRenames()
-	for _, f := range files {
-		d, base, err := s.openName(ctx, "patch", f.path, accessRewrite)
-		if err != nil && f.create {
-			d, base, err = s.openMissing(ctx, f, err)
-		}
-		if err != nil {
-			return nil, err
-		}
-		defer d.close()
-		f.d, f.base, f.td = d, base, d
-		f.dirRel = d.rel
-		for _, m := range f.mkdirs {
-			f.dirRel = joinRel(f.dirRel, m)
-		}
-		f.key = lockKey{d.st.Dev, d.st.Ino, strings.Join(append(slices.Clone(f.mkdirs), base), "/")}
-		// What the patch replaces or deletes must be able to go into the
-		// quarantine by a rename.
-		if !f.create && !s.quarantine.sameFS(d.st.Dev) {
-			return nil, errOtherFS("patch", f.path)
-		}
-	}
-	// The fixed order: by directory inode and name. Locks are taken in it
-	// (so two patches never wait for each other in a cycle) and files are
-	// committed in it.
-	order := slices.Clone(files)
-	slices.SortFunc(order, func(a, b *patchFile) int {
-		return cmp3(a.key, b.key)
-	})
-	for i := 1; i < len(order); i++ {
-		if order[i].key == order[i-1].key {
-			return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, order[i].path,
-				"patch: %q and %q name the same file", order[i-1].path, order[i].path)
-		}
-	}
-	for _, f := range order {
-		unlock, err := s.locks.lock(ctx, f.key)
-		if err != nil {
-			return nil, fsError("patch", f.path, err)
-		}
-		defer unlock()
-	}
-	for _, f := range order {
-		cur := &current{}
-		if len(f.mkdirs) == 0 {
-			if cur, err = s.current(ctx, "patch", f.d, f.base, f.path, true); err != nil {
-				return nil, err
-			}
-		}
-		defer cur.close()
-		f.cur = cur
-		if f.unchecked && !f.create && cur.exists {
-			// A dry run without the precondition: the file as it is.
-			f.sha = cur.sha
-		}
-		if err := cur.check(f.path, f.sha); err != nil {
-			return nil, err
-		}
-	}
-	for _, f := range files {
-		if err := f.apply(); err != nil {
-			return nil, err
-		}
-	}
-	emptied, closeDirs, err := s.emptiedDirs(ctx, files)
+	resp := &fsmcpv1.PatchResponse{Format: format}
+	resp.Undo, err = s.commitFiles(ctx, "patch", files, req.GetDryRun(), (*patchFile).apply)
 	if err != nil {
 		return nil, err
-	}
-	defer closeDirs()
-	resp := &fsmcpv1.PatchResponse{Format: format}
-	if !req.GetDryRun() {
-		if resp.Undo, err = s.commitAll(ctx, order, emptied); err != nil {
-			return nil, err
-		}
 	}
 	for _, f := range files {
 		pf := &fsmcpv1.PatchFile{Path: []byte(f.path), Created: f.create, Deleted: f.delete,
@@ -178,6 +107,94 @@ func (s *Service) Patch(ctx context.Context, req *fsmcpv1.PatchRequest) (*fsmcpv
 		resp.Files = append(resp.Files, pf)
 	}
 	return resp, nil
+}
+
+// commitFiles opens the files (as openName does for a rewrite, making
+// missing directories for a created file), locks them in the fixed order,
+// checks each one's precondition (f.sha), has content give each its new
+// content (from f.cur), and unless dryRun commits them all or none
+// through commitAll. It returns commitAll's undo token. op names the tool
+// in errors.
+func (s *Service) commitFiles(ctx context.Context, op string, files []*patchFile, dryRun bool, content func(*patchFile) error) (string, error) {
+	var err error
+	// Shared: a patch renames only files, never a directory (it makes
+	// and removes only empty ones).
+	unlockRenames := s.lockRenames(false)
+	defer unlockRenames()
+	for _, f := range files {
+		d, base, err := s.openName(ctx, op, f.path, accessRewrite)
+		if err != nil && f.create {
+			d, base, err = s.openMissing(ctx, f, err)
+		}
+		if err != nil {
+			return "", err
+		}
+		defer d.close()
+		f.d, f.base, f.td = d, base, d
+		f.dirRel = d.rel
+		for _, m := range f.mkdirs {
+			f.dirRel = joinRel(f.dirRel, m)
+		}
+		f.key = lockKey{d.st.Dev, d.st.Ino, strings.Join(append(slices.Clone(f.mkdirs), base), "/")}
+		// What the patch replaces or deletes must be able to go into the
+		// quarantine by a rename.
+		if !f.create && !s.quarantine.sameFS(d.st.Dev) {
+			return "", errOtherFS(op, f.path)
+		}
+	}
+	// The fixed order: by directory inode and name. Locks are taken in it
+	// (so two patches never wait for each other in a cycle) and files are
+	// committed in it.
+	order := slices.Clone(files)
+	slices.SortFunc(order, func(a, b *patchFile) int {
+		return cmp3(a.key, b.key)
+	})
+	for i := 1; i < len(order); i++ {
+		if order[i].key == order[i-1].key {
+			return "", newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, order[i].path,
+				"patch: %q and %q name the same file", order[i-1].path, order[i].path)
+		}
+	}
+	for _, f := range order {
+		unlock, err := s.locks.lock(ctx, f.key)
+		if err != nil {
+			return "", fsError(op, f.path, err)
+		}
+		defer unlock()
+	}
+	for _, f := range order {
+		cur := &current{}
+		if len(f.mkdirs) == 0 {
+			if cur, err = s.current(ctx, op, f.d, f.base, f.path, true); err != nil {
+				return "", err
+			}
+		}
+		defer cur.close()
+		f.cur = cur
+		if f.unchecked && !f.create && cur.exists {
+			// A dry run without the precondition: the file as it is.
+			f.sha = cur.sha
+		}
+		if err := cur.check(f.path, f.sha); err != nil {
+			return "", err
+		}
+	}
+	// After every check: a moved file's content is computed with the
+	// file it moves.
+	for _, f := range files {
+		if err := content(f); err != nil {
+			return "", err
+		}
+	}
+	emptied, closeDirs, err := s.emptiedDirs(ctx, files)
+	if err != nil {
+		return "", err
+	}
+	defer closeDirs()
+	if dryRun {
+		return "", nil
+	}
+	return s.commitAll(ctx, order, emptied)
 }
 
 // openMissing resolves a file the patch creates in a directory that does
@@ -446,229 +463,6 @@ func matchPreconditions(files []*patchFile, pre []*fsmcpv1.PatchPrecondition, dr
 		return newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, p, "patch: if_sha256 names %q, which the patch does not touch", p)
 	}
 	return nil
-}
-
-// hunk is one change of a patch in either format: old lines (with their
-// line endings exactly) replaced by new ones.
-type hunk struct {
-	old, new []byte
-	// atEnd: old must end at the end of the file.
-	atEnd bool
-	// anchors (an envelope's "@@ text" lines) are found in turn first;
-	// the old lines are searched after the last.
-	anchors [][]byte
-	// after places a hunk with no old lines: after this line (a unified
-	// diff's header), or, when -1, right after the anchors (an envelope),
-	// else at the end of the file.
-	after int64
-	// name names it in messages.
-	name string
-}
-
-// applyHunks applies a unified diff's fragments to data (see applyChanges).
-func applyHunks(p string, data []byte, frags []*gitdiff.TextFragment, deletion bool) ([]byte, error) {
-	hunks := make([]hunk, len(frags))
-	for i, frag := range frags {
-		h := &hunks[i]
-		for _, l := range frag.Lines {
-			if l.Old() {
-				h.old = append(h.old, l.Line...)
-			}
-			if l.New() {
-				h.new = append(h.new, l.Line...)
-			}
-		}
-		h.atEnd = len(h.old) > 0 && h.old[len(h.old)-1] != '\n'
-		h.after = frag.OldPosition
-		h.name = fmt.Sprintf("hunk %d (@@ -%d,%d)", i+1, frag.OldPosition, frag.OldLines)
-	}
-	return applyChanges(p, data, hunks, deletion)
-}
-
-// applyChanges applies the hunks to data, byte for byte, in the order
-// the patch gives them, as patch(1) does: each hunk's old lines (context
-// and removed, with their line endings exactly) must occur at a line start
-// at or after the end of the previous hunk (and, with atEnd, at the
-// file's end), and only once before the place of the next hunk (for the
-// last hunk, before the file's end); line numbers are not used to find
-// it, and no fuzz is allowed. An envelope's anchors move the search start
-// first: each to just past the first line at or after it that equals the
-// anchor (ignoring spaces and tabs around both). A hunk with no old lines
-// goes after the line its header names (which may not lie before the
-// previous hunk's end), or for an envelope right after its anchors, or at
-// the end of the file. A deletion must leave nothing. Every search starts
-// where the previous one ends, so the cost is the file plus the patch.
-func applyChanges(p string, data []byte, hunks []hunk, deletion bool) ([]byte, error) {
-	out := make([]byte, 0, len(data))
-	// prev is the previous hunk's place and old text, whose uniqueness is
-	// checked up to this hunk's place; end and line are where it ends,
-	// and how many lines lie before that.
-	type placed struct {
-		start int
-		h     *hunk
-	}
-	var prev *placed
-	end, line := 0, 0
-	// unique refuses prev if it occurs again before limit.
-	unique := func(limit int) error {
-		if prev == nil || len(prev.h.old) == 0 {
-			return nil
-		}
-		old := prev.h.old
-		more := findLines(data[:min(len(data), limit+len(old)-1)], old, prev.h.atEnd, prev.start+1, maxAmbiguousCount-1)
-		if len(more) == 0 {
-			return nil
-		}
-		all := append([]int{prev.start}, more...)
-		e := newError(fsmcpv1.ErrorCode_ERROR_CODE_AMBIGUOUS_MATCH, p,
-			"patch: %s matches %d places (lines %s); add context to make it unique", prev.h.name, len(all), lineList(data, all))
-		e.Count = int64(len(all))
-		return e
-	}
-	for i := range hunks {
-		h := &hunks[i]
-		from := end
-		for _, a := range h.anchors {
-			next := findAnchor(data, from, a)
-			if next < 0 {
-				return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_NO_MATCH, p,
-					"patch: %s: no line %q after the previous change (an @@ anchor is a whole line of the file, found in the order given)", h.name, a)
-			}
-			from = next
-		}
-		var at int
-		switch {
-		case len(h.old) == 0 && h.after >= 0:
-			off, ok := afterLine(data, end, line, h.after)
-			switch {
-			case !ok && h.after >= int64(line):
-				return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_NO_MATCH, p, "patch: hunk %d inserts after line %d, past the end of the file", i+1, h.after)
-			case !ok:
-				return nil, outOfOrder(p, i, i+1)
-			}
-			at = off
-		case len(h.old) == 0 && len(h.anchors) > 0:
-			at = from
-		case len(h.old) == 0:
-			at = len(data)
-		default:
-			found := findLines(data, h.old, h.atEnd, from, 1)
-			switch {
-			case len(found) == 0 && len(h.anchors) > 0 && len(findLines(data, h.old, h.atEnd, end, 1)) > 0:
-				return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_NO_MATCH, p, "patch: %s: its lines occur only before its @@ anchor", h.name)
-			case len(found) == 0 && i > 0 && len(findLines(data, h.old, h.atEnd, 0, 1)) > 0:
-				return nil, outOfOrder(p, i, i+1)
-			case len(found) == 0:
-				return nil, noMatch(p, data, h.old, "patch: %s does not match the file exactly", h.name)
-			}
-			at = found[0]
-		}
-		if err := unique(at); err != nil {
-			return nil, err
-		}
-		out = append(out, data[end:at]...)
-		if len(h.old) == 0 && at == len(data) && at > 0 && data[at-1] != '\n' && len(h.new) > 0 {
-			// Lines added after a last line without a newline: it gets
-			// one, of the kind the added lines end with.
-			out = append(out, lineEnding(h.new)...)
-		}
-		out = append(out, h.new...)
-		line += bytes.Count(data[end:at+len(h.old)], []byte{'\n'})
-		end = at + len(h.old)
-		prev = &placed{start: at, h: h}
-	}
-	if err := unique(len(data)); err != nil {
-		return nil, err
-	}
-	out = append(out, data[end:]...)
-	if deletion && len(out) > 0 {
-		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_NO_MATCH, p, "patch: the patch deletes the file, but the file holds %d bytes the patch does not show", len(out))
-	}
-	return out, nil
-}
-
-// lineEnding is the line ending that ends b: "\r\n" or "\n".
-func lineEnding(b []byte) string {
-	if i := bytes.IndexByte(b, '\n'); i > 0 && b[i-1] == '\r' {
-		return "\r\n"
-	}
-	return "\n"
-}
-
-// findAnchor returns the offset just past the first line at or after
-// offset from (a line start) equal to anchor, spaces and tabs around
-// both ignored; -1 if there is none.
-func findAnchor(data []byte, from int, anchor []byte) int {
-	want := bytes.Trim(anchor, " \t")
-	for off := from; off < len(data); {
-		lineEnd := len(data)
-		next := len(data)
-		if i := bytes.IndexByte(data[off:], '\n'); i >= 0 {
-			lineEnd, next = off+i, off+i+1
-		}
-		if bytes.Equal(bytes.Trim(bytes.TrimSuffix(data[off:lineEnd], []byte{'\r'}), " \t"), want) {
-			return next
-		}
-		off = next
-	}
-	return -1
-}
-
-func outOfOrder(p string, prev, hunk int) error {
-	return newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, p,
-		"patch: hunk %d matches only before the end of hunk %d; hunks must be in the order of the file and may not overlap", hunk, prev)
-}
-
-// findLines returns the offsets, from offset from on, of the line starts
-// in data where old occurs (ending at the end of data, with atEnd), at
-// most limit of them.
-func findLines(data, old []byte, atEnd bool, from, limit int) []int {
-	var at []int
-	for i := from; i <= len(data)-len(old) && len(at) < limit; {
-		j := bytes.Index(data[i:], old)
-		if j < 0 {
-			break
-		}
-		pos := i + j
-		if (pos == 0 || data[pos-1] == '\n') && (!atEnd || pos+len(old) == len(data)) {
-			at = append(at, pos)
-		}
-		i = pos + 1
-	}
-	return at
-}
-
-// afterLine is the offset just after the first n lines of data, counting
-// on from offset off, after line lines; false when n lies before that or
-// past the end (a last line without a newline counts).
-func afterLine(data []byte, off, line int, n int64) (int, bool) {
-	if n < int64(line) {
-		return 0, false
-	}
-	for ; int64(line) < n; line++ {
-		i := bytes.IndexByte(data[off:], '\n')
-		if i < 0 {
-			return len(data), int64(line)+1 == n && off < len(data)
-		}
-		off += i + 1
-	}
-	return off, true
-}
-
-// lineList names the lines of the first few offsets, for a message.
-func lineList(data []byte, at []int) string {
-	var b strings.Builder
-	for i, off := range at {
-		if i == 5 {
-			b.WriteString(", ...")
-			break
-		}
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(itoa(uint32(bytes.Count(data[:off], []byte("\n")) + 1)))
-	}
-	return b.String()
 }
 
 // placeDeletion moves the file f deletes aside to its temp name in f.td, where the

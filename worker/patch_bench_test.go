@@ -10,6 +10,7 @@ import (
 	"time"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/worker/internal/hunks"
 )
 
 // hunkPatch returns a file of lines lines and a -U0 patch changing every
@@ -51,7 +52,7 @@ func BenchmarkPatchHunks(b *testing.B) {
 			t0 := time.Now()
 			files, err := parsePatch(j.patch)
 			if err == nil {
-				_, err = applyHunks(j.name, j.old, files[0].frags, false)
+				_, err = hunks.ApplyDiff(j.name, j.old, files[0].frags, false)
 			}
 			applied[i] += time.Since(t0)
 			if err != nil {

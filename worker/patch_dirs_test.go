@@ -11,6 +11,7 @@ import (
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/sandbox"
+	"github.com/fsmcp/fsmcp/worker/internal/patchlog"
 )
 
 // dirsBefore is a tree whose patch (dirsPatch) creates files in missing
@@ -142,7 +143,7 @@ func TestPatchDirectoriesRecovered(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantDirsApplied(t, root)
-	var j journal
+	var j patchlog.Journal
 	_, body, _ := bytes.Cut(saved, []byte("\n"))
 	if err := json.Unmarshal(body, &j); err != nil {
 		t.Fatal(err)
@@ -187,10 +188,11 @@ func TestPatchDirectoriesFollowThePolicy(t *testing.T) {
 	}
 }
 
-// The undo token of a patch that removed directories does not make them
-// again: the undo is refused as a whole (precondition_failed), and the
-// tree stays as the patch left it. One that only made directories takes
-// its files away and leaves the directories.
+// The undo token of a patch that removed directories makes them again
+// (with the mode of a new directory: their own is not kept) and brings
+// every file back; the directories the patch made stay, emptied. One
+// that only made directories takes its files away and leaves the
+// directories.
 func TestPatchDirectoriesUndoToken(t *testing.T) {
 	s, root, _ := newQuarantineService(t, 1<<20)
 	dirsTree(t, root)
@@ -199,12 +201,20 @@ func TestPatchDirectoriesUndoToken(t *testing.T) {
 	if err != nil || resp.GetUndo() == "" {
 		t.Fatalf("Patch = %v, %v", resp, err)
 	}
-	applied := treeHashes(t, root)
-	_, err = s.Undo(ctx, &fsmcpv1.UndoRequest{Token: resp.GetUndo()})
-	wantWriteCode(t, "Undo", err, fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED)
-	if got := treeHashes(t, root); got != applied {
-		t.Errorf("a refused undo changed the tree:\n got %s\nwant %s", got, applied)
+	if _, err := s.Undo(ctx, &fsmcpv1.UndoRequest{Token: resp.GetUndo()}); err != nil {
+		t.Fatal(err)
 	}
+	for n, c := range dirsBefore {
+		if got := wcontent(t, filepath.Join(root, n)); got != c {
+			t.Errorf("after the undo %s holds %q, want %q", n, got, c)
+		}
+	}
+	for _, n := range []string{"new/deep/x", "new/y"} {
+		if _, err := os.Lstat(filepath.Join(root, n)); !os.IsNotExist(err) {
+			t.Errorf("after the undo %s: %v, want it gone", n, err)
+		}
+	}
+	prior := treeHashes(t, root)
 	create := "--- /dev/null\n+++ b/more/m\n@@ -0,0 +1 @@\n+m\n"
 	resp, err = s.Patch(ctx, &fsmcpv1.PatchRequest{Patch: []byte(create),
 		Preconditions: []*fsmcpv1.PatchPrecondition{{Path: []byte("more/m"), MustNotExist: true}}})
@@ -214,7 +224,7 @@ func TestPatchDirectoriesUndoToken(t *testing.T) {
 	if _, err := s.Undo(ctx, &fsmcpv1.UndoRequest{Token: resp.GetUndo()}); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := treeHashes(t, root), strings.Replace(applied, " new/", " more/ new/", 1); got != want {
+	if got, want := treeHashes(t, root), strings.Replace(prior, " new/", " more/ new/", 1); got != want {
 		t.Errorf("after the undo:\n got %s\nwant %s", got, want)
 	}
 }

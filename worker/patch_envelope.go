@@ -7,6 +7,7 @@ import (
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/worker/internal/envelope"
+	"github.com/fsmcp/fsmcp/worker/internal/hunks"
 	"github.com/fsmcp/fsmcp/worker/internal/textedit"
 )
 
@@ -70,32 +71,32 @@ func parseEnvelope(b []byte) ([]*patchFile, error) {
 // *** End of File, a file whose last line has no newline keeps it so: the
 // old and new lines' last line ending is dropped. A bare "@@" anchors
 // nothing.
-func envelopeHunks(chunks []envelope.Chunk, data []byte) []hunk {
+func envelopeHunks(chunks []envelope.Chunk, data []byte) []hunks.Hunk {
 	eol := "\n"
 	if textedit.AllCRLF(data) {
 		eol = "\r\n"
 	}
 	noFinalNewline := len(data) > 0 && data[len(data)-1] != '\n'
-	hunks := make([]hunk, len(chunks))
+	hs := make([]hunks.Hunk, len(chunks))
 	for i, c := range chunks {
-		h := &hunks[i]
-		h.old, h.new = textedit.Lines(c.Old, eol), textedit.Lines(c.New, eol)
-		if c.EOF && noFinalNewline && len(h.old) > 0 {
-			h.old = bytes.TrimSuffix(h.old, []byte(eol))
-			h.new = bytes.TrimSuffix(h.new, []byte(eol))
+		h := &hs[i]
+		h.Old, h.New = textedit.Lines(c.Old, eol), textedit.Lines(c.New, eol)
+		if c.EOF && noFinalNewline && len(h.Old) > 0 {
+			h.Old = bytes.TrimSuffix(h.Old, []byte(eol))
+			h.New = bytes.TrimSuffix(h.New, []byte(eol))
 		}
-		h.atEnd, h.after = c.EOF, -1
+		h.AtEnd, h.After = c.EOF, -1
 		for _, a := range c.Anchors {
 			if a != "" {
-				h.anchors = append(h.anchors, []byte(a))
+				h.Anchors = append(h.Anchors, []byte(a))
 			}
 		}
-		h.name = fmt.Sprintf("chunk %d (line %d of the patch)", i+1, c.Line)
+		h.Name = fmt.Sprintf("chunk %d (line %d of the patch)", i+1, c.Line)
 		if c.Line == 0 {
-			h.name = "the added file"
+			h.Name = "the added file"
 		}
 	}
-	return hunks
+	return hs
 }
 
 // apply computes what the patch makes of f's current content: its new
@@ -108,13 +109,13 @@ func (f *patchFile) apply() error {
 	case !f.create && !f.cur.exists:
 		return newError(fsmcpv1.ErrorCode_ERROR_CODE_NOT_FOUND, f.path, "patch: %q does not exist", f.path)
 	case !f.envelope:
-		data, err := applyHunks(f.path, f.cur.data, f.frags, f.delete)
+		data, err := hunks.ApplyDiff(f.path, f.cur.data, f.frags, f.delete)
 		f.data = data
 		return err
 	case f.delete && f.to == nil:
 		return nil
 	}
-	data, err := applyChanges(f.path, f.cur.data, envelopeHunks(f.chunks, f.cur.data), false)
+	data, err := hunks.Apply(f.path, f.cur.data, envelopeHunks(f.chunks, f.cur.data), false)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/worker/internal/fileio"
+	"github.com/fsmcp/fsmcp/worker/internal/patchlog"
 )
 
 // mixedPatch replaces sub/a, deletes d and creates sub/n.
@@ -247,7 +249,7 @@ func TestPatchQuarantineRecover(t *testing.T) {
 		// Stage, journal, place and keep by hand, as commitAll does, and
 		// stop: this is what a crash leaves.
 		q := s.quarantine
-		j := &journal{RootDev: s.rootDev, RootIno: s.rootIno, QDev: q.dev, QIno: q.ino}
+		j := &patchlog.Journal{RootDev: s.rootDev, RootIno: s.rootIno, QDev: q.dev, QIno: q.ino}
 		stageByHand(t, s, files)
 		for _, f := range files {
 			e := f.entry()
@@ -257,7 +259,7 @@ func TestPatchQuarantineRecover(t *testing.T) {
 			}
 			j.Entries = append(j.Entries, e)
 		}
-		if _, err := writeJournal(int(s.state.Fd()), j); err != nil {
+		if _, err := patchlog.Write(int(s.state.Fd()), j); err != nil {
 			t.Fatal(err)
 		}
 		for _, f := range files[:c.placed] {
@@ -273,7 +275,7 @@ func TestPatchQuarantineRecover(t *testing.T) {
 		kept := 0
 		for _, f := range files {
 			if f.qname != "" && kept < c.kept {
-				if err := renameNoReplace(f.d.fd, f.tmp, q.fd, f.qname); err != nil {
+				if err := fileio.RenameNoReplace(f.d.fd, f.tmp, q.fd, f.qname); err != nil {
 					t.Fatal(err)
 				}
 				kept++

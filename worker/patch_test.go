@@ -11,6 +11,8 @@ import (
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/sandbox"
+	"github.com/fsmcp/fsmcp/worker/internal/hunks"
+	"github.com/fsmcp/fsmcp/worker/internal/patchlog"
 )
 
 // threePatch changes a, b and c (in that order of names) from "x\n" to
@@ -88,11 +90,11 @@ func TestPatchRecoverUndoes(t *testing.T) {
 		}
 		ctx := context.Background()
 		stageByHand(t, s, files)
-		j := &journal{RootDev: s.rootDev, RootIno: s.rootIno}
+		j := &patchlog.Journal{RootDev: s.rootDev, RootIno: s.rootIno}
 		for _, f := range files {
 			j.Entries = append(j.Entries, f.entry())
 		}
-		if _, err := writeJournal(int(s.state.Fd()), j); err != nil {
+		if _, err := patchlog.Write(int(s.state.Fd()), j); err != nil {
 			t.Fatal(err)
 		}
 		for _, f := range files[:placed] {
@@ -102,7 +104,7 @@ func TestPatchRecoverUndoes(t *testing.T) {
 		}
 		// A journal cut short while it was written, before its rename:
 		// nothing to undo, and it goes too.
-		os.WriteFile(filepath.Join(s.state.Name(), journalPartial+"torn"), []byte(`{"entries":[{"di`), 0o600)
+		os.WriteFile(filepath.Join(s.state.Name(), patchlog.Partial+"torn"), []byte(`{"entries":[{"di`), 0o600)
 		r, err := s.recoverJournals("")
 		if err != nil || r.Undone != 1 || len(r.SetAside) != 0 {
 			t.Fatalf("placed %d: Recover() = %+v, %v; want 1 undone, nil", placed, r, err)
@@ -138,7 +140,7 @@ func stageByHand(t *testing.T, s *Service, files []*patchFile) {
 		if f.cur, err = s.current(ctx, "patch", d, base, f.path, true); err != nil {
 			t.Fatal(err)
 		}
-		if f.data, err = applyHunks(f.path, f.cur.data, f.frags, f.delete); err != nil {
+		if f.data, err = hunks.ApplyDiff(f.path, f.cur.data, f.frags, f.delete); err != nil {
 			t.Fatal(err)
 		}
 		if f.delete {
@@ -265,19 +267,19 @@ func TestPatchHunksInOrder(t *testing.T) {
 	}
 	data := []byte("a\nx\nb\nx\n")
 	two := "--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n a\n-x\n+X1\n@@ -4 +4 @@\n-x\n+X2\n"
-	got, err := applyHunks("f", data, frags(two)[0].frags, false)
+	got, err := hunks.ApplyDiff("f", data, frags(two)[0].frags, false)
 	if err != nil || string(got) != "a\nX1\nb\nX2\n" {
 		t.Fatalf("two hunks = %q, %v", got, err)
 	}
 	one := "--- a/f\n+++ b/f\n@@ -2 +2 @@\n-x\n+X\n"
-	_, err = applyHunks("f", data, frags(one)[0].frags, false)
+	_, err = hunks.ApplyDiff("f", data, frags(one)[0].frags, false)
 	if e := wantWriteCode(t, "one hunk", err, fsmcpv1.ErrorCode_ERROR_CODE_AMBIGUOUS_MATCH); e.Count != 2 {
 		t.Errorf("count = %d, want 2", e.Count)
 	}
 	swapped := "--- a/f\n+++ b/f\n@@ -3,1 +3,1 @@\n-x\n+y\n@@ -1,1 +1,1 @@\n-x\n+y\n"
-	got, err = applyHunks("f", []byte("a\nb\nx\n"), frags(swapped)[0].frags, false)
+	got, err = hunks.ApplyDiff("f", []byte("a\nb\nx\n"), frags(swapped)[0].frags, false)
 	wantWriteCode(t, fmt.Sprintf("swapped hunks (%q)", got), err, fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT)
 	ins := "--- a/f\n+++ b/f\n@@ -3 +3 @@\n-x\n+y\n@@ -1,0 +2 @@\n+new\n"
-	_, err = applyHunks("f", []byte("a\nb\nx\n"), frags(ins)[0].frags, false)
+	_, err = hunks.ApplyDiff("f", []byte("a\nb\nx\n"), frags(ins)[0].frags, false)
 	wantWriteCode(t, "insertion before the previous hunk", err, fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT)
 }

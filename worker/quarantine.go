@@ -18,6 +18,8 @@ import (
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/worker/internal/dirwalk"
+	"github.com/fsmcp/fsmcp/worker/internal/fileio"
+	qindex "github.com/fsmcp/fsmcp/worker/internal/quarantine"
 	"golang.org/x/sys/unix"
 )
 
@@ -26,10 +28,13 @@ import (
 // it back. Nothing is copied: the worker renames the inode it already holds
 // (a write's displaced file, a deleted name) into the quarantine, and back.
 //
-// It does not keep anything across a restart in a way a client can use:
-// tokens are sealed with a key drawn at start, so an earlier run's entries
-// can no longer be restored through fsmcp (the operator still finds them in
-// the directory) and are the first to be evicted. It does not keep fifos,
+// With a state directory (persist), the index of what each entry was and
+// the key that seals tokens live there, so entries and tokens outlive a
+// restart; tokens are bound to the root and the quarantine (device and
+// inode), so one root's token is refused by another's worker. Without
+// one, the key is drawn at start and an earlier run's entries can no
+// longer be restored through fsmcp (the operator still finds them in the
+// directory); they are the first to be evicted. It does not keep fifos,
 // sockets or devices, which hold no data and which Landlock would need
 // extra rights to move; those are unlinked as before.
 type Quarantine struct {
@@ -48,6 +53,15 @@ type Quarantine struct {
 	// an eviction.
 	used   map[uint64]bool
 	nextID uint64
+	// bind is the root's and the quarantine's identity, sealed into
+	// every token (persist).
+	bind []byte
+	// index, when set, is the index in the state directory, appended to
+	// as entries come and go.
+	index *os.File
+	// evictedID is the highest id evicted so far: a checkpoint taken
+	// before it may have lost a version it needs.
+	evictedID uint64
 }
 
 // qPrefix starts every name fsmcp puts in the quarantine; other names
@@ -85,6 +99,11 @@ const (
 	// partCut is the bytes an undo of an append cut, kept under name
 	// until evicted; no token restores them.
 	partCut
+	// partUncut appends the bytes kept under name back to the file at the
+	// path (a rewind cut them off), which must be unchanged since (now,
+	// nowSHA); the undo's own token cuts them again (a partTruncate to
+	// oldSize).
+	partUncut
 )
 
 // qPart is one name of an entry.
@@ -104,6 +123,10 @@ type qPart struct {
 	now     fileID
 	nowSHA  string
 	keptSHA string
+	// gone, for partRestore: the change also removed the directory that
+	// held it (a patch's deletions emptied it), so an undo makes the
+	// directories of its path again instead of refusing.
+	gone bool
 	// oldSize is, for partTruncate, the size before the append.
 	oldSize int64
 }
@@ -142,7 +165,7 @@ func OpenQuarantine(dir *os.File, maxBytes int64) (*Quarantine, error) {
 	}
 	slices.Sort(names)
 	for _, n := range names {
-		size, _, err := entrySize(q.fd, n)
+		size, _, err := dirwalk.Size(q.fd, n, maxWalkDepth)
 		if err != nil {
 			continue // gone since readdir, or unreadable: not ours to count
 		}
@@ -209,10 +232,10 @@ func (q *Quarantine) newName() string {
 // how many names the entry holds.
 func (q *Quarantine) keep(dirfd int, name string, part qPart) (string, int64, error) {
 	part.name = q.newName()
-	if err := renameNoReplace(dirfd, name, q.fd, part.name); err != nil {
+	if err := fileio.RenameNoReplace(dirfd, name, q.fd, part.name); err != nil {
 		return "", 0, err
 	}
-	size, count, err := entrySize(q.fd, part.name)
+	size, count, err := dirwalk.Size(q.fd, part.name, maxWalkDepth)
 	if err != nil {
 		// Kept, but not measurable: count it as empty rather than fail a
 		// change that already happened.
@@ -242,6 +265,114 @@ func (q *Quarantine) add(e *qEntry) {
 	q.byID[e.id] = e
 	q.entries = append(q.entries, e)
 	q.total += e.bytes
+	q.record(qindex.Record{Op: qindex.OpAdd, ID: e.id, Bytes: e.bytes, Parts: indexParts(e.parts)}, true)
+}
+
+// record appends r to the index, when there is one; q.mu is held. A
+// failure is logged: the change itself happened, and only its survival
+// across a restart is lost.
+func (q *Quarantine) record(r qindex.Record, sync bool) {
+	if q.index == nil || r.ID == 0 {
+		return
+	}
+	if err := qindex.Append(q.index, r, sync); err != nil {
+		fmt.Fprintf(os.Stderr, "fsmcp worker: quarantine index: %v\n", err)
+	}
+}
+
+// Seq is the id of the newest entry: those a later change makes are
+// numbered above it.
+func (q *Quarantine) Seq() uint64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.nextID
+}
+
+// EvictedID is the highest id evicted so far.
+func (q *Quarantine) EvictedID() uint64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.evictedID
+}
+
+// persist keeps the quarantine's index and token key in the state
+// directory stateFD, binding tokens to the root (rootDev, rootIno) and the
+// quarantine: entries the index names come back with their ids, so their
+// tokens work again; names it does not know stay as an earlier run's.
+func (q *Quarantine) persist(stateFD int, rootDev, rootIno uint64) error {
+	key, err := qindex.Key(stateFD)
+	if err != nil {
+		return fmt.Errorf("quarantine key: %w", err)
+	}
+	st, err := qindex.Load(stateFD)
+	if err != nil {
+		return fmt.Errorf("quarantine index: %w", err)
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.key = key
+	q.bind = binary.BigEndian.AppendUint64(nil, rootDev)
+	q.bind = binary.BigEndian.AppendUint64(q.bind, rootIno)
+	q.bind = binary.BigEndian.AppendUint64(q.bind, q.dev)
+	q.bind = binary.BigEndian.AppendUint64(q.bind, q.ino)
+	known := map[string]bool{}
+	var kept []qindex.Entry
+	for _, ie := range st.Entries {
+		e := &qEntry{id: ie.ID, bytes: ie.Bytes}
+		whole := true
+		for _, ip := range ie.Parts {
+			part := fromIndex(ip)
+			if part.name != "" {
+				if _, err := fstatat(q.fd, part.name); err != nil {
+					whole = false
+				}
+				known[part.name] = true
+			}
+			e.parts = append(e.parts, part)
+		}
+		if !whole {
+			continue
+		}
+		kept = append(kept, ie)
+		q.byID[e.id] = e
+	}
+	var old []*qEntry
+	for _, e := range q.entries {
+		if !known[e.parts[0].name] {
+			old = append(old, e)
+		} else {
+			q.total -= e.bytes
+		}
+	}
+	q.entries = old
+	for _, ie := range kept {
+		e := q.byID[ie.ID]
+		q.entries = append(q.entries, e)
+		q.total += e.bytes
+	}
+	q.used = st.Used
+	q.nextID = max(q.nextID, st.MaxID)
+	st.Entries = kept
+	if q.index, err = qindex.Rewrite(stateFD, st); err != nil {
+		return fmt.Errorf("quarantine index: %w", err)
+	}
+	return nil
+}
+
+func indexParts(parts []qPart) []qindex.Part {
+	out := make([]qindex.Part, len(parts))
+	for i, p := range parts {
+		out[i] = qindex.Part{Name: p.name, Kind: uint8(p.kind), Path: []byte(p.path), ParentDev: p.parentDev, ParentIno: p.parentIno,
+			Base: []byte(p.base), NowDev: p.now.dev, NowIno: p.now.ino, NowSize: p.now.size, NowSec: p.now.mtime.Sec, NowNsec: p.now.mtime.Nsec,
+			NowSHA: p.nowSHA, KeptSHA: p.keptSHA, Gone: p.gone, OldSize: p.oldSize}
+	}
+	return out
+}
+
+func fromIndex(p qindex.Part) qPart {
+	return qPart{name: p.Name, kind: partKind(p.Kind), path: string(p.Path), parentDev: p.ParentDev, parentIno: p.ParentIno, base: string(p.Base),
+		now:    fileID{dev: p.NowDev, ino: p.NowIno, size: p.NowSize, mtime: unix.Timespec{Sec: p.NowSec, Nsec: p.NowNsec}},
+		nowSHA: p.NowSHA, keptSHA: p.KeptSHA, gone: p.Gone, oldSize: p.OldSize}
 }
 
 // evict removes the oldest entries (never one an undo is using) until the
@@ -254,6 +385,7 @@ func (q *Quarantine) evict() {
 			continue
 		}
 		q.remove(e)
+		q.evictedID = max(q.evictedID, e.id)
 		for _, part := range e.parts {
 			if part.name == "" {
 				continue
@@ -272,6 +404,7 @@ func (q *Quarantine) remove(e *qEntry) {
 	}
 	delete(q.byID, e.id)
 	q.total -= e.bytes
+	q.record(qindex.Record{Op: qindex.OpDel, ID: e.id}, false)
 }
 
 // tokenLen is a token's length before encoding: the id and a truncated
@@ -287,7 +420,8 @@ func (q *Quarantine) token(id uint64) string {
 
 func (q *Quarantine) mac(id []byte) []byte {
 	m := hmac.New(sha256.New, q.key[:])
-	m.Write([]byte("fsmcp undo v1\x00"))
+	m.Write([]byte("fsmcp undo v2\x00"))
+	m.Write(q.bind)
 	m.Write(id)
 	return m.Sum(nil)[:16]
 }
@@ -298,7 +432,7 @@ func (q *Quarantine) mac(id []byte) []byte {
 func (q *Quarantine) take(token string) (*qEntry, error) {
 	b, err := base64.RawURLEncoding.DecodeString(token)
 	if err != nil || len(b) != tokenLen || !hmac.Equal(b[8:], q.mac(b[:8])) {
-		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "", "undo: not an undo token of this server run")
+		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "", "undo: not an undo token of this server's root and quarantine")
 	}
 	id := binary.BigEndian.Uint64(b[:8])
 	q.mu.Lock()
@@ -325,70 +459,9 @@ func (q *Quarantine) release(e *qEntry, done bool) {
 	e.busy = false
 	if done {
 		q.used[e.id] = true
+		q.record(qindex.Record{Op: qindex.OpUsed, ID: e.id}, false)
 		q.remove(e)
 	}
-}
-
-// entrySize is the bytes of regular files under name in dirfd (itself, if
-// it is one) and how many names it holds, without following symlinks.
-func entrySize(dirfd int, name string) (size, count int64, err error) {
-	st, err := fstatat(dirfd, name)
-	if err != nil {
-		return 0, 0, err
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		if st.Mode&unix.S_IFMT == unix.S_IFREG {
-			size = st.Size
-		}
-		return size, 1, nil
-	}
-	var walk func(fd, depth int) error
-	walk = func(fd, depth int) error {
-		if depth > maxWalkDepth {
-			return fmt.Errorf("deeper than %d levels", maxWalkDepth)
-		}
-		dup, err := unix.Dup(fd)
-		if err != nil {
-			return err
-		}
-		unix.CloseOnExec(dup)
-		f := os.NewFile(uintptr(dup), "dir")
-		names, err := f.Readdirnames(-1)
-		f.Close()
-		if err != nil {
-			return err
-		}
-		for _, n := range names {
-			st, err := fstatat(fd, n)
-			if err != nil {
-				continue
-			}
-			count++
-			switch st.Mode & unix.S_IFMT {
-			case unix.S_IFREG:
-				size += st.Size
-			case unix.S_IFDIR:
-				sub, err := unix.Openat(fd, n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-				if err != nil {
-					continue
-				}
-				err = walk(sub, depth+1)
-				unix.Close(sub)
-				if err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	}
-	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer unix.Close(fd)
-	count = 1
-	err = walk(fd, 0)
-	return size, count, err
 }
 
 func randomHex(n int) string {

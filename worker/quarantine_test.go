@@ -241,8 +241,10 @@ func TestQuarantineUndoRefusedAfterNewerChange(t *testing.T) {
 	}
 }
 
-// Tokens are sealed for this run: altered, foreign or replayed ones are
-// refused and change nothing.
+// Tokens are sealed with the key in the state directory and bound to the
+// root and the quarantine: altered, foreign or replayed ones are refused
+// and change nothing, while a restarted worker over the same root,
+// quarantine and state directory takes its predecessor's tokens.
 func TestQuarantineTokens(t *testing.T) {
 	ctx := context.Background()
 	s, root, qdir := newQuarantineService(t, 1<<20)
@@ -253,21 +255,41 @@ func TestQuarantineTokens(t *testing.T) {
 	}
 	tok := []byte(d.GetUndo())
 	tok[3] ^= 1
-	// A second service over the same directories has another key.
-	other := quarantineServiceOver(t, root, qdir, 1<<20)
 	for name, forged := range map[string]string{"altered": string(tok), "garbage": "x", "empty": "", "path": "../f"} {
 		_, err := s.Undo(ctx, &fsmcpv1.UndoRequest{Token: forged})
 		wantWriteCode(t, name, err, fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT)
 	}
+	// Another root with the same quarantine, and even the same key: the
+	// token names this root, so the other refuses it.
+	otherRoot := filepath.Join(filepath.Dir(root), "other")
+	if err := os.Mkdir(otherRoot, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	key, err := os.ReadFile(filepath.Join(root+".state", "quarantine-key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(otherRoot+".state", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(otherRoot+".state", "quarantine-key"), key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	other := quarantineServiceOver(t, otherRoot, qdir, 1<<20)
 	_, err = other.Undo(ctx, &fsmcpv1.UndoRequest{Token: d.GetUndo()})
-	wantWriteCode(t, "another run's token", err, fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT)
+	wantWriteCode(t, "another root's token", err, fsmcpv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT)
 	if _, err := os.Lstat(filepath.Join(root, "f")); !os.IsNotExist(err) {
 		t.Fatal("a refused token restored the file")
 	}
-	undoOf(t, s, d.GetUndo())
+	// A restart: the same root, quarantine and state directory.
+	again := quarantineServiceOver(t, root, qdir, 1<<20)
+	undoOf(t, again, d.GetUndo())
 	os.Remove(filepath.Join(root, "f"))
-	_, err = s.Undo(ctx, &fsmcpv1.UndoRequest{Token: d.GetUndo()})
+	_, err = again.Undo(ctx, &fsmcpv1.UndoRequest{Token: d.GetUndo()})
 	wantWriteCode(t, "replayed", err, fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED)
+	third := quarantineServiceOver(t, root, qdir, 1<<20)
+	_, err = third.Undo(ctx, &fsmcpv1.UndoRequest{Token: d.GetUndo()})
+	wantWriteCode(t, "replayed after a restart", err, fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED)
 	if _, err := os.Lstat(filepath.Join(root, "f")); !os.IsNotExist(err) {
 		t.Fatal("a replayed token restored something")
 	}

@@ -15,6 +15,8 @@ import (
 	"strings"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/worker/internal/fileio"
+	"github.com/fsmcp/fsmcp/worker/internal/patchlog"
 	"golang.org/x/sys/unix"
 )
 
@@ -44,13 +46,6 @@ import (
 // into set-aside/ and named.
 
 const (
-	// journalName starts a journal's name in the state directory;
-	// journalPartial the name it is written under before it is whole.
-	journalName    = "journal-"
-	journalPartial = "partial-journal-"
-	// journalMagic starts a journal, followed by the sha256 of the JSON
-	// after the header line.
-	journalMagic = "fsmcp-journal 1 "
 	// setAsideDir, in the state directory, keeps the journals recovery
 	// did not use.
 	setAsideDir = "set-aside"
@@ -108,7 +103,7 @@ func (s *Service) recoverJournals(discard string) (*Recovery, error) {
 		return r, nil
 	}
 	// A partial journal was cut short before any file was placed.
-	partial, err := namesWith(int(s.state.Fd()), journalPartial)
+	partial, err := namesWith(int(s.state.Fd()), patchlog.Partial)
 	if err != nil {
 		return r, err
 	}
@@ -180,7 +175,7 @@ func (s *Service) checkReadOnly() (*Recovery, error) {
 
 // journals lists the names of the journals in the state directory.
 func (s *Service) journals() ([]string, error) {
-	return namesWith(int(s.state.Fd()), journalName)
+	return namesWith(int(s.state.Fd()), patchlog.Name)
 }
 
 // legacyJournals lists the journals earlier versions wrote into the root.
@@ -260,6 +255,7 @@ func (s *Service) recoverOne(jn, discard string) (bool, error) {
 	if s.quarantine != nil {
 		unix.Fsync(s.quarantine.fd)
 	}
+	s.touchJournal(j)
 	if err := unix.Unlinkat(int(s.state.Fd()), jn, 0); err != nil {
 		return false, err
 	}
@@ -267,7 +263,7 @@ func (s *Service) recoverOne(jn, discard string) (bool, error) {
 }
 
 // loadJournal reads and parses the journal jn: whole, for this root.
-func (s *Service) loadJournal(jn string) (*journal, error) {
+func (s *Service) loadJournal(jn string) (*patchlog.Journal, error) {
 	fd, err := unix.Openat(int(s.state.Fd()), jn, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, refuse("cannot open it: %v", err)
@@ -286,10 +282,10 @@ func (s *Service) loadJournal(jn string) (*journal, error) {
 	}
 	header, body, ok := bytes.Cut(b, []byte("\n"))
 	sum := sha256.Sum256(body)
-	if !ok || string(header) != journalMagic+hex.EncodeToString(sum[:]) {
+	if !ok || string(header) != patchlog.Magic+hex.EncodeToString(sum[:]) {
 		return nil, refuse("its header or sha256 does not match its content")
 	}
-	var j journal
+	var j patchlog.Journal
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&j); err != nil {
@@ -303,7 +299,7 @@ func (s *Service) loadJournal(jn string) (*journal, error) {
 
 // verifyNames judges every name of j as a live fs_patch of it would be
 // judged, and opens each entry's directory (nil where it is gone).
-func (s *Service) verifyNames(j *journal) ([]*parent, error) {
+func (s *Service) verifyNames(j *patchlog.Journal) ([]*parent, error) {
 	cr := &callRules{tool: "fs_patch", policy: s.policy}
 	if s.rules != nil {
 		cr = s.newCallRules("fs_patch")
@@ -315,14 +311,16 @@ func (s *Service) verifyNames(j *journal) ([]*parent, error) {
 		p := joinRel(string(e.Dir), name)
 		dirKind := e.Kind == "mkdir" || e.Kind == "rmdir"
 		switch {
-		case e.Kind != "replace" && e.Kind != "create" && e.Kind != "delete" && !dirKind:
+		case e.Kind != "replace" && e.Kind != "create" && e.Kind != "delete" && e.Kind != "cut" && !dirKind:
 			return dirs, refuse("entry %d: unknown kind %q", k, e.Kind)
 		case name == "" || name == "." || name == ".." || strings.Contains(name, "/"):
 			return dirs, refuse("%q: %q is not one name", p, name)
 		case dirKind && (tmp != "" || q != "" || e.NewIno != 0 || e.OldIno != 0 || len(e.TmpDir) > 0):
 			return dirs, refuse("%q: a %s entry names a file", p, e.Kind)
 		case dirKind:
-		case !isTempName(tmp) || strings.Contains(tmp, "/"):
+		case e.Kind == "cut" && (tmp != "" || q == "" || e.NewIno != e.OldIno || e.NewSize >= e.OldSize || len(e.TmpDir) > 0):
+			return dirs, refuse("%q: a cut entry names a staged file, or no kept tail", p)
+		case e.Kind != "cut" && (!isTempName(tmp) || strings.Contains(tmp, "/")):
 			return dirs, refuse("%q: its staged name %q is not a temp name", p, tmp)
 		case q != "" && (j.QIno == 0 || !strings.HasPrefix(q, qPrefix) || strings.Contains(q, "/")):
 			return dirs, refuse("%q: its quarantine name %q is not one", p, q)
@@ -351,7 +349,7 @@ func (s *Service) verifyNames(j *journal) ([]*parent, error) {
 // gives for the staged or the old version must have that version's size
 // and sha256. A file under such a name with another inode is not the
 // patch's, and undoEntry leaves it.
-func (s *Service) verifyFiles(j *journal, dirs []*parent, qfd int) error {
+func (s *Service) verifyFiles(j *patchlog.Journal, dirs []*parent, qfd int) error {
 	for k, e := range j.Entries {
 		d := dirs[k]
 		if len(e.TmpDir) > 0 {
@@ -392,38 +390,10 @@ func (s *Service) verifyFiles(j *journal, dirs []*parent, qfd int) error {
 			default:
 				continue
 			}
-			if err := fileMatches(w.fd, w.name, st.Ino, size, sum); err != nil {
+			if err := patchlog.FileMatches(w.fd, w.name, st.Ino, size, sum); err != nil {
 				return refuse("%q: the staged file %q %v", joinRel(string(e.Dir), string(e.Name)), w.name, err)
 			}
 		}
-	}
-	return nil
-}
-
-// fileMatches checks that name in dirfd is the regular file ino, of size
-// bytes whose sha256 is sum.
-func fileMatches(dirfd int, name string, ino uint64, size int64, sum string) error {
-	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("cannot be opened: %v", err)
-	}
-	f := os.NewFile(uintptr(fd), name)
-	defer f.Close()
-	st, err := fstat(f)
-	switch {
-	case err != nil:
-		return err
-	case st.Mode&unix.S_IFMT != unix.S_IFREG || st.Ino != ino:
-		return errors.New("is not the file the journal names")
-	case st.Size != size:
-		return fmt.Errorf("has %d bytes, the journal says %d", st.Size, size)
-	}
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return err
-	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != sum {
-		return fmt.Errorf("has sha256 %s, the journal says %s", got, sum)
 	}
 	return nil
 }
@@ -441,7 +411,7 @@ func (s *Service) setAsideJournal(jn, reason string) SetAside {
 	a := SetAside{Name: setAsideDir + "/" + jn, Reason: reason}
 	dfd, err := s.setAsideDirFD()
 	if err == nil {
-		err = renameNoReplace(int(s.state.Fd()), jn, dfd, jn)
+		err = fileio.RenameNoReplace(int(s.state.Fd()), jn, dfd, jn)
 		unix.Fsync(dfd)
 		unix.Close(dfd)
 		unix.Fsync(int(s.state.Fd()))
@@ -472,9 +442,9 @@ func (s *Service) setAsideLegacy(name string, move bool) SetAside {
 	defer root.Close()
 	dfd, err := s.setAsideDirFD()
 	if err == nil {
-		err = renameNoReplace(int(root.Fd()), name, dfd, "root-"+name)
+		err = fileio.RenameNoReplace(int(root.Fd()), name, dfd, "root-"+name)
 		if errors.Is(err, unix.EXDEV) {
-			err = moveByCopy(int(root.Fd()), name, dfd, "root-"+name)
+			err = fileio.MoveByCopy(int(root.Fd()), name, dfd, "root-"+name, maxJournalBytes)
 		}
 		unix.Fsync(dfd)
 		unix.Close(dfd)
@@ -485,33 +455,4 @@ func (s *Service) setAsideLegacy(name string, move bool) SetAside {
 		a.Reason += fmt.Sprintf(" (it could not be moved out of the root: %v)", err)
 	}
 	return a
-}
-
-// moveByCopy copies the regular file name in fromFD, up to maxJournalBytes,
-// to the new file to in toFD, and removes name.
-func moveByCopy(fromFD int, name string, toFD int, to string) error {
-	in, err := unix.Openat(fromFD, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	src := os.NewFile(uintptr(in), name)
-	defer src.Close()
-	if st, err := fstat(src); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return errors.New("not a regular file")
-	}
-	out, err := unix.Openat(toFD, to, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
-	if err != nil {
-		return err
-	}
-	dst := os.NewFile(uintptr(out), to)
-	_, err = io.Copy(dst, io.LimitReader(src, maxJournalBytes))
-	if err == nil {
-		err = dst.Sync()
-	}
-	dst.Close()
-	if err != nil {
-		unix.Unlinkat(toFD, to, 0)
-		return err
-	}
-	return unix.Unlinkat(fromFD, name, 0)
 }

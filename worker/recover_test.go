@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/fsmcp/fsmcp/sandbox"
+	"github.com/fsmcp/fsmcp/worker/internal/patchlog"
 )
 
 // stateFor opens the state directory of the test root dir, a sibling of
@@ -33,9 +34,9 @@ func stateFor(t testing.TB, dir string) *os.File {
 
 // sealJournal writes j into the state directory as writeJournal would,
 // for a journal a test forged.
-func sealJournal(t *testing.T, s *Service, j *journal) string {
+func sealJournal(t *testing.T, s *Service, j *patchlog.Journal) string {
 	t.Helper()
-	name, err := writeJournal(int(s.state.Fd()), j)
+	name, err := patchlog.Write(int(s.state.Fd()), j)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +46,7 @@ func sealJournal(t *testing.T, s *Service, j *journal) string {
 // interruptedPatch leaves what a crash inside threePatch's commit leaves,
 // with every file placed: files a, b and c hold "y", their old versions
 // are under the temp names, and the journal is in the state directory.
-func interruptedPatch(t *testing.T, s *Service, dir string) (*journal, []*patchFile) {
+func interruptedPatch(t *testing.T, s *Service, dir string) (*patchlog.Journal, []*patchFile) {
 	t.Helper()
 	for _, n := range []string{"a", "b", "c"} {
 		wput(t, filepath.Join(dir, n), "x\n")
@@ -55,7 +56,7 @@ func interruptedPatch(t *testing.T, s *Service, dir string) (*journal, []*patchF
 		t.Fatal(err)
 	}
 	stageByHand(t, s, files)
-	j := &journal{RootDev: s.rootDev, RootIno: s.rootIno}
+	j := &patchlog.Journal{RootDev: s.rootDev, RootIno: s.rootIno}
 	for _, f := range files {
 		j.Entries = append(j.Entries, f.entry())
 	}
@@ -76,41 +77,41 @@ func TestRecoverSetsAsideWhatDoesNotVerify(t *testing.T) {
 		reason string
 		// spoil forges or damages the journal of an interrupted patch,
 		// or its files, and writes it; it returns the journal's name.
-		spoil func(t *testing.T, s *Service, dir string, j *journal, files []*patchFile) string
+		spoil func(t *testing.T, s *Service, dir string, j *patchlog.Journal, files []*patchFile) string
 	}{
-		{"tampered", "sha256 does not match", func(t *testing.T, s *Service, dir string, j *journal, _ []*patchFile) string {
+		{"tampered", "sha256 does not match", func(t *testing.T, s *Service, dir string, j *patchlog.Journal, _ []*patchFile) string {
 			name := sealJournal(t, s, j)
 			p := filepath.Join(s.state.Name(), name)
 			b, _ := os.ReadFile(p)
 			os.WriteFile(p, bytes.Replace(b, []byte(`"replace"`), []byte(`"create"`), 1), 0o600)
 			return name
 		}},
-		{"another root", "written for another root", func(t *testing.T, s *Service, _ string, j *journal, _ []*patchFile) string {
+		{"another root", "written for another root", func(t *testing.T, s *Service, _ string, j *patchlog.Journal, _ []*patchFile) string {
 			j.RootIno++
 			return sealJournal(t, s, j)
 		}},
-		{"staged file changed", "the staged file", func(t *testing.T, s *Service, dir string, j *journal, files []*patchFile) string {
+		{"staged file changed", "the staged file", func(t *testing.T, s *Service, dir string, j *patchlog.Journal, files []*patchFile) string {
 			// The old version of b, under its temp name, rewritten in
 			// place: same inode, same size, other bytes.
 			os.WriteFile(filepath.Join(dir, files[1].tmp), []byte("z\n"), 0o644)
 			return sealJournal(t, s, j)
 		}},
-		{"not a temp name", "is not a temp name", func(t *testing.T, s *Service, _ string, j *journal, _ []*patchFile) string {
+		{"not a temp name", "is not a temp name", func(t *testing.T, s *Service, _ string, j *patchlog.Journal, _ []*patchFile) string {
 			j.Entries[0].Tmp = []byte("b")
 			return sealJournal(t, s, j)
 		}},
-		{"name of more than one component", "is not one name", func(t *testing.T, s *Service, _ string, j *journal, _ []*patchFile) string {
+		{"name of more than one component", "is not one name", func(t *testing.T, s *Service, _ string, j *patchlog.Journal, _ []*patchFile) string {
 			j.Entries[2].Name = []byte("sub/c")
 			return sealJournal(t, s, j)
 		}},
-		{"directory through a symlink", "resolves to", func(t *testing.T, s *Service, dir string, j *journal, _ []*patchFile) string {
+		{"directory through a symlink", "resolves to", func(t *testing.T, s *Service, dir string, j *patchlog.Journal, _ []*patchFile) string {
 			if err := os.Symlink("sub", filepath.Join(dir, "lnk")); err != nil {
 				t.Fatal(err)
 			}
 			j.Entries[2].Dir = []byte("lnk")
 			return sealJournal(t, s, j)
 		}},
-		{"protected name", "is protected", func(t *testing.T, s *Service, dir string, j *journal, _ []*patchFile) string {
+		{"protected name", "is protected", func(t *testing.T, s *Service, dir string, j *patchlog.Journal, _ []*patchFile) string {
 			// The issue's forgery, here in the state directory: a
 			// "delete" whose old version is the agent's hook, which
 			// undoing would rename into place.
@@ -121,7 +122,7 @@ func TestRecoverSetsAsideWhatDoesNotVerify(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			j.Entries = append(j.Entries, journalEntry{Dir: []byte(".git/hooks"), Name: []byte("pre-commit"), Tmp: []byte(tmp),
+			j.Entries = append(j.Entries, patchlog.Entry{Dir: []byte(".git/hooks"), Name: []byte("pre-commit"), Tmp: []byte(tmp),
 				Kind: "delete", OldIno: st.Sys().(*syscall.Stat_t).Ino, OldSize: int64(len(hook)), OldSHA: sum(hook)})
 			return sealJournal(t, s, j)
 		}},
@@ -223,7 +224,7 @@ func TestRecoverReadOnly(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, legacy)); err != nil {
 		t.Errorf("a read-only start moved the root's journal: %v", err)
 	}
-	sealJournal(t, s, &journal{RootDev: s.rootDev, RootIno: s.rootIno})
+	sealJournal(t, s, &patchlog.Journal{RootDev: s.rootDev, RootIno: s.rootIno})
 	if _, err := s.checkReadOnly(); err != errJournalReadOnly {
 		t.Errorf("CheckReadOnly() with a journal = %v, want errJournalReadOnly", err)
 	}

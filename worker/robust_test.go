@@ -12,6 +12,7 @@ import (
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/worker/internal/admit"
+	"github.com/fsmcp/fsmcp/worker/internal/textedit"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/status"
 )
@@ -120,13 +121,13 @@ func TestRobustReplaceExpansionRefusedBeforeAllocation(t *testing.T) {
 	}
 }
 
-// countMatches agrees with bytes.Count across its chunk boundaries.
+// CountMatches agrees with bytes.Count across its chunk boundaries.
 func TestRobustCountMatchesChunks(t *testing.T) {
-	data := []byte(strings.Repeat("ab", ctxEvery) + "aba")
+	data := []byte(strings.Repeat("ab", textedit.CtxEvery) + "aba")
 	for _, old := range []string{"a", "ab", "ba", "bab", "aba", "b" + strings.Repeat("ab", 10)} {
-		got, err := countMatches(context.Background(), data, []byte(old))
+		got, err := textedit.CountMatches(context.Background(), data, []byte(old))
 		if want := int64(strings.Count(string(data), old)); err != nil || got != want {
-			t.Errorf("countMatches(%q) = %d, %v; want %d", old, got, err, want)
+			t.Errorf("textedit.CountMatches(%q) = %d, %v; want %d", old, got, err, want)
 		}
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/fsmcp/fsmcp/proto/link"
 	"github.com/fsmcp/fsmcp/sandbox"
 	"github.com/fsmcp/fsmcp/worker/internal/admit"
+	"github.com/fsmcp/fsmcp/worker/internal/appendlog"
+	"github.com/fsmcp/fsmcp/worker/internal/checkpoint"
 	"github.com/fsmcp/fsmcp/worker/internal/hashcache"
 	"github.com/fsmcp/fsmcp/worker/internal/lines"
 	"github.com/fsmcp/fsmcp/worker/rulesfile"
@@ -61,8 +63,11 @@ type Service struct {
 	// they record.
 	state            *os.File
 	rootDev, rootIno uint64
+	// cps, with a quarantine and a state directory, holds the
+	// checkpoints and the touch log (rewind.go).
+	cps *checkpoint.Store
 	// appends are the append journal's slots (append.go).
-	appends appendSlots
+	appends appendlog.Slots
 }
 
 var _ fsmcpv1.WorkerServiceServer = (*Service)(nil)
@@ -125,7 +130,17 @@ func New(root *os.Root, opts Options) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("name the root through /proc/self/fd: %w", err)
 	}
+	var cps *checkpoint.Store
+	if opts.Quarantine != nil && opts.State != nil {
+		if err := opts.Quarantine.persist(int(opts.State.Fd()), uint64(rst.Dev), rst.Ino); err != nil {
+			return nil, err
+		}
+		if cps, err = checkpoint.OpenStore(int(opts.State.Fd())); err != nil {
+			return nil, err
+		}
+	}
 	return &Service{
+		cps:         cps,
 		rootPath:    rp,
 		policy:      pol,
 		root:        root,

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/worker/internal/fileio"
 	"golang.org/x/sys/unix"
 )
 
@@ -57,7 +58,7 @@ func (s *Service) deleteToQuarantine(ctx context.Context, d *parent, name, base,
 	if name != base {
 		defer func() {
 			if err != nil {
-				if xerr := renameNoReplace(d.fd, name, d.fd, base); xerr != nil {
+				if xerr := fileio.RenameNoReplace(d.fd, name, d.fd, base); xerr != nil {
 					bug(fmt.Errorf("put back after a failed quarantine: %w", xerr))
 				}
 			}
@@ -222,6 +223,9 @@ func (s *Service) openPart(ctx context.Context, part qPart) (*parent, error) {
 		kind = accessRewrite
 	}
 	d, base, err := s.openName(ctx, "undo", p, kind)
+	if errors.Is(err, &Error{Code: fsmcpv1.ErrorCode_ERROR_CODE_NOT_FOUND}) && part.gone {
+		return s.remakeParent(ctx, part, err)
+	}
 	if errors.Is(err, &Error{Code: fsmcpv1.ErrorCode_ERROR_CODE_NOT_FOUND}) {
 		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, p, "undo: the directory that held it is gone; nothing was restored")
 	}
@@ -233,6 +237,40 @@ func (s *Service) openPart(ctx context.Context, part qPart) (*parent, error) {
 		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, p, "undo: the path no longer leads to the directory that held it; nothing was restored")
 	}
 	return d, nil
+}
+
+// remakeParent makes again the directories of a restored part's path that
+// the change removed with it (nf is openName's not_found), judged as a
+// patch judges a file it creates in directories it makes (openMissing),
+// and returns the directory that will hold it. A directory made again is
+// new: it has fsmcp's mode for new directories, and no identity to check.
+func (s *Service) remakeParent(ctx context.Context, part qPart, nf error) (*parent, error) {
+	f := &patchFile{path: part.path, create: true}
+	d, _, err := s.openMissing(ctx, f, nf)
+	if err != nil {
+		return nil, err
+	}
+	defer d.close()
+	fd, rel := d.fd, d.rel
+	for _, m := range f.mkdirs {
+		if err := unix.Mkdirat(fd, m, newDirMode); err != nil && !errors.Is(err, unix.EEXIST) {
+			return nil, fsError("undo", part.path, err)
+		}
+		unix.Fsync(fd)
+		rel = joinRel(rel, m)
+		next, err := unix.Openat(fd, m, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if fd != d.fd {
+			unix.Close(fd)
+		}
+		if err != nil {
+			return nil, fsError("undo", part.path, err)
+		}
+		fd = next
+	}
+	if fd != d.fd {
+		unix.Close(fd)
+	}
+	return s.openDir("undo", part.path, rel)
 }
 
 // checkPart refuses a part that cannot be undone without losing a newer
@@ -296,7 +334,7 @@ func (s *Service) applyPart(st *undoStep) error {
 	}
 	switch part.kind {
 	case partRestore:
-		if err := renameNoReplace(q.fd, part.name, d.fd, part.base); errors.Is(err, unix.EEXIST) || errors.Is(err, unix.ENOTEMPTY) {
+		if err := fileio.RenameNoReplace(q.fd, part.name, d.fd, part.base); errors.Is(err, unix.EEXIST) || errors.Is(err, unix.ENOTEMPTY) {
 			return newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, p, "undo: something new is at the path; nothing was restored")
 		} else if err != nil {
 			return fsError("undo", p, err)
@@ -311,13 +349,16 @@ func (s *Service) applyPart(st *undoStep) error {
 		}
 	case partTruncate:
 		return s.cutAppend(st)
+	case partUncut:
+		st.taken = part.name
+		return s.uncutAppend(st)
 	case partTake:
 		st.taken = q.newName()
-		if err := renameNoReplace(d.fd, part.base, q.fd, st.taken); err != nil {
+		if err := fileio.RenameNoReplace(d.fd, part.base, q.fd, st.taken); err != nil {
 			return fsError("undo", p, err)
 		}
 		if taken, err := fstatat(q.fd, st.taken); err != nil || taken.Dev != part.now.dev || taken.Ino != part.now.ino {
-			return lostRace(func() error { return renameNoReplace(q.fd, st.taken, d.fd, part.base) })
+			return lostRace(func() error { return fileio.RenameNoReplace(q.fd, st.taken, d.fd, part.base) })
 		}
 	}
 	return nil
@@ -328,13 +369,24 @@ func (s *Service) reversePart(st *undoStep) error {
 	q, part, d := s.quarantine, st.part, st.d
 	switch part.kind {
 	case partRestore:
-		return renameNoReplace(d.fd, part.base, q.fd, part.name)
+		return fileio.RenameNoReplace(d.fd, part.base, q.fd, part.name)
 	case partSwap:
 		return unix.Renameat2(q.fd, part.name, d.fd, part.base, unix.RENAME_EXCHANGE)
 	case partTruncate:
 		return s.uncutAppend(st)
+	case partUncut:
+		f, err := fileio.OpenRegular(d.fd, part.base, unix.O_RDWR)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		now, err := fstat(f)
+		if err != nil {
+			return err
+		}
+		return fileio.MoveTail(f, part.oldSize, now.Size, q.fd, part.name)
 	default:
-		return renameNoReplace(q.fd, st.taken, d.fd, part.base)
+		return fileio.RenameNoReplace(q.fd, st.taken, d.fd, part.base)
 	}
 }
 
@@ -359,6 +411,14 @@ func (st *undoStep) redo(q *Quarantine) (qPart, int64, bool) {
 		}
 		back.kind, back.name = partCut, st.taken
 		return back, cut.Size, true
+	case partUncut:
+		// The bytes are back in the file; its undo cuts them again.
+		now, err := fstatat(st.d.fd, part.base)
+		if err != nil {
+			return qPart{}, 0, false
+		}
+		back.kind, back.now, back.nowSHA, back.keptSHA, back.oldSize = partTruncate, idOf(now), part.keptSHA, part.nowSHA, part.oldSize
+		return back, 0, true
 	case partSwap:
 		restored, err := fstatat(st.d.fd, part.base)
 		successor, serr := fstatat(q.fd, part.name)

@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -14,7 +13,9 @@ import (
 	"time"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/worker/internal/fileio"
 	"github.com/fsmcp/fsmcp/worker/internal/hashcache"
+	"github.com/fsmcp/fsmcp/worker/internal/textedit"
 	"golang.org/x/sys/unix"
 )
 
@@ -199,7 +200,7 @@ func (s *Service) applyEdits(ctx context.Context, p string, data []byte, edits [
 	}
 	for i, e := range edits {
 		old, repl := e.GetOld(), e.GetNew()
-		n, err := countMatches(ctx, data, old)
+		n, err := textedit.CountMatches(ctx, data, old)
 		switch {
 		case err != nil:
 			return fail(fsError("replace", p, err))
@@ -220,7 +221,7 @@ func (s *Service) applyEdits(ctx context.Context, p string, data []byte, edits [
 		if err != nil {
 			return fail(err)
 		}
-		out, err := replaceAll(ctx, data, old, repl, size)
+		out, err := textedit.ReplaceAll(ctx, data, old, repl, size)
 		release()
 		release = got
 		if err != nil {
@@ -230,70 +231,6 @@ func (s *Service) applyEdits(ctx context.Context, p string, data []byte, edits [
 		total += n
 	}
 	return data, total, release, nil
-}
-
-// ctxEvery and ctxEveryMatch are how many bytes, or matches, a loop over
-// content handles between checks of its context: each well under a
-// millisecond of work.
-const (
-	ctxEvery      = 1 << 20
-	ctxEveryMatch = 1 << 10
-)
-
-// countMatches counts the non-overlapping occurrences of old in data, as
-// bytes.Count does, checking ctx every ctxEvery bytes or ctxEveryMatch
-// matches.
-func countMatches(ctx context.Context, data, old []byte) (int64, error) {
-	var n int64
-	for len(data) > 0 {
-		if err := ctx.Err(); err != nil {
-			return 0, err
-		}
-		// A chunk overlaps the next by len(old)-1, so no match is split;
-		// a match is counted in the chunk where it starts.
-		end := min(len(data), ctxEvery+len(old)-1)
-		chunk := data[:end]
-		pos := 0
-		for {
-			i := bytes.Index(chunk[pos:], old)
-			if i < 0 || pos+i >= ctxEvery {
-				break
-			}
-			n++
-			pos += i + len(old)
-			if n%ctxEveryMatch == 0 {
-				if err := ctx.Err(); err != nil {
-					return 0, err
-				}
-			}
-		}
-		// Continue after the last match, or at the chunk's end.
-		data = data[max(pos, min(ctxEvery, len(data))):]
-	}
-	return n, nil
-}
-
-// replaceAll is bytes.ReplaceAll into a buffer of the size the caller
-// computed, checking ctx every ctxEvery bytes or ctxEveryMatch matches.
-func replaceAll(ctx context.Context, data, old, repl []byte, size int64) ([]byte, error) {
-	out := make([]byte, 0, size)
-	scanned, matched := 0, 0
-	for {
-		if scanned >= ctxEvery || matched >= ctxEveryMatch {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-			scanned, matched = 0, 0
-		}
-		matched++
-		i := bytes.Index(data, old)
-		if i < 0 {
-			return append(out, data...), nil
-		}
-		out = append(append(out, data[:i]...), repl...)
-		data = data[i+len(old):]
-		scanned += i + len(old)
-	}
 }
 
 // editPath is the client path of a file edit whose precondition is
@@ -342,25 +279,6 @@ func (c *current) close() {
 		c.release()
 		c.release = nil
 	}
-}
-
-// readFullCtx is io.ReadFull checking ctx every ctxEvery bytes.
-func readFullCtx(ctx context.Context, f *os.File, buf []byte) (int, error) {
-	n := 0
-	for n < len(buf) {
-		if err := ctx.Err(); err != nil {
-			return n, err
-		}
-		m, err := io.ReadFull(f, buf[n:min(len(buf), n+ctxEvery)])
-		if err == io.EOF && n > 0 {
-			err = io.ErrUnexpectedEOF
-		}
-		n += m
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
 }
 
 // check compares the file with the precondition: ifSHA empty means the file
@@ -429,7 +347,7 @@ func (s *Service) current(ctx context.Context, op string, d *parent, base, p str
 		// Read exactly the size fstat gave; a file that grew meanwhile is
 		// caught by the stat comparison below.
 		c.data = make([]byte, before.Size)
-		if _, err = readFullCtx(ctx, c.f, c.data); errors.Is(err, io.ErrUnexpectedEOF) {
+		if _, err = fileio.ReadFullCtx(ctx, c.f, c.data, textedit.CtxEvery); errors.Is(err, io.ErrUnexpectedEOF) {
 			c.close()
 			return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, p, "%s: the file changed while it was read", op)
 		}
@@ -673,20 +591,30 @@ func (s *Service) stage(ctx context.Context, d *parent, p string, cur *current, 
 			rerr = st.discardReport(p, rerr)
 		}
 	}()
-	if cur.exists {
-		if err := copyFlags(p, cur.f, f); err != nil {
+	var meta *os.File
+	switch {
+	case b.meta != nil:
+		meta = b.meta
+	case cur.exists:
+		meta = cur.f
+	}
+	if meta != nil {
+		if err := copyFlags(p, meta, f); err != nil {
 			return nil, err
 		}
 	}
 	if err := b.fill(ctx, cur, f); err != nil {
 		return nil, fsError("write", p, err)
 	}
-	if cur.exists {
-		if err := copyMetadata(p, cur.f, f); err != nil {
+	if meta != nil {
+		if err := copyMetadata(p, meta, f); err != nil {
 			return nil, err
 		}
-	} else if err := f.Chmod(os.FileMode(cmp.Or(b.mode, newFileMode))); err != nil {
-		return nil, fsError("chmod", p, err)
+	}
+	if meta == nil || b.meta != nil && b.mode != 0 {
+		if err := unix.Fchmod(int(f.Fd()), cmp.Or(b.mode, newFileMode)); err != nil {
+			return nil, fsError("chmod", p, err)
+		}
 	}
 	if err := f.Sync(); err != nil {
 		return nil, fsError("fsync", p, err)
@@ -708,7 +636,7 @@ func (s *Service) stage(ctx context.Context, d *parent, p string, cur *current, 
 func (s *Service) place(ctx context.Context, st *staged, base, p string, cur *current) (bool, error) {
 	d, tmp := st.d, st.tmp
 	if !cur.exists {
-		if err := renameNoReplace(d.fd, tmp, d.fd, base); err != nil {
+		if err := fileio.RenameNoReplace(d.fd, tmp, d.fd, base); err != nil {
 			if errors.Is(err, unix.EEXIST) {
 				e := newError(fsmcpv1.ErrorCode_ERROR_CODE_PRECONDITION_FAILED, p, "a file was created at the path meanwhile; nothing was written")
 				e.CurrentSHA256 = s.hashName(ctx, d, base)
@@ -789,22 +717,4 @@ func tempName() string {
 	var b [12]byte
 	rand.Read(b[:])
 	return tempPrefix + hex.EncodeToString(b[:])
-}
-
-// renameNoReplace renames without replacing an existing newname. A
-// filesystem without RENAME_NOREPLACE gets link then unlink, which is
-// equally unable to replace.
-func renameNoReplace(olddir int, oldname string, newdir int, newname string) error {
-	err := unix.Renameat2(olddir, oldname, newdir, newname, unix.RENAME_NOREPLACE)
-	if !errors.Is(err, unix.EINVAL) {
-		return err
-	}
-	var st unix.Stat_t
-	if unix.Fstatat(olddir, oldname, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT == unix.S_IFDIR {
-		return err
-	}
-	if err := unix.Linkat(olddir, oldname, newdir, newname, 0); err != nil {
-		return err
-	}
-	return unix.Unlinkat(olddir, oldname, 0)
 }

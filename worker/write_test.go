@@ -32,7 +32,7 @@ func newWriteService(t *testing.T) (*Service, string) {
 	return newServiceIn(t, Options{})
 }
 
-func wput(t *testing.T, p, content string) {
+func wput(t testing.TB, p, content string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		t.Fatal(err)

@@ -18,27 +18,30 @@ import (
 // auditCalls holds one call of every tool, naming paths in each way its
 // schema takes them.
 var auditCalls = map[string]map[string]any{
-	"fs_stat":       {"path": "/a.txt"},
-	"fs_list":       {"path_base64": "c3Vi"},
-	"fs_read":       {"path": "sub/b.txt"},
-	"fs_read_many":  {"paths": []any{"a.txt", "/sub/b.txt", map[string]any{"path_base64": "/w=="}}},
-	"fs_glob":       {"path": "sub", "pattern": "*.txt"},
-	"fs_grep":       {"path": "sub", "pattern": "bee"},
-	"fs_tree":       {"path": "sub"},
-	"fs_view":       {"path": "a.txt"},
-	"fs_write":      {"path": "w.txt", "content": "x", "if_sha256": nil},
-	"fs_replace":    {"path": "a.txt", "edits": []any{map[string]any{"old": "nope", "new": "y"}}, "if_sha256": sha([]byte("hello\n"))},
-	"fs_mkdir":      {"path": "d1/d2"},
-	"fs_move":       {"from": "w.txt", "to_base64": "bW92ZWQ="},
-	"fs_delete":     {"path": "moved"},
-	"fs_splice":     {"path": "a.txt", "offset": 0, "insert": "z", "if_sha256": sha([]byte("stale"))},
-	"fs_patch":      {"patch": "--- a/sub/b.txt\n+++ b/sub/b.txt\n@@ -1 +1 @@\n-bee\n+bea\n--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-nope\n+x\n", "if_sha256": map[string]any{"sub/b.txt": sha([]byte("bee\n")), "a.txt": sha([]byte("hello\n"))}},
-	"fs_copy":       {"from": "sub", "to": "sub2", "recursive": true},
-	"fs_digest":     {"path": "sub2"},
-	"fs_undo":       {"undo": "not-a-token"},
-	"fs_exec":       {"argv": []any{"cat"}, "cwd": "sub"},
-	"fs_vcs_status": {"backend": "git", "path": "sub", "files": []any{"b.txt"}},
-	"fs_vcs_diff":   {"backend": "git", "path_base64": "c3Vi", "files": []any{"b.txt", "c.txt"}},
+	"fs_stat":        {"path": "/a.txt"},
+	"fs_list":        {"path_base64": "c3Vi"},
+	"fs_read":        {"path": "sub/b.txt"},
+	"fs_read_many":   {"paths": []any{"a.txt", "/sub/b.txt", map[string]any{"path_base64": "/w=="}}},
+	"fs_glob":        {"path": "sub", "pattern": "*.txt"},
+	"fs_grep":        {"path": "sub", "pattern": "bee"},
+	"fs_tree":        {"path": "sub"},
+	"fs_view":        {"path": "a.txt"},
+	"fs_write":       {"path": "w.txt", "content": "x", "if_sha256": nil},
+	"fs_replace":     {"path": "a.txt", "edits": []any{map[string]any{"old": "nope", "new": "y"}}, "if_sha256": sha([]byte("hello\n"))},
+	"fs_mkdir":       {"path": "d1/d2"},
+	"fs_move":        {"from": "w.txt", "to_base64": "bW92ZWQ="},
+	"fs_delete":      {"path": "moved"},
+	"fs_splice":      {"path": "a.txt", "offset": 0, "insert": "z", "if_sha256": sha([]byte("stale"))},
+	"fs_patch":       {"patch": "--- a/sub/b.txt\n+++ b/sub/b.txt\n@@ -1 +1 @@\n-bee\n+bea\n--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-nope\n+x\n", "if_sha256": map[string]any{"sub/b.txt": sha([]byte("bee\n")), "a.txt": sha([]byte("hello\n"))}},
+	"fs_copy":        {"from": "sub", "to": "sub2", "recursive": true},
+	"fs_digest":      {"path": "sub2"},
+	"fs_undo":        {"undo": "not-a-token"},
+	"fs_checkpoint":  {"label": "audit"},
+	"fs_checkpoints": {},
+	"fs_rewind":      {"id": "0000000000000000", "path": "sub", "keep": []any{"sub/b.txt"}, "dry_run": true},
+	"fs_exec":        {"argv": []any{"cat"}, "cwd": "sub"},
+	"fs_vcs_status":  {"backend": "git", "path": "sub", "files": []any{"b.txt"}},
+	"fs_vcs_diff":    {"backend": "git", "path_base64": "c3Vi", "files": []any{"b.txt", "c.txt"}},
 }
 
 // wantAuditPaths is what the audit line of a call with args must name,
@@ -87,7 +90,7 @@ func wantAuditPaths(t *testing.T, tool *mcp.Tool, args map[string]any) map[strin
 			}
 		case twin:
 			want[k] = strip(v)
-		case prop["type"] == "array" && (k == "paths" || k == "files"):
+		case prop["type"] == "array" && (k == "paths" || k == "files" || k == "keep"):
 			var items []any
 			for _, it := range v.([]any) {
 				items = append(items, strip(it))

@@ -182,6 +182,15 @@ func TestContactStructuredContent(t *testing.T) {
 		"if_sha256": map[string]any{"sub2/b.txt": sha([]byte("beta again\n"))}})
 	d := c.call(s, "fs_delete", map[string]any{"path": "sub2", "recursive": true})
 	c.call(s, "fs_undo", map[string]any{"undo": d["undo"]})
+	cp := c.call(s, "fs_checkpoint", map[string]any{"label": "structured"})
+	c.call(s, "fs_write", map[string]any{"path": "w2.txt", "content": "w\n", "if_sha256": nil})
+	c.call(s, "fs_rewind", map[string]any{"id": cp["id"], "dry_run": true})
+	c.call(s, "fs_rewind", map[string]any{"id": cp["id"]})
+	c.call(s, "fs_checkpoints", map[string]any{})
+	if err := os.WriteFile(filepath.Join(root, "a.txt"), []byte("host\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.call(s, "fs_rewind", map[string]any{"id": cp["id"]})
 	c.call(s, "fs_exec", map[string]any{"argv": []string{"cat", "a.txt"}})
 	c.call(s, "fs_vcs_status", map[string]any{"backend": "git", "path": "repo"})
 	c.call(s, "fs_vcs_diff", map[string]any{"backend": "git", "path": "repo"})

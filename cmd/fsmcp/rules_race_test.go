@@ -202,7 +202,8 @@ func TestRulesEveryTool(t *testing.T) {
 		{"fs_patch", map[string]any{"patch": "--- a/moved/copy\n+++ b/moved/copy\n@@ -1 +1 @@\n-bee\n+wasp\n", "if_sha256": map[string]any{"moved/copy": sha([]byte("bee\n"))}}},
 		{"fs_delete", map[string]any{"path": "moved", "recursive": true}},
 	}
-	called := map[string]bool{}
+	called := map[string]bool{"fs_checkpoint": true, "fs_rewind": true, "fs_checkpoints": true}
+	cp := s.wantOK("fs_checkpoint", map[string]any{"label": "before the calls"}).str("id")
 	var undo string
 	for _, c := range calls {
 		r := s.wantOK(c.tool, c.args)
@@ -213,6 +214,10 @@ func TestRulesEveryTool(t *testing.T) {
 	}
 	s.wantOK("fs_undo", map[string]any{"undo": undo})
 	called["fs_undo"] = true
+	s.wantOK("fs_rewind", map[string]any{"id": cp, "dry_run": true})
+	s.wantOK("fs_rewind", map[string]any{"id": cp, "path": "sub"})
+	s.wantOK("fs_rewind", map[string]any{"id": cp})
+	s.wantOK("fs_checkpoints", map[string]any{})
 	// A patch of a name that is not UTF-8 names it in if_sha256_base64.
 	odd := "n\xff"
 	if err := os.WriteFile(filepath.Join(root, odd), []byte("old\n"), 0o644); err != nil {

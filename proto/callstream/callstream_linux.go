@@ -34,10 +34,28 @@ type Client struct {
 	mu     sync.Mutex
 	s      *stream // nil before the first call and after the stream ended
 	closed bool
+	// trailer, when set, is given each stream call's trailer.
+	trailer func(context.Context, metadata.MD)
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithTrailer gives f the trailer a call on the stream set (a unary
+// interceptor's grpc.Trailer sees only the calls that are their own
+// RPCs), with the call's context.
+func WithTrailer(f func(ctx context.Context, md metadata.MD)) Option {
+	return func(c *Client) { c.trailer = f }
 }
 
 // New returns a Client over c.
-func New(c fsmcpv1.WorkerServiceClient) *Client { return &Client{WorkerServiceClient: c} }
+func New(c fsmcpv1.WorkerServiceClient, opts ...Option) *Client {
+	cl := &Client{WorkerServiceClient: c}
+	for _, o := range opts {
+		o(cl)
+	}
+	return cl
+}
 
 // Close ends the stream, if one is open, and waits for it to end; a call
 // after Close is its own RPC.
@@ -122,7 +140,26 @@ func (c *Client) call(ctx context.Context, req *fsmcpv1.CallsRequest) (*fsmcpv1.
 	if err != nil {
 		return nil, err
 	}
-	return s.call(ctx, req)
+	r, err := s.call(ctx, req)
+	if err == nil && r.GetError() != nil {
+		// A failure at or past the call's deadline (the worker's timer
+		// may fire before the context's here) is answered as a unary
+		// call's would be, by the context.
+		if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+			return nil, status.FromContextError(context.DeadlineExceeded).Err()
+		}
+		if ctx.Err() != nil {
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+	}
+	if err == nil && len(r.GetTrailer()) > 0 && c.trailer != nil {
+		md := metadata.MD{}
+		for _, m := range r.GetTrailer() {
+			md.Append(m.GetKey(), string(m.GetValue()))
+		}
+		c.trailer(ctx, md)
+	}
+	return r, err
 }
 
 // stream is the open stream, opened if there is none.

@@ -105,8 +105,9 @@ func (who recovery) report(method string, r any) error {
 
 // Dial speaks gRPC over the already-connected socket conn, with the
 // message bounds and transport sizing Serve uses. It never redials: once
-// the socket is gone, every call fails with Unavailable.
-func Dial(conn net.Conn) (*grpc.ClientConn, error) {
+// the socket is gone, every call fails with Unavailable. opts add to
+// those (a client's interceptors).
+func Dial(conn net.Conn, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
 	var used sync.Once
 	dial := func(ctx context.Context, _ string) (net.Conn, error) {
 		c := net.Conn(nil)
@@ -116,7 +117,7 @@ func Dial(conn net.Conn) (*grpc.ClientConn, error) {
 		}
 		return c, nil
 	}
-	return grpc.NewClient("passthrough:///socketpair",
+	return grpc.NewClient("passthrough:///socketpair", append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithContextDialer(dial),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes)),
@@ -129,7 +130,7 @@ func Dial(conn net.Conn) (*grpc.ClientConn, error) {
 		// until the call commits.
 		grpc.WithDisableServiceConfig(),
 		grpc.WithDisableRetry(),
-	)
+	}, opts...)...)
 }
 
 // oneConnListener hands out one pre-connected conn, then blocks until

@@ -279,6 +279,31 @@ func calls(p []byte) []call {
 		{"Undo", true, func(ctx context.Context, c fsmcpv1.WorkerServiceClient) ([]proto.Message, error) {
 			return one(c.Undo(ctx, &fsmcpv1.UndoRequest{Token: string(p)}))
 		}},
+		// A checkpoint's label is opaque; a rewind limited to the path
+		// must resolve it inside, and a dry run must show nothing of
+		// the outside. Without checkpoints (no quarantine or state
+		// directory) both are unsupported.
+		{"Rewind", true, func(ctx context.Context, c fsmcpv1.WorkerServiceClient) ([]proto.Message, error) {
+			cp, err := c.Checkpoint(ctx, &fsmcpv1.CheckpointRequest{Label: string(p)})
+			id := cp.GetCheckpoint().GetId()
+			if err != nil {
+				id = "0000000000000000"
+			}
+			rw, err := c.Rewind(ctx, &fsmcpv1.RewindRequest{Id: id, Path: p, Force: true})
+			return []proto.Message{cp, rw}, err
+		}},
+		{"Rewind dry run", true, func(ctx context.Context, c fsmcpv1.WorkerServiceClient) ([]proto.Message, error) {
+			cp, err := c.Checkpoint(ctx, &fsmcpv1.CheckpointRequest{})
+			id := cp.GetCheckpoint().GetId()
+			if err != nil {
+				id = "0000000000000000"
+			}
+			rw, err := c.Rewind(ctx, &fsmcpv1.RewindRequest{Id: id, Path: p, DryRun: true})
+			return []proto.Message{cp, rw}, err
+		}},
+		{"Checkpoints", false, func(ctx context.Context, c fsmcpv1.WorkerServiceClient) ([]proto.Message, error) {
+			return one(c.Checkpoints(ctx, &fsmcpv1.CheckpointsRequest{}))
+		}},
 		// Last, as they may remove or move the symlink itself.
 		{"Move", false, func(ctx context.Context, c fsmcpv1.WorkerServiceClient) ([]proto.Message, error) {
 			return one(c.Move(ctx, &fsmcpv1.MoveRequest{From: p, To: []byte("moved")}))

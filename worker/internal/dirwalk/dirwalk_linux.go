@@ -235,3 +235,73 @@ func (r *Remover) unlink(fd int, name string, depth int) error {
 	}
 	return err
 }
+
+// Size is the bytes of regular files under name in dirfd (itself, if
+// it is one) and how many names it holds, without following symlinks.
+func Size(dirfd int, name string, maxDepth int) (size, count int64, err error) {
+	st, err := fstatat(dirfd, name)
+	if err != nil {
+		return 0, 0, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		if st.Mode&unix.S_IFMT == unix.S_IFREG {
+			size = st.Size
+		}
+		return size, 1, nil
+	}
+	var walk func(fd, depth int) error
+	walk = func(fd, depth int) error {
+		if depth > maxDepth {
+			return fmt.Errorf("deeper than %d levels", maxDepth)
+		}
+		dup, err := unix.Dup(fd)
+		if err != nil {
+			return err
+		}
+		unix.CloseOnExec(dup)
+		f := os.NewFile(uintptr(dup), "dir")
+		names, err := f.Readdirnames(-1)
+		f.Close()
+		if err != nil {
+			return err
+		}
+		for _, n := range names {
+			st, err := fstatat(fd, n)
+			if err != nil {
+				continue
+			}
+			count++
+			switch st.Mode & unix.S_IFMT {
+			case unix.S_IFREG:
+				size += st.Size
+			case unix.S_IFDIR:
+				sub, err := unix.Openat(fd, n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+				if err != nil {
+					continue
+				}
+				err = walk(sub, depth+1)
+				unix.Close(sub)
+				if err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer unix.Close(fd)
+	count = 1
+	err = walk(fd, 0)
+	return size, count, err
+}
+
+func fstatat(dirfd int, name string) (*unix.Stat_t, error) {
+	var st unix.Stat_t
+	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}

@@ -107,3 +107,115 @@ func (c *lineCounter) Write(b []byte) (int, error) {
 	c.n += bytes.Count(b, []byte("\n"))
 	return len(b), nil
 }
+
+// RenameNoReplace renames without replacing an existing newname. A
+// filesystem without RENAME_NOREPLACE gets link then unlink, which is
+// equally unable to replace.
+func RenameNoReplace(olddir int, oldname string, newdir int, newname string) error {
+	err := unix.Renameat2(olddir, oldname, newdir, newname, unix.RENAME_NOREPLACE)
+	if !errors.Is(err, unix.EINVAL) {
+		return err
+	}
+	var st unix.Stat_t
+	if unix.Fstatat(olddir, oldname, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		return err
+	}
+	if err := unix.Linkat(olddir, oldname, newdir, newname, 0); err != nil {
+		return err
+	}
+	return unix.Unlinkat(olddir, oldname, 0)
+}
+
+// OpenRegular opens the regular file name in dirfd, never following a
+// symlink nor blocking on a fifo.
+func OpenRegular(dirfd int, name string, mode int) (*os.File, error) {
+	fd, err := unix.Openat(dirfd, name, mode|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), name)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		f.Close()
+		return nil, unix.EINVAL
+	}
+	return f, nil
+}
+
+// MoveTail moves the bytes of f from size to end into a new file name in
+// the quarantine qfd, durable (the file and its name), then cuts f to
+// size and syncs it. On failure f is whole and name gone.
+func MoveTail(f *os.File, size, end int64, qfd int, name string) error {
+	fd, err := unix.Openat(qfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return err
+	}
+	tail := os.NewFile(uintptr(fd), name)
+	defer tail.Close()
+	_, err = io.Copy(tail, io.NewSectionReader(f, size, end-size))
+	if err == nil {
+		err = tail.Sync()
+	}
+	if err == nil {
+		err = unix.Fsync(qfd)
+	}
+	if err == nil {
+		err = f.Truncate(size)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if err != nil {
+		unix.Unlinkat(qfd, name, 0)
+	}
+	return err
+}
+
+// ReadFullCtx is io.ReadFull checking ctx every step bytes.
+func ReadFullCtx(ctx context.Context, f *os.File, buf []byte, step int) (int, error) {
+	n := 0
+	for n < len(buf) {
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
+		m, err := io.ReadFull(f, buf[n:min(len(buf), n+step)])
+		if err == io.EOF && n > 0 {
+			err = io.ErrUnexpectedEOF
+		}
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// MoveByCopy copies the regular file name in fromFD, up to limit bytes,
+// to the new file to in toFD, and removes name.
+func MoveByCopy(fromFD int, name string, toFD int, to string, limit int64) error {
+	in, err := unix.Openat(fromFD, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	src := os.NewFile(uintptr(in), name)
+	defer src.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(in, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return errors.New("not a regular file")
+	}
+	out, err := unix.Openat(toFD, to, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return err
+	}
+	dst := os.NewFile(uintptr(out), to)
+	_, err = io.Copy(dst, io.LimitReader(src, limit))
+	if err == nil {
+		err = dst.Sync()
+	}
+	dst.Close()
+	if err != nil {
+		unix.Unlinkat(toFD, to, 0)
+		return err
+	}
+	return unix.Unlinkat(fromFD, name, 0)
+}

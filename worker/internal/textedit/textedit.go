@@ -4,7 +4,10 @@
 // given.
 package textedit
 
-import "bytes"
+import (
+	"bytes"
+	"context"
+)
 
 // Endings counts the line endings of data: crlf "\r\n" and lf a "\n" not
 // preceded by "\r".
@@ -49,4 +52,68 @@ func Lines(lines []string, eol string) []byte {
 		out = append(append(out, l...), eol...)
 	}
 	return out
+}
+
+// CtxEvery and CtxEveryMatch are how many bytes, or matches, a loop over
+// content handles between checks of its context: each well under a
+// millisecond of work.
+const (
+	CtxEvery      = 1 << 20
+	CtxEveryMatch = 1 << 10
+)
+
+// CountMatches counts the non-overlapping occurrences of old in data, as
+// bytes.Count does, checking ctx every CtxEvery bytes or CtxEveryMatch
+// matches.
+func CountMatches(ctx context.Context, data, old []byte) (int64, error) {
+	var n int64
+	for len(data) > 0 {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		// A chunk overlaps the next by len(old)-1, so no match is split;
+		// a match is counted in the chunk where it starts.
+		end := min(len(data), CtxEvery+len(old)-1)
+		chunk := data[:end]
+		pos := 0
+		for {
+			i := bytes.Index(chunk[pos:], old)
+			if i < 0 || pos+i >= CtxEvery {
+				break
+			}
+			n++
+			pos += i + len(old)
+			if n%CtxEveryMatch == 0 {
+				if err := ctx.Err(); err != nil {
+					return 0, err
+				}
+			}
+		}
+		// Continue after the last match, or at the chunk's end.
+		data = data[max(pos, min(CtxEvery, len(data))):]
+	}
+	return n, nil
+}
+
+// ReplaceAll is bytes.ReplaceAll into a buffer of the size the caller
+// computed, checking ctx every CtxEvery bytes or CtxEveryMatch matches.
+func ReplaceAll(ctx context.Context, data, old, repl []byte, size int64) ([]byte, error) {
+	out := make([]byte, 0, size)
+	scanned, matched := 0, 0
+	for {
+		if scanned >= CtxEvery || matched >= CtxEveryMatch {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			scanned, matched = 0, 0
+		}
+		matched++
+		i := bytes.Index(data, old)
+		if i < 0 {
+			return append(out, data...), nil
+		}
+		out = append(append(out, data[:i]...), repl...)
+		data = data[i+len(old):]
+		scanned += i + len(old)
+	}
 }

@@ -5310,7 +5310,10 @@ type CallsResponse struct {
 	//	*CallsResponse_Read
 	//	*CallsResponse_Write
 	//	*CallsResponse_Error
-	Reply         isCallsResponse_Reply `protobuf_oneof:"reply"`
+	Reply isCallsResponse_Reply `protobuf_oneof:"reply"`
+	// The metadata the call set for its trailer (grpc.SetTrailer), as its
+	// own RPC would carry it.
+	Trailer       []*CallMetadata `protobuf:"bytes,7,rep,name=trailer,proto3" json:"trailer,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5404,6 +5407,13 @@ func (x *CallsResponse) GetError() *Error {
 	return nil
 }
 
+func (x *CallsResponse) GetTrailer() []*CallMetadata {
+	if x != nil {
+		return x.Trailer
+	}
+	return nil
+}
+
 type isCallsResponse_Reply interface {
 	isCallsResponse_Reply()
 }
@@ -5438,6 +5448,582 @@ func (*CallsResponse_Read) isCallsResponse_Reply() {}
 func (*CallsResponse_Write) isCallsResponse_Reply() {}
 
 func (*CallsResponse_Error) isCallsResponse_Reply() {}
+
+type CheckpointRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Label         string                 `protobuf:"bytes,1,opt,name=label,proto3" json:"label,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckpointRequest) Reset() {
+	*x = CheckpointRequest{}
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckpointRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckpointRequest) ProtoMessage() {}
+
+func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckpointRequest.ProtoReflect.Descriptor instead.
+func (*CheckpointRequest) Descriptor() ([]byte, []int) {
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *CheckpointRequest) GetLabel() string {
+	if x != nil {
+		return x.Label
+	}
+	return ""
+}
+
+type CheckpointResponse struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Checkpoint *CheckpointInfo        `protobuf:"bytes,1,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
+	// The fs_digest tree hash of the root as recorded.
+	TreeSha256 string `protobuf:"bytes,2,opt,name=tree_sha256,json=treeSha256,proto3" json:"tree_sha256,omitempty"`
+	// The id of a checkpoint evicted to keep within --quarantine-bytes.
+	EvictedCheckpoint string `protobuf:"bytes,3,opt,name=evicted_checkpoint,json=evictedCheckpoint,proto3" json:"evicted_checkpoint,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *CheckpointResponse) Reset() {
+	*x = CheckpointResponse{}
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckpointResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckpointResponse) ProtoMessage() {}
+
+func (x *CheckpointResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckpointResponse.ProtoReflect.Descriptor instead.
+func (*CheckpointResponse) Descriptor() ([]byte, []int) {
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *CheckpointResponse) GetCheckpoint() *CheckpointInfo {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return nil
+}
+
+func (x *CheckpointResponse) GetTreeSha256() string {
+	if x != nil {
+		return x.TreeSha256
+	}
+	return ""
+}
+
+func (x *CheckpointResponse) GetEvictedCheckpoint() string {
+	if x != nil {
+		return x.EvictedCheckpoint
+	}
+	return ""
+}
+
+type CheckpointInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Label string                 `protobuf:"bytes,2,opt,name=label,proto3" json:"label,omitempty"`
+	// Unix time in nanoseconds.
+	Created int64 `protobuf:"varint,3,opt,name=created,proto3" json:"created,omitempty"`
+	// Regular files recorded.
+	Files int64 `protobuf:"varint,4,opt,name=files,proto3" json:"files,omitempty"`
+	// Their bytes.
+	Bytes         int64 `protobuf:"varint,5,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckpointInfo) Reset() {
+	*x = CheckpointInfo{}
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckpointInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckpointInfo) ProtoMessage() {}
+
+func (x *CheckpointInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckpointInfo.ProtoReflect.Descriptor instead.
+func (*CheckpointInfo) Descriptor() ([]byte, []int) {
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *CheckpointInfo) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *CheckpointInfo) GetLabel() string {
+	if x != nil {
+		return x.Label
+	}
+	return ""
+}
+
+func (x *CheckpointInfo) GetCreated() int64 {
+	if x != nil {
+		return x.Created
+	}
+	return 0
+}
+
+func (x *CheckpointInfo) GetFiles() int64 {
+	if x != nil {
+		return x.Files
+	}
+	return 0
+}
+
+func (x *CheckpointInfo) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+type CheckpointsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckpointsRequest) Reset() {
+	*x = CheckpointsRequest{}
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[69]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckpointsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckpointsRequest) ProtoMessage() {}
+
+func (x *CheckpointsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[69]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckpointsRequest.ProtoReflect.Descriptor instead.
+func (*CheckpointsRequest) Descriptor() ([]byte, []int) {
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{69}
+}
+
+type CheckpointsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Newest first.
+	Checkpoints   []*CheckpointInfo `protobuf:"bytes,1,rep,name=checkpoints,proto3" json:"checkpoints,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckpointsResponse) Reset() {
+	*x = CheckpointsResponse{}
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[70]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckpointsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckpointsResponse) ProtoMessage() {}
+
+func (x *CheckpointsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[70]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckpointsResponse.ProtoReflect.Descriptor instead.
+func (*CheckpointsResponse) Descriptor() ([]byte, []int) {
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{70}
+}
+
+func (x *CheckpointsResponse) GetCheckpoints() []*CheckpointInfo {
+	if x != nil {
+		return x.Checkpoints
+	}
+	return nil
+}
+
+type RewindRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The subtree to rewind; empty for the root.
+	Path   []byte `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	DryRun bool   `protobuf:"varint,3,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// Paths left as they are, conflicting or not.
+	Keep [][]byte `protobuf:"bytes,4,rep,name=keep,proto3" json:"keep,omitempty"`
+	// Rewind conflicting paths too, keeping their current versions.
+	Force         bool `protobuf:"varint,5,opt,name=force,proto3" json:"force,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RewindRequest) Reset() {
+	*x = RewindRequest{}
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RewindRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RewindRequest) ProtoMessage() {}
+
+func (x *RewindRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RewindRequest.ProtoReflect.Descriptor instead.
+func (*RewindRequest) Descriptor() ([]byte, []int) {
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{71}
+}
+
+func (x *RewindRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *RewindRequest) GetPath() []byte {
+	if x != nil {
+		return x.Path
+	}
+	return nil
+}
+
+func (x *RewindRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *RewindRequest) GetKeep() [][]byte {
+	if x != nil {
+		return x.Keep
+	}
+	return nil
+}
+
+func (x *RewindRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+// RewindChange is one path a rewind changes.
+type RewindChange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Path  []byte                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// "restore" (bytes back), "create" (a removed file back), "delete" (a
+	// file made since), "mkdir", "rmdir" or "chmod".
+	Action string `protobuf:"bytes,2,opt,name=action,proto3" json:"action,omitempty"`
+	// Sizes before and after; -1 for none.
+	OldSize int64 `protobuf:"varint,3,opt,name=old_size,json=oldSize,proto3" json:"old_size,omitempty"`
+	NewSize int64 `protobuf:"varint,4,opt,name=new_size,json=newSize,proto3" json:"new_size,omitempty"`
+	// A bounded unified diff for text, in a dry run.
+	Diff          string `protobuf:"bytes,5,opt,name=diff,proto3" json:"diff,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RewindChange) Reset() {
+	*x = RewindChange{}
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[72]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RewindChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RewindChange) ProtoMessage() {}
+
+func (x *RewindChange) ProtoReflect() protoreflect.Message {
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[72]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RewindChange.ProtoReflect.Descriptor instead.
+func (*RewindChange) Descriptor() ([]byte, []int) {
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{72}
+}
+
+func (x *RewindChange) GetPath() []byte {
+	if x != nil {
+		return x.Path
+	}
+	return nil
+}
+
+func (x *RewindChange) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *RewindChange) GetOldSize() int64 {
+	if x != nil {
+		return x.OldSize
+	}
+	return 0
+}
+
+func (x *RewindChange) GetNewSize() int64 {
+	if x != nil {
+		return x.NewSize
+	}
+	return 0
+}
+
+func (x *RewindChange) GetDiff() string {
+	if x != nil {
+		return x.Diff
+	}
+	return ""
+}
+
+// RewindConflict is a path changed since the checkpoint by something
+// other than fsmcp's tools, or one whose checkpointed bytes are kept
+// nowhere (lost).
+type RewindConflict struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Path          []byte                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	Lost          bool                   `protobuf:"varint,3,opt,name=lost,proto3" json:"lost,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RewindConflict) Reset() {
+	*x = RewindConflict{}
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[73]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RewindConflict) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RewindConflict) ProtoMessage() {}
+
+func (x *RewindConflict) ProtoReflect() protoreflect.Message {
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[73]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RewindConflict.ProtoReflect.Descriptor instead.
+func (*RewindConflict) Descriptor() ([]byte, []int) {
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{73}
+}
+
+func (x *RewindConflict) GetPath() []byte {
+	if x != nil {
+		return x.Path
+	}
+	return nil
+}
+
+func (x *RewindConflict) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *RewindConflict) GetLost() bool {
+	if x != nil {
+		return x.Lost
+	}
+	return false
+}
+
+type RewindResponse struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Changes   []*RewindChange        `protobuf:"bytes,1,rep,name=changes,proto3" json:"changes,omitempty"`
+	Conflicts []*RewindConflict      `protobuf:"bytes,2,rep,name=conflicts,proto3" json:"conflicts,omitempty"`
+	// Undoes the rewind (with fs_undo).
+	Undo string `protobuf:"bytes,3,opt,name=undo,proto3" json:"undo,omitempty"`
+	// A checkpoint taken just before the rewind.
+	Checkpoint string `protobuf:"bytes,4,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
+	// Paths left as they were because keep names them.
+	Kept              [][]byte `protobuf:"bytes,5,rep,name=kept,proto3" json:"kept,omitempty"`
+	EvictedCheckpoint string   `protobuf:"bytes,6,opt,name=evicted_checkpoint,json=evictedCheckpoint,proto3" json:"evicted_checkpoint,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *RewindResponse) Reset() {
+	*x = RewindResponse{}
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[74]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RewindResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RewindResponse) ProtoMessage() {}
+
+func (x *RewindResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fsmcp_v1_worker_proto_msgTypes[74]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RewindResponse.ProtoReflect.Descriptor instead.
+func (*RewindResponse) Descriptor() ([]byte, []int) {
+	return file_fsmcp_v1_worker_proto_rawDescGZIP(), []int{74}
+}
+
+func (x *RewindResponse) GetChanges() []*RewindChange {
+	if x != nil {
+		return x.Changes
+	}
+	return nil
+}
+
+func (x *RewindResponse) GetConflicts() []*RewindConflict {
+	if x != nil {
+		return x.Conflicts
+	}
+	return nil
+}
+
+func (x *RewindResponse) GetUndo() string {
+	if x != nil {
+		return x.Undo
+	}
+	return ""
+}
+
+func (x *RewindResponse) GetCheckpoint() string {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return ""
+}
+
+func (x *RewindResponse) GetKept() [][]byte {
+	if x != nil {
+		return x.Kept
+	}
+	return nil
+}
+
+func (x *RewindResponse) GetEvictedCheckpoint() string {
+	if x != nil {
+		return x.EvictedCheckpoint
+	}
+	return ""
+}
 
 var File_fsmcp_v1_worker_proto protoreflect.FileDescriptor
 
@@ -5818,15 +6404,59 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\x04call\"6\n" +
 	"\fCallMetadata\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value\"\x8c\x02\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\"\xbe\x02\n" +
 	"\rCallsResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12,\n" +
 	"\x04stat\x18\x02 \x01(\v2\x16.fsmcp.v1.StatResponseH\x00R\x04stat\x12,\n" +
 	"\x04list\x18\x03 \x01(\v2\x16.fsmcp.v1.ListResponseH\x00R\x04list\x12,\n" +
 	"\x04read\x18\x04 \x01(\v2\x16.fsmcp.v1.ReadResponseH\x00R\x04read\x12/\n" +
 	"\x05write\x18\x05 \x01(\v2\x17.fsmcp.v1.WriteResponseH\x00R\x05write\x12'\n" +
-	"\x05error\x18\x06 \x01(\v2\x0f.fsmcp.v1.ErrorH\x00R\x05errorB\a\n" +
-	"\x05reply*K\n" +
+	"\x05error\x18\x06 \x01(\v2\x0f.fsmcp.v1.ErrorH\x00R\x05error\x120\n" +
+	"\atrailer\x18\a \x03(\v2\x16.fsmcp.v1.CallMetadataR\atrailerB\a\n" +
+	"\x05reply\")\n" +
+	"\x11CheckpointRequest\x12\x14\n" +
+	"\x05label\x18\x01 \x01(\tR\x05label\"\x9e\x01\n" +
+	"\x12CheckpointResponse\x128\n" +
+	"\n" +
+	"checkpoint\x18\x01 \x01(\v2\x18.fsmcp.v1.CheckpointInfoR\n" +
+	"checkpoint\x12\x1f\n" +
+	"\vtree_sha256\x18\x02 \x01(\tR\n" +
+	"treeSha256\x12-\n" +
+	"\x12evicted_checkpoint\x18\x03 \x01(\tR\x11evictedCheckpoint\"|\n" +
+	"\x0eCheckpointInfo\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
+	"\x05label\x18\x02 \x01(\tR\x05label\x12\x18\n" +
+	"\acreated\x18\x03 \x01(\x03R\acreated\x12\x14\n" +
+	"\x05files\x18\x04 \x01(\x03R\x05files\x12\x14\n" +
+	"\x05bytes\x18\x05 \x01(\x03R\x05bytes\"\x14\n" +
+	"\x12CheckpointsRequest\"Q\n" +
+	"\x13CheckpointsResponse\x12:\n" +
+	"\vcheckpoints\x18\x01 \x03(\v2\x18.fsmcp.v1.CheckpointInfoR\vcheckpoints\"v\n" +
+	"\rRewindRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\fR\x04path\x12\x17\n" +
+	"\adry_run\x18\x03 \x01(\bR\x06dryRun\x12\x12\n" +
+	"\x04keep\x18\x04 \x03(\fR\x04keep\x12\x14\n" +
+	"\x05force\x18\x05 \x01(\bR\x05force\"\x84\x01\n" +
+	"\fRewindChange\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\fR\x04path\x12\x16\n" +
+	"\x06action\x18\x02 \x01(\tR\x06action\x12\x19\n" +
+	"\bold_size\x18\x03 \x01(\x03R\aoldSize\x12\x19\n" +
+	"\bnew_size\x18\x04 \x01(\x03R\anewSize\x12\x12\n" +
+	"\x04diff\x18\x05 \x01(\tR\x04diff\"P\n" +
+	"\x0eRewindConflict\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\fR\x04path\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x12\n" +
+	"\x04lost\x18\x03 \x01(\bR\x04lost\"\xf1\x01\n" +
+	"\x0eRewindResponse\x120\n" +
+	"\achanges\x18\x01 \x03(\v2\x16.fsmcp.v1.RewindChangeR\achanges\x126\n" +
+	"\tconflicts\x18\x02 \x03(\v2\x18.fsmcp.v1.RewindConflictR\tconflicts\x12\x12\n" +
+	"\x04undo\x18\x03 \x01(\tR\x04undo\x12\x1e\n" +
+	"\n" +
+	"checkpoint\x18\x04 \x01(\tR\n" +
+	"checkpoint\x12\x12\n" +
+	"\x04kept\x18\x05 \x03(\fR\x04kept\x12-\n" +
+	"\x12evicted_checkpoint\x18\x06 \x01(\tR\x11evictedCheckpoint*K\n" +
 	"\x0fProtocolVersion\x12 \n" +
 	"\x1cPROTOCOL_VERSION_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12PROTOCOL_VERSION_1\x10\x01*\xcd\x04\n" +
@@ -5877,8 +6507,7 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"\x17RULE_ACTION_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11RULE_ACTION_ALLOW\x10\x01\x12\x14\n" +
 	"\x10RULE_ACTION_DENY\x10\x02\x12\x13\n" +
-	"\x0fRULE_ACTION_ASK\x10\x032\xa2\n" +
-	"\n" +
+	"\x0fRULE_ACTION_ASK\x10\x032\xf4\v\n" +
 	"\rWorkerService\x128\n" +
 	"\x05Hello\x12\x16.fsmcp.v1.HelloRequest\x1a\x17.fsmcp.v1.HelloResponse\x125\n" +
 	"\x04Stat\x12\x15.fsmcp.v1.StatRequest\x1a\x16.fsmcp.v1.StatResponse\x125\n" +
@@ -5902,7 +6531,11 @@ const file_fsmcp_v1_worker_proto_rawDesc = "" +
 	"StatStream\x12\x1b.fsmcp.v1.StatStreamRequest\x1a\x1c.fsmcp.v1.StatStreamResponse0\x01\x125\n" +
 	"\x04Undo\x12\x15.fsmcp.v1.UndoRequest\x1a\x16.fsmcp.v1.UndoResponse\x128\n" +
 	"\x05Check\x12\x16.fsmcp.v1.CheckRequest\x1a\x17.fsmcp.v1.CheckResponse\x12<\n" +
-	"\x05Calls\x12\x16.fsmcp.v1.CallsRequest\x1a\x17.fsmcp.v1.CallsResponse(\x010\x01B3Z1github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1;fsmcpv1b\x06proto3"
+	"\x05Calls\x12\x16.fsmcp.v1.CallsRequest\x1a\x17.fsmcp.v1.CallsResponse(\x010\x01\x12G\n" +
+	"\n" +
+	"Checkpoint\x12\x1b.fsmcp.v1.CheckpointRequest\x1a\x1c.fsmcp.v1.CheckpointResponse\x12J\n" +
+	"\vCheckpoints\x12\x1c.fsmcp.v1.CheckpointsRequest\x1a\x1d.fsmcp.v1.CheckpointsResponse\x12;\n" +
+	"\x06Rewind\x12\x17.fsmcp.v1.RewindRequest\x1a\x18.fsmcp.v1.RewindResponseB3Z1github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1;fsmcpv1b\x06proto3"
 
 var (
 	file_fsmcp_v1_worker_proto_rawDescOnce sync.Once
@@ -5917,80 +6550,89 @@ func file_fsmcp_v1_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_fsmcp_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_fsmcp_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
+var file_fsmcp_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 75)
 var file_fsmcp_v1_worker_proto_goTypes = []any{
-	(ProtocolVersion)(0),       // 0: fsmcp.v1.ProtocolVersion
-	(ErrorCode)(0),             // 1: fsmcp.v1.ErrorCode
-	(FileType)(0),              // 2: fsmcp.v1.FileType
-	(ListingSort)(0),           // 3: fsmcp.v1.ListingSort
-	(GrepOutput)(0),            // 4: fsmcp.v1.GrepOutput
-	(RuleAction)(0),            // 5: fsmcp.v1.RuleAction
-	(*Error)(nil),              // 6: fsmcp.v1.Error
-	(*Nearest)(nil),            // 7: fsmcp.v1.Nearest
-	(*Confinement)(nil),        // 8: fsmcp.v1.Confinement
-	(*SetAsideJournal)(nil),    // 9: fsmcp.v1.SetAsideJournal
-	(*Policy)(nil),             // 10: fsmcp.v1.Policy
-	(*DerivedProtect)(nil),     // 11: fsmcp.v1.DerivedProtect
-	(*Probe)(nil),              // 12: fsmcp.v1.Probe
-	(*HelloRequest)(nil),       // 13: fsmcp.v1.HelloRequest
-	(*HelloResponse)(nil),      // 14: fsmcp.v1.HelloResponse
-	(*Entry)(nil),              // 15: fsmcp.v1.Entry
-	(*StatRequest)(nil),        // 16: fsmcp.v1.StatRequest
-	(*StatStreamRequest)(nil),  // 17: fsmcp.v1.StatStreamRequest
-	(*StatStreamResponse)(nil), // 18: fsmcp.v1.StatStreamResponse
-	(*StatResponse)(nil),       // 19: fsmcp.v1.StatResponse
-	(*ListRequest)(nil),        // 20: fsmcp.v1.ListRequest
-	(*ListResponse)(nil),       // 21: fsmcp.v1.ListResponse
-	(*EntryColumns)(nil),       // 22: fsmcp.v1.EntryColumns
-	(*ListTotals)(nil),         // 23: fsmcp.v1.ListTotals
-	(*ReadRequest)(nil),        // 24: fsmcp.v1.ReadRequest
-	(*ReadResponse)(nil),       // 25: fsmcp.v1.ReadResponse
-	(*Progress)(nil),           // 26: fsmcp.v1.Progress
-	(*GlobRequest)(nil),        // 27: fsmcp.v1.GlobRequest
-	(*GlobResponse)(nil),       // 28: fsmcp.v1.GlobResponse
-	(*GrepRequest)(nil),        // 29: fsmcp.v1.GrepRequest
-	(*FileCount)(nil),          // 30: fsmcp.v1.FileCount
-	(*Submatch)(nil),           // 31: fsmcp.v1.Submatch
-	(*GrepLine)(nil),           // 32: fsmcp.v1.GrepLine
-	(*GrepResponse)(nil),       // 33: fsmcp.v1.GrepResponse
-	(*WriteRequest)(nil),       // 34: fsmcp.v1.WriteRequest
-	(*WriteResponse)(nil),      // 35: fsmcp.v1.WriteResponse
-	(*Edit)(nil),               // 36: fsmcp.v1.Edit
-	(*ReplaceRequest)(nil),     // 37: fsmcp.v1.ReplaceRequest
-	(*ReplaceResponse)(nil),    // 38: fsmcp.v1.ReplaceResponse
-	(*MkdirRequest)(nil),       // 39: fsmcp.v1.MkdirRequest
-	(*MkdirResponse)(nil),      // 40: fsmcp.v1.MkdirResponse
-	(*MoveRequest)(nil),        // 41: fsmcp.v1.MoveRequest
-	(*MoveResponse)(nil),       // 42: fsmcp.v1.MoveResponse
-	(*DeleteRequest)(nil),      // 43: fsmcp.v1.DeleteRequest
-	(*DeleteResponse)(nil),     // 44: fsmcp.v1.DeleteResponse
-	(*UndoRequest)(nil),        // 45: fsmcp.v1.UndoRequest
-	(*UndoResponse)(nil),       // 46: fsmcp.v1.UndoResponse
-	(*SpliceRequest)(nil),      // 47: fsmcp.v1.SpliceRequest
-	(*SpliceResponse)(nil),     // 48: fsmcp.v1.SpliceResponse
-	(*DigestRequest)(nil),      // 49: fsmcp.v1.DigestRequest
-	(*DigestResponse)(nil),     // 50: fsmcp.v1.DigestResponse
-	(*CopyRequest)(nil),        // 51: fsmcp.v1.CopyRequest
-	(*CopyResponse)(nil),       // 52: fsmcp.v1.CopyResponse
-	(*TreeRequest)(nil),        // 53: fsmcp.v1.TreeRequest
-	(*TreeEntry)(nil),          // 54: fsmcp.v1.TreeEntry
-	(*TreeResponse)(nil),       // 55: fsmcp.v1.TreeResponse
-	(*ViewRequest)(nil),        // 56: fsmcp.v1.ViewRequest
-	(*ViewResponse)(nil),       // 57: fsmcp.v1.ViewResponse
-	(*PatchPrecondition)(nil),  // 58: fsmcp.v1.PatchPrecondition
-	(*PatchRequest)(nil),       // 59: fsmcp.v1.PatchRequest
-	(*PatchFile)(nil),          // 60: fsmcp.v1.PatchFile
-	(*PatchResponse)(nil),      // 61: fsmcp.v1.PatchResponse
-	(*ReadManyRequest)(nil),    // 62: fsmcp.v1.ReadManyRequest
-	(*ReadManyResult)(nil),     // 63: fsmcp.v1.ReadManyResult
-	(*ReadManyResponse)(nil),   // 64: fsmcp.v1.ReadManyResponse
-	(*CheckRequest)(nil),       // 65: fsmcp.v1.CheckRequest
-	(*CheckResponse)(nil),      // 66: fsmcp.v1.CheckResponse
-	(*JudgedPath)(nil),         // 67: fsmcp.v1.JudgedPath
-	(*JudgedPaths)(nil),        // 68: fsmcp.v1.JudgedPaths
-	(*CallsRequest)(nil),       // 69: fsmcp.v1.CallsRequest
-	(*CallMetadata)(nil),       // 70: fsmcp.v1.CallMetadata
-	(*CallsResponse)(nil),      // 71: fsmcp.v1.CallsResponse
+	(ProtocolVersion)(0),        // 0: fsmcp.v1.ProtocolVersion
+	(ErrorCode)(0),              // 1: fsmcp.v1.ErrorCode
+	(FileType)(0),               // 2: fsmcp.v1.FileType
+	(ListingSort)(0),            // 3: fsmcp.v1.ListingSort
+	(GrepOutput)(0),             // 4: fsmcp.v1.GrepOutput
+	(RuleAction)(0),             // 5: fsmcp.v1.RuleAction
+	(*Error)(nil),               // 6: fsmcp.v1.Error
+	(*Nearest)(nil),             // 7: fsmcp.v1.Nearest
+	(*Confinement)(nil),         // 8: fsmcp.v1.Confinement
+	(*SetAsideJournal)(nil),     // 9: fsmcp.v1.SetAsideJournal
+	(*Policy)(nil),              // 10: fsmcp.v1.Policy
+	(*DerivedProtect)(nil),      // 11: fsmcp.v1.DerivedProtect
+	(*Probe)(nil),               // 12: fsmcp.v1.Probe
+	(*HelloRequest)(nil),        // 13: fsmcp.v1.HelloRequest
+	(*HelloResponse)(nil),       // 14: fsmcp.v1.HelloResponse
+	(*Entry)(nil),               // 15: fsmcp.v1.Entry
+	(*StatRequest)(nil),         // 16: fsmcp.v1.StatRequest
+	(*StatStreamRequest)(nil),   // 17: fsmcp.v1.StatStreamRequest
+	(*StatStreamResponse)(nil),  // 18: fsmcp.v1.StatStreamResponse
+	(*StatResponse)(nil),        // 19: fsmcp.v1.StatResponse
+	(*ListRequest)(nil),         // 20: fsmcp.v1.ListRequest
+	(*ListResponse)(nil),        // 21: fsmcp.v1.ListResponse
+	(*EntryColumns)(nil),        // 22: fsmcp.v1.EntryColumns
+	(*ListTotals)(nil),          // 23: fsmcp.v1.ListTotals
+	(*ReadRequest)(nil),         // 24: fsmcp.v1.ReadRequest
+	(*ReadResponse)(nil),        // 25: fsmcp.v1.ReadResponse
+	(*Progress)(nil),            // 26: fsmcp.v1.Progress
+	(*GlobRequest)(nil),         // 27: fsmcp.v1.GlobRequest
+	(*GlobResponse)(nil),        // 28: fsmcp.v1.GlobResponse
+	(*GrepRequest)(nil),         // 29: fsmcp.v1.GrepRequest
+	(*FileCount)(nil),           // 30: fsmcp.v1.FileCount
+	(*Submatch)(nil),            // 31: fsmcp.v1.Submatch
+	(*GrepLine)(nil),            // 32: fsmcp.v1.GrepLine
+	(*GrepResponse)(nil),        // 33: fsmcp.v1.GrepResponse
+	(*WriteRequest)(nil),        // 34: fsmcp.v1.WriteRequest
+	(*WriteResponse)(nil),       // 35: fsmcp.v1.WriteResponse
+	(*Edit)(nil),                // 36: fsmcp.v1.Edit
+	(*ReplaceRequest)(nil),      // 37: fsmcp.v1.ReplaceRequest
+	(*ReplaceResponse)(nil),     // 38: fsmcp.v1.ReplaceResponse
+	(*MkdirRequest)(nil),        // 39: fsmcp.v1.MkdirRequest
+	(*MkdirResponse)(nil),       // 40: fsmcp.v1.MkdirResponse
+	(*MoveRequest)(nil),         // 41: fsmcp.v1.MoveRequest
+	(*MoveResponse)(nil),        // 42: fsmcp.v1.MoveResponse
+	(*DeleteRequest)(nil),       // 43: fsmcp.v1.DeleteRequest
+	(*DeleteResponse)(nil),      // 44: fsmcp.v1.DeleteResponse
+	(*UndoRequest)(nil),         // 45: fsmcp.v1.UndoRequest
+	(*UndoResponse)(nil),        // 46: fsmcp.v1.UndoResponse
+	(*SpliceRequest)(nil),       // 47: fsmcp.v1.SpliceRequest
+	(*SpliceResponse)(nil),      // 48: fsmcp.v1.SpliceResponse
+	(*DigestRequest)(nil),       // 49: fsmcp.v1.DigestRequest
+	(*DigestResponse)(nil),      // 50: fsmcp.v1.DigestResponse
+	(*CopyRequest)(nil),         // 51: fsmcp.v1.CopyRequest
+	(*CopyResponse)(nil),        // 52: fsmcp.v1.CopyResponse
+	(*TreeRequest)(nil),         // 53: fsmcp.v1.TreeRequest
+	(*TreeEntry)(nil),           // 54: fsmcp.v1.TreeEntry
+	(*TreeResponse)(nil),        // 55: fsmcp.v1.TreeResponse
+	(*ViewRequest)(nil),         // 56: fsmcp.v1.ViewRequest
+	(*ViewResponse)(nil),        // 57: fsmcp.v1.ViewResponse
+	(*PatchPrecondition)(nil),   // 58: fsmcp.v1.PatchPrecondition
+	(*PatchRequest)(nil),        // 59: fsmcp.v1.PatchRequest
+	(*PatchFile)(nil),           // 60: fsmcp.v1.PatchFile
+	(*PatchResponse)(nil),       // 61: fsmcp.v1.PatchResponse
+	(*ReadManyRequest)(nil),     // 62: fsmcp.v1.ReadManyRequest
+	(*ReadManyResult)(nil),      // 63: fsmcp.v1.ReadManyResult
+	(*ReadManyResponse)(nil),    // 64: fsmcp.v1.ReadManyResponse
+	(*CheckRequest)(nil),        // 65: fsmcp.v1.CheckRequest
+	(*CheckResponse)(nil),       // 66: fsmcp.v1.CheckResponse
+	(*JudgedPath)(nil),          // 67: fsmcp.v1.JudgedPath
+	(*JudgedPaths)(nil),         // 68: fsmcp.v1.JudgedPaths
+	(*CallsRequest)(nil),        // 69: fsmcp.v1.CallsRequest
+	(*CallMetadata)(nil),        // 70: fsmcp.v1.CallMetadata
+	(*CallsResponse)(nil),       // 71: fsmcp.v1.CallsResponse
+	(*CheckpointRequest)(nil),   // 72: fsmcp.v1.CheckpointRequest
+	(*CheckpointResponse)(nil),  // 73: fsmcp.v1.CheckpointResponse
+	(*CheckpointInfo)(nil),      // 74: fsmcp.v1.CheckpointInfo
+	(*CheckpointsRequest)(nil),  // 75: fsmcp.v1.CheckpointsRequest
+	(*CheckpointsResponse)(nil), // 76: fsmcp.v1.CheckpointsResponse
+	(*RewindRequest)(nil),       // 77: fsmcp.v1.RewindRequest
+	(*RewindChange)(nil),        // 78: fsmcp.v1.RewindChange
+	(*RewindConflict)(nil),      // 79: fsmcp.v1.RewindConflict
+	(*RewindResponse)(nil),      // 80: fsmcp.v1.RewindResponse
 }
 var file_fsmcp_v1_worker_proto_depIdxs = []int32{
 	1,  // 0: fsmcp.v1.Error.code:type_name -> fsmcp.v1.ErrorCode
@@ -6047,55 +6689,66 @@ var file_fsmcp_v1_worker_proto_depIdxs = []int32{
 	25, // 51: fsmcp.v1.CallsResponse.read:type_name -> fsmcp.v1.ReadResponse
 	35, // 52: fsmcp.v1.CallsResponse.write:type_name -> fsmcp.v1.WriteResponse
 	6,  // 53: fsmcp.v1.CallsResponse.error:type_name -> fsmcp.v1.Error
-	13, // 54: fsmcp.v1.WorkerService.Hello:input_type -> fsmcp.v1.HelloRequest
-	16, // 55: fsmcp.v1.WorkerService.Stat:input_type -> fsmcp.v1.StatRequest
-	20, // 56: fsmcp.v1.WorkerService.List:input_type -> fsmcp.v1.ListRequest
-	24, // 57: fsmcp.v1.WorkerService.Read:input_type -> fsmcp.v1.ReadRequest
-	27, // 58: fsmcp.v1.WorkerService.Glob:input_type -> fsmcp.v1.GlobRequest
-	29, // 59: fsmcp.v1.WorkerService.Grep:input_type -> fsmcp.v1.GrepRequest
-	34, // 60: fsmcp.v1.WorkerService.Write:input_type -> fsmcp.v1.WriteRequest
-	37, // 61: fsmcp.v1.WorkerService.Replace:input_type -> fsmcp.v1.ReplaceRequest
-	39, // 62: fsmcp.v1.WorkerService.Mkdir:input_type -> fsmcp.v1.MkdirRequest
-	41, // 63: fsmcp.v1.WorkerService.Move:input_type -> fsmcp.v1.MoveRequest
-	43, // 64: fsmcp.v1.WorkerService.Delete:input_type -> fsmcp.v1.DeleteRequest
-	47, // 65: fsmcp.v1.WorkerService.Splice:input_type -> fsmcp.v1.SpliceRequest
-	49, // 66: fsmcp.v1.WorkerService.Digest:input_type -> fsmcp.v1.DigestRequest
-	51, // 67: fsmcp.v1.WorkerService.Copy:input_type -> fsmcp.v1.CopyRequest
-	53, // 68: fsmcp.v1.WorkerService.Tree:input_type -> fsmcp.v1.TreeRequest
-	56, // 69: fsmcp.v1.WorkerService.View:input_type -> fsmcp.v1.ViewRequest
-	59, // 70: fsmcp.v1.WorkerService.Patch:input_type -> fsmcp.v1.PatchRequest
-	62, // 71: fsmcp.v1.WorkerService.ReadMany:input_type -> fsmcp.v1.ReadManyRequest
-	17, // 72: fsmcp.v1.WorkerService.StatStream:input_type -> fsmcp.v1.StatStreamRequest
-	45, // 73: fsmcp.v1.WorkerService.Undo:input_type -> fsmcp.v1.UndoRequest
-	65, // 74: fsmcp.v1.WorkerService.Check:input_type -> fsmcp.v1.CheckRequest
-	69, // 75: fsmcp.v1.WorkerService.Calls:input_type -> fsmcp.v1.CallsRequest
-	14, // 76: fsmcp.v1.WorkerService.Hello:output_type -> fsmcp.v1.HelloResponse
-	19, // 77: fsmcp.v1.WorkerService.Stat:output_type -> fsmcp.v1.StatResponse
-	21, // 78: fsmcp.v1.WorkerService.List:output_type -> fsmcp.v1.ListResponse
-	25, // 79: fsmcp.v1.WorkerService.Read:output_type -> fsmcp.v1.ReadResponse
-	28, // 80: fsmcp.v1.WorkerService.Glob:output_type -> fsmcp.v1.GlobResponse
-	33, // 81: fsmcp.v1.WorkerService.Grep:output_type -> fsmcp.v1.GrepResponse
-	35, // 82: fsmcp.v1.WorkerService.Write:output_type -> fsmcp.v1.WriteResponse
-	38, // 83: fsmcp.v1.WorkerService.Replace:output_type -> fsmcp.v1.ReplaceResponse
-	40, // 84: fsmcp.v1.WorkerService.Mkdir:output_type -> fsmcp.v1.MkdirResponse
-	42, // 85: fsmcp.v1.WorkerService.Move:output_type -> fsmcp.v1.MoveResponse
-	44, // 86: fsmcp.v1.WorkerService.Delete:output_type -> fsmcp.v1.DeleteResponse
-	48, // 87: fsmcp.v1.WorkerService.Splice:output_type -> fsmcp.v1.SpliceResponse
-	50, // 88: fsmcp.v1.WorkerService.Digest:output_type -> fsmcp.v1.DigestResponse
-	52, // 89: fsmcp.v1.WorkerService.Copy:output_type -> fsmcp.v1.CopyResponse
-	55, // 90: fsmcp.v1.WorkerService.Tree:output_type -> fsmcp.v1.TreeResponse
-	57, // 91: fsmcp.v1.WorkerService.View:output_type -> fsmcp.v1.ViewResponse
-	61, // 92: fsmcp.v1.WorkerService.Patch:output_type -> fsmcp.v1.PatchResponse
-	64, // 93: fsmcp.v1.WorkerService.ReadMany:output_type -> fsmcp.v1.ReadManyResponse
-	18, // 94: fsmcp.v1.WorkerService.StatStream:output_type -> fsmcp.v1.StatStreamResponse
-	46, // 95: fsmcp.v1.WorkerService.Undo:output_type -> fsmcp.v1.UndoResponse
-	66, // 96: fsmcp.v1.WorkerService.Check:output_type -> fsmcp.v1.CheckResponse
-	71, // 97: fsmcp.v1.WorkerService.Calls:output_type -> fsmcp.v1.CallsResponse
-	76, // [76:98] is the sub-list for method output_type
-	54, // [54:76] is the sub-list for method input_type
-	54, // [54:54] is the sub-list for extension type_name
-	54, // [54:54] is the sub-list for extension extendee
-	0,  // [0:54] is the sub-list for field type_name
+	70, // 54: fsmcp.v1.CallsResponse.trailer:type_name -> fsmcp.v1.CallMetadata
+	74, // 55: fsmcp.v1.CheckpointResponse.checkpoint:type_name -> fsmcp.v1.CheckpointInfo
+	74, // 56: fsmcp.v1.CheckpointsResponse.checkpoints:type_name -> fsmcp.v1.CheckpointInfo
+	78, // 57: fsmcp.v1.RewindResponse.changes:type_name -> fsmcp.v1.RewindChange
+	79, // 58: fsmcp.v1.RewindResponse.conflicts:type_name -> fsmcp.v1.RewindConflict
+	13, // 59: fsmcp.v1.WorkerService.Hello:input_type -> fsmcp.v1.HelloRequest
+	16, // 60: fsmcp.v1.WorkerService.Stat:input_type -> fsmcp.v1.StatRequest
+	20, // 61: fsmcp.v1.WorkerService.List:input_type -> fsmcp.v1.ListRequest
+	24, // 62: fsmcp.v1.WorkerService.Read:input_type -> fsmcp.v1.ReadRequest
+	27, // 63: fsmcp.v1.WorkerService.Glob:input_type -> fsmcp.v1.GlobRequest
+	29, // 64: fsmcp.v1.WorkerService.Grep:input_type -> fsmcp.v1.GrepRequest
+	34, // 65: fsmcp.v1.WorkerService.Write:input_type -> fsmcp.v1.WriteRequest
+	37, // 66: fsmcp.v1.WorkerService.Replace:input_type -> fsmcp.v1.ReplaceRequest
+	39, // 67: fsmcp.v1.WorkerService.Mkdir:input_type -> fsmcp.v1.MkdirRequest
+	41, // 68: fsmcp.v1.WorkerService.Move:input_type -> fsmcp.v1.MoveRequest
+	43, // 69: fsmcp.v1.WorkerService.Delete:input_type -> fsmcp.v1.DeleteRequest
+	47, // 70: fsmcp.v1.WorkerService.Splice:input_type -> fsmcp.v1.SpliceRequest
+	49, // 71: fsmcp.v1.WorkerService.Digest:input_type -> fsmcp.v1.DigestRequest
+	51, // 72: fsmcp.v1.WorkerService.Copy:input_type -> fsmcp.v1.CopyRequest
+	53, // 73: fsmcp.v1.WorkerService.Tree:input_type -> fsmcp.v1.TreeRequest
+	56, // 74: fsmcp.v1.WorkerService.View:input_type -> fsmcp.v1.ViewRequest
+	59, // 75: fsmcp.v1.WorkerService.Patch:input_type -> fsmcp.v1.PatchRequest
+	62, // 76: fsmcp.v1.WorkerService.ReadMany:input_type -> fsmcp.v1.ReadManyRequest
+	17, // 77: fsmcp.v1.WorkerService.StatStream:input_type -> fsmcp.v1.StatStreamRequest
+	45, // 78: fsmcp.v1.WorkerService.Undo:input_type -> fsmcp.v1.UndoRequest
+	65, // 79: fsmcp.v1.WorkerService.Check:input_type -> fsmcp.v1.CheckRequest
+	69, // 80: fsmcp.v1.WorkerService.Calls:input_type -> fsmcp.v1.CallsRequest
+	72, // 81: fsmcp.v1.WorkerService.Checkpoint:input_type -> fsmcp.v1.CheckpointRequest
+	75, // 82: fsmcp.v1.WorkerService.Checkpoints:input_type -> fsmcp.v1.CheckpointsRequest
+	77, // 83: fsmcp.v1.WorkerService.Rewind:input_type -> fsmcp.v1.RewindRequest
+	14, // 84: fsmcp.v1.WorkerService.Hello:output_type -> fsmcp.v1.HelloResponse
+	19, // 85: fsmcp.v1.WorkerService.Stat:output_type -> fsmcp.v1.StatResponse
+	21, // 86: fsmcp.v1.WorkerService.List:output_type -> fsmcp.v1.ListResponse
+	25, // 87: fsmcp.v1.WorkerService.Read:output_type -> fsmcp.v1.ReadResponse
+	28, // 88: fsmcp.v1.WorkerService.Glob:output_type -> fsmcp.v1.GlobResponse
+	33, // 89: fsmcp.v1.WorkerService.Grep:output_type -> fsmcp.v1.GrepResponse
+	35, // 90: fsmcp.v1.WorkerService.Write:output_type -> fsmcp.v1.WriteResponse
+	38, // 91: fsmcp.v1.WorkerService.Replace:output_type -> fsmcp.v1.ReplaceResponse
+	40, // 92: fsmcp.v1.WorkerService.Mkdir:output_type -> fsmcp.v1.MkdirResponse
+	42, // 93: fsmcp.v1.WorkerService.Move:output_type -> fsmcp.v1.MoveResponse
+	44, // 94: fsmcp.v1.WorkerService.Delete:output_type -> fsmcp.v1.DeleteResponse
+	48, // 95: fsmcp.v1.WorkerService.Splice:output_type -> fsmcp.v1.SpliceResponse
+	50, // 96: fsmcp.v1.WorkerService.Digest:output_type -> fsmcp.v1.DigestResponse
+	52, // 97: fsmcp.v1.WorkerService.Copy:output_type -> fsmcp.v1.CopyResponse
+	55, // 98: fsmcp.v1.WorkerService.Tree:output_type -> fsmcp.v1.TreeResponse
+	57, // 99: fsmcp.v1.WorkerService.View:output_type -> fsmcp.v1.ViewResponse
+	61, // 100: fsmcp.v1.WorkerService.Patch:output_type -> fsmcp.v1.PatchResponse
+	64, // 101: fsmcp.v1.WorkerService.ReadMany:output_type -> fsmcp.v1.ReadManyResponse
+	18, // 102: fsmcp.v1.WorkerService.StatStream:output_type -> fsmcp.v1.StatStreamResponse
+	46, // 103: fsmcp.v1.WorkerService.Undo:output_type -> fsmcp.v1.UndoResponse
+	66, // 104: fsmcp.v1.WorkerService.Check:output_type -> fsmcp.v1.CheckResponse
+	71, // 105: fsmcp.v1.WorkerService.Calls:output_type -> fsmcp.v1.CallsResponse
+	73, // 106: fsmcp.v1.WorkerService.Checkpoint:output_type -> fsmcp.v1.CheckpointResponse
+	76, // 107: fsmcp.v1.WorkerService.Checkpoints:output_type -> fsmcp.v1.CheckpointsResponse
+	80, // 108: fsmcp.v1.WorkerService.Rewind:output_type -> fsmcp.v1.RewindResponse
+	84, // [84:109] is the sub-list for method output_type
+	59, // [59:84] is the sub-list for method input_type
+	59, // [59:59] is the sub-list for extension type_name
+	59, // [59:59] is the sub-list for extension extendee
+	0,  // [0:59] is the sub-list for field type_name
 }
 
 func init() { file_fsmcp_v1_worker_proto_init() }
@@ -6123,7 +6776,7 @@ func file_fsmcp_v1_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fsmcp_v1_worker_proto_rawDesc), len(file_fsmcp_v1_worker_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   66,
+			NumMessages:   75,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -25,28 +25,31 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	WorkerService_Hello_FullMethodName      = "/fsmcp.v1.WorkerService/Hello"
-	WorkerService_Stat_FullMethodName       = "/fsmcp.v1.WorkerService/Stat"
-	WorkerService_List_FullMethodName       = "/fsmcp.v1.WorkerService/List"
-	WorkerService_Read_FullMethodName       = "/fsmcp.v1.WorkerService/Read"
-	WorkerService_Glob_FullMethodName       = "/fsmcp.v1.WorkerService/Glob"
-	WorkerService_Grep_FullMethodName       = "/fsmcp.v1.WorkerService/Grep"
-	WorkerService_Write_FullMethodName      = "/fsmcp.v1.WorkerService/Write"
-	WorkerService_Replace_FullMethodName    = "/fsmcp.v1.WorkerService/Replace"
-	WorkerService_Mkdir_FullMethodName      = "/fsmcp.v1.WorkerService/Mkdir"
-	WorkerService_Move_FullMethodName       = "/fsmcp.v1.WorkerService/Move"
-	WorkerService_Delete_FullMethodName     = "/fsmcp.v1.WorkerService/Delete"
-	WorkerService_Splice_FullMethodName     = "/fsmcp.v1.WorkerService/Splice"
-	WorkerService_Digest_FullMethodName     = "/fsmcp.v1.WorkerService/Digest"
-	WorkerService_Copy_FullMethodName       = "/fsmcp.v1.WorkerService/Copy"
-	WorkerService_Tree_FullMethodName       = "/fsmcp.v1.WorkerService/Tree"
-	WorkerService_View_FullMethodName       = "/fsmcp.v1.WorkerService/View"
-	WorkerService_Patch_FullMethodName      = "/fsmcp.v1.WorkerService/Patch"
-	WorkerService_ReadMany_FullMethodName   = "/fsmcp.v1.WorkerService/ReadMany"
-	WorkerService_StatStream_FullMethodName = "/fsmcp.v1.WorkerService/StatStream"
-	WorkerService_Undo_FullMethodName       = "/fsmcp.v1.WorkerService/Undo"
-	WorkerService_Check_FullMethodName      = "/fsmcp.v1.WorkerService/Check"
-	WorkerService_Calls_FullMethodName      = "/fsmcp.v1.WorkerService/Calls"
+	WorkerService_Hello_FullMethodName       = "/fsmcp.v1.WorkerService/Hello"
+	WorkerService_Stat_FullMethodName        = "/fsmcp.v1.WorkerService/Stat"
+	WorkerService_List_FullMethodName        = "/fsmcp.v1.WorkerService/List"
+	WorkerService_Read_FullMethodName        = "/fsmcp.v1.WorkerService/Read"
+	WorkerService_Glob_FullMethodName        = "/fsmcp.v1.WorkerService/Glob"
+	WorkerService_Grep_FullMethodName        = "/fsmcp.v1.WorkerService/Grep"
+	WorkerService_Write_FullMethodName       = "/fsmcp.v1.WorkerService/Write"
+	WorkerService_Replace_FullMethodName     = "/fsmcp.v1.WorkerService/Replace"
+	WorkerService_Mkdir_FullMethodName       = "/fsmcp.v1.WorkerService/Mkdir"
+	WorkerService_Move_FullMethodName        = "/fsmcp.v1.WorkerService/Move"
+	WorkerService_Delete_FullMethodName      = "/fsmcp.v1.WorkerService/Delete"
+	WorkerService_Splice_FullMethodName      = "/fsmcp.v1.WorkerService/Splice"
+	WorkerService_Digest_FullMethodName      = "/fsmcp.v1.WorkerService/Digest"
+	WorkerService_Copy_FullMethodName        = "/fsmcp.v1.WorkerService/Copy"
+	WorkerService_Tree_FullMethodName        = "/fsmcp.v1.WorkerService/Tree"
+	WorkerService_View_FullMethodName        = "/fsmcp.v1.WorkerService/View"
+	WorkerService_Patch_FullMethodName       = "/fsmcp.v1.WorkerService/Patch"
+	WorkerService_ReadMany_FullMethodName    = "/fsmcp.v1.WorkerService/ReadMany"
+	WorkerService_StatStream_FullMethodName  = "/fsmcp.v1.WorkerService/StatStream"
+	WorkerService_Undo_FullMethodName        = "/fsmcp.v1.WorkerService/Undo"
+	WorkerService_Check_FullMethodName       = "/fsmcp.v1.WorkerService/Check"
+	WorkerService_Calls_FullMethodName       = "/fsmcp.v1.WorkerService/Calls"
+	WorkerService_Checkpoint_FullMethodName  = "/fsmcp.v1.WorkerService/Checkpoint"
+	WorkerService_Checkpoints_FullMethodName = "/fsmcp.v1.WorkerService/Checkpoints"
+	WorkerService_Rewind_FullMethodName      = "/fsmcp.v1.WorkerService/Rewind"
 )
 
 // WorkerServiceClient is the client API for WorkerService service.
@@ -97,6 +100,14 @@ type WorkerServiceClient interface {
 	// metadata and reply; a cancel message ends one call. The worker ends
 	// the stream on a protocol error (a live id reused, no call given).
 	Calls(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[CallsRequest, CallsResponse], error)
+	// Checkpoint records the tree's state (names, types, modes, content
+	// hashes) in the state directory; it copies no file.
+	Checkpoint(ctx context.Context, in *CheckpointRequest, opts ...grpc.CallOption) (*CheckpointResponse, error)
+	// Checkpoints lists the checkpoints, newest first.
+	Checkpoints(ctx context.Context, in *CheckpointsRequest, opts ...grpc.CallOption) (*CheckpointsResponse, error)
+	// Rewind brings the root, or a subtree, back to a checkpoint, all or
+	// none, through fs_patch's journal.
+	Rewind(ctx context.Context, in *RewindRequest, opts ...grpc.CallOption) (*RewindResponse, error)
 }
 
 type workerServiceClient struct {
@@ -375,6 +386,36 @@ func (c *workerServiceClient) Calls(ctx context.Context, opts ...grpc.CallOption
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type WorkerService_CallsClient = grpc.BidiStreamingClient[CallsRequest, CallsResponse]
 
+func (c *workerServiceClient) Checkpoint(ctx context.Context, in *CheckpointRequest, opts ...grpc.CallOption) (*CheckpointResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckpointResponse)
+	err := c.cc.Invoke(ctx, WorkerService_Checkpoint_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *workerServiceClient) Checkpoints(ctx context.Context, in *CheckpointsRequest, opts ...grpc.CallOption) (*CheckpointsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckpointsResponse)
+	err := c.cc.Invoke(ctx, WorkerService_Checkpoints_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *workerServiceClient) Rewind(ctx context.Context, in *RewindRequest, opts ...grpc.CallOption) (*RewindResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RewindResponse)
+	err := c.cc.Invoke(ctx, WorkerService_Rewind_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // WorkerServiceServer is the server API for WorkerService service.
 // All implementations must embed UnimplementedWorkerServiceServer
 // for forward compatibility.
@@ -423,6 +464,14 @@ type WorkerServiceServer interface {
 	// metadata and reply; a cancel message ends one call. The worker ends
 	// the stream on a protocol error (a live id reused, no call given).
 	Calls(grpc.BidiStreamingServer[CallsRequest, CallsResponse]) error
+	// Checkpoint records the tree's state (names, types, modes, content
+	// hashes) in the state directory; it copies no file.
+	Checkpoint(context.Context, *CheckpointRequest) (*CheckpointResponse, error)
+	// Checkpoints lists the checkpoints, newest first.
+	Checkpoints(context.Context, *CheckpointsRequest) (*CheckpointsResponse, error)
+	// Rewind brings the root, or a subtree, back to a checkpoint, all or
+	// none, through fs_patch's journal.
+	Rewind(context.Context, *RewindRequest) (*RewindResponse, error)
 	mustEmbedUnimplementedWorkerServiceServer()
 }
 
@@ -498,6 +547,15 @@ func (UnimplementedWorkerServiceServer) Check(context.Context, *CheckRequest) (*
 }
 func (UnimplementedWorkerServiceServer) Calls(grpc.BidiStreamingServer[CallsRequest, CallsResponse]) error {
 	return status.Error(codes.Unimplemented, "method Calls not implemented")
+}
+func (UnimplementedWorkerServiceServer) Checkpoint(context.Context, *CheckpointRequest) (*CheckpointResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Checkpoint not implemented")
+}
+func (UnimplementedWorkerServiceServer) Checkpoints(context.Context, *CheckpointsRequest) (*CheckpointsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Checkpoints not implemented")
+}
+func (UnimplementedWorkerServiceServer) Rewind(context.Context, *RewindRequest) (*RewindResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Rewind not implemented")
 }
 func (UnimplementedWorkerServiceServer) mustEmbedUnimplementedWorkerServiceServer() {}
 func (UnimplementedWorkerServiceServer) testEmbeddedByValue()                       {}
@@ -870,6 +928,60 @@ func _WorkerService_Calls_Handler(srv interface{}, stream grpc.ServerStream) err
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type WorkerService_CallsServer = grpc.BidiStreamingServer[CallsRequest, CallsResponse]
 
+func _WorkerService_Checkpoint_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CheckpointRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkerServiceServer).Checkpoint(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WorkerService_Checkpoint_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkerServiceServer).Checkpoint(ctx, req.(*CheckpointRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _WorkerService_Checkpoints_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CheckpointsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkerServiceServer).Checkpoints(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WorkerService_Checkpoints_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkerServiceServer).Checkpoints(ctx, req.(*CheckpointsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _WorkerService_Rewind_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RewindRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkerServiceServer).Rewind(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WorkerService_Rewind_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkerServiceServer).Rewind(ctx, req.(*RewindRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // WorkerService_ServiceDesc is the grpc.ServiceDesc for WorkerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -940,6 +1052,18 @@ var WorkerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Check",
 			Handler:    _WorkerService_Check_Handler,
+		},
+		{
+			MethodName: "Checkpoint",
+			Handler:    _WorkerService_Checkpoint_Handler,
+		},
+		{
+			MethodName: "Checkpoints",
+			Handler:    _WorkerService_Checkpoints_Handler,
+		},
+		{
+			MethodName: "Rewind",
+			Handler:    _WorkerService_Rewind_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
