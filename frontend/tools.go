@@ -271,6 +271,11 @@ func newTool[In any](name, description string, h hints,
 	if err != nil {
 		panic(fmt.Sprintf("BUG(fsmcp): schema of %s: %v", name, err))
 	}
+	// A tool without arguments (fs_checkpoints) still lists its properties,
+	// none: clients read an object schema's properties.
+	if schema.Properties == nil {
+		schema.Properties = map[string]*jsonschema.Schema{}
+	}
 	// An optional field is a *T so that absence is visible; absence is
 	// how a client omits it, so null is refused. Only required fields
 	// (if_sha256) keep the null the pointer type implies.
