@@ -109,7 +109,8 @@ func genGlobTree(t *testing.T, rng *rand.Rand, root string) [][]byte {
 }
 
 // fs_glob's reply is, byte for byte, the reference rendering of the sorted
-// listing, over generated trees of odd names: whole, and page by page at
+// listing, over generated trees of odd names: whole (the stdio and HTTP
+// encoding, and go-sdk's with --structured-content), and page by page at
 // a small --max-response-bytes, where each page holds the next paths, is
 // within the bound, and its cursor is the last path's.
 func TestGlobReplyBytes(t *testing.T) {
@@ -123,9 +124,15 @@ func TestGlobReplyBytes(t *testing.T) {
 		files := genGlobTree(t, rng, root)
 		args := map[string]any{"path": "", "pattern": "*", "hidden": true, "no_ignore": true}
 
+		want := refGlobPage(files, len(files), "")
 		whole := start(t, root, "--max-response-bytes", "1048576").wantOK("fs_glob", args)
-		if want := refGlobPage(files, len(files), ""); whole.Text != want {
+		if whole.Text != want {
 			t.Fatalf("seed %d: fs_glob %s", seed, textDiff(whole.Text, want))
+		}
+		// With structuredContent the result is encoded by go-sdk.
+		whole = start(t, root, "--max-response-bytes", "2097152", "--structured-content").wantOK("fs_glob", args)
+		if whole.Text != want {
+			t.Fatalf("seed %d: fs_glob with --structured-content %s", seed, textDiff(whole.Text, want))
 		}
 
 		h := start(t, root, "--max-response-bytes", strconv.Itoa(pageBytes))
