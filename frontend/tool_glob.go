@@ -99,7 +99,12 @@ func (s *server) glob(ctx context.Context, in *globIn, req *mcp.CallToolRequest)
 	}
 
 	max := int(s.cfg.MaxResponseBytes)
-	doc := pageObj(max)
+	// By path, the entries stay in the worker's block: the document
+	// itself is a few bytes.
+	doc := newObj()
+	if byMtime {
+		doc = pageObj(max)
+	}
 	doc.bool("ok", true).name("path", displayPath(p))
 	doc.key("files")
 	doc.b = append(doc.b, '[')

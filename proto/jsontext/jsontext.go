@@ -183,6 +183,11 @@ func appendTwice(b []byte, s []byte) []byte {
 // the reply's text is decoded, and returns them. Such a run can stand in
 // a reply's text as it is, whoever rendered it.
 func TextObjects(text []byte, ends []uint32, key string, sizes []uint32) ([]uint32, bool) {
+	// The bytes between the values are ASCII, so the values are valid
+	// UTF-8 exactly when the whole run is.
+	if !utf8.Valid(text) {
+		return nil, false
+	}
 	plain := []byte(`{\"` + key + `\":\"`)
 	b64 := []byte(`{\"` + key + `_base64\":\"`)
 	const tail = `\"}`
@@ -227,10 +232,10 @@ func TextObjects(text []byte, ends []uint32, key string, sizes []uint32) ([]uint
 }
 
 // twiceString reports whether s is the inside of a JSON string as
-// appendTwice writes one, and how many escapes of the reply's text it
-// holds (each one byte longer than the document's byte it stands for):
-// valid UTF-8, no quote, backslash or control byte but in the escapes
-// appendTwice writes.
+// appendTwice writes one, but for its UTF-8 (TextObjects checks it), and
+// how many escapes of the reply's text it holds (each one byte longer
+// than the document's byte it stands for): no quote, backslash or
+// control byte but in the escapes appendTwice writes.
 func twiceString(s []byte) (int, bool) {
 	escapes := 0
 	for i := 0; i < len(s); i++ {
@@ -268,5 +273,5 @@ func twiceString(s []byte) (int, bool) {
 			return 0, false
 		}
 	}
-	return escapes, utf8.Valid(s)
+	return escapes, true
 }
