@@ -213,8 +213,11 @@ func auditLine(start time.Time, d time.Duration, t *tool, req *mcp.CallToolReque
 		}
 	case res != nil:
 		for _, c := range res.Content {
-			if tc, ok := c.(*mcp.TextContent); ok {
+			switch tc := c.(type) {
+			case *mcp.TextContent:
 				bytes += int64(len(tc.Text))
+			case *splicedText:
+				bytes += int64(tc.size)
 			}
 		}
 		if res.IsError {

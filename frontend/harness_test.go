@@ -75,7 +75,7 @@ func start(t *testing.T, root string, flags ...string) *harness {
 
 // startWorker serves a worker as the flags configure it over a
 // socketpair and returns the front-end's client of it, greeted.
-func startWorker(t *testing.T, cfg *Config) (*workerClient, *fsmcpv1.Confinement) {
+func startWorker(t testing.TB, cfg *Config) (*workerClient, *fsmcpv1.Confinement) {
 	t.Helper()
 	root, err := os.OpenRoot(cfg.Root)
 	if err != nil {

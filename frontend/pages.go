@@ -43,7 +43,7 @@ const pageTail = len(`],"truncated":true,"cursor":""}`)
 // adds after its items, pageTail included) and cursor (the length of the
 // cursor continuing after that item) are set aside.
 func pageRoom(doc *obj, max, tail, cursor int) int {
-	return max - len(doc.b) - tail - cursor
+	return max - len(doc.b) - doc.runSize - tail - cursor
 }
 
 // fs_list's cursors. A listing by name continues after the last name

@@ -63,6 +63,13 @@ type obj struct {
 	// refusal inside it (one entry of fs_read_many) marks it as errorResult
 	// marks a failure.
 	meta mcp.Meta
+	// run, when set, is a part of the document held as it stands in the
+	// reply's text, the JSON string that carries the document (fs_glob's
+	// entries as the worker rendered them, checked): it sits at runAt in
+	// b and is runSize bytes of the document.
+	run     []byte
+	runAt   int
+	runSize int
 }
 
 func newObj() *obj { return &obj{b: append(make([]byte, 0, 256), '{')} }
@@ -123,7 +130,7 @@ func (o *obj) text() string {
 }
 
 // size is the length of the document if it were closed now.
-func (o *obj) size() int { return len(o.b) + 1 }
+func (o *obj) size() int { return len(o.b) + o.runSize + 1 }
 
 // escapedLen is the length appendString adds for the byte c, beyond quotes.
 func escapedLen(c byte) int { return int(escapedLens[c]) }
@@ -194,12 +201,66 @@ func typeName(t fsmcpv1.FileType) string {
 
 // okResult wraps a success document: {"ok":true, ...}.
 func okResult(doc *obj) *mcp.CallToolResult {
-	res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: doc.text()}}}
+	var text mcp.Content
+	if doc.run != nil {
+		size := doc.size()
+		doc.b = append(doc.b, '}')
+		text = &splicedText{TextContent: &mcp.TextContent{}, head: doc.b[:doc.runAt], run: doc.run, tail: doc.b[doc.runAt:], size: size}
+		doc.b = nil
+	} else {
+		text = &mcp.TextContent{Text: doc.text()}
+	}
+	res := &mcp.CallToolResult{Content: []mcp.Content{text}}
 	if doc.media != nil {
 		res.Content = append(res.Content, doc.media)
 	}
 	res.Meta = doc.meta
 	return res
+}
+
+// splicedText is the text block of a document that holds a run as it
+// stands in the reply's text (obj.run): encoding it escapes the document
+// around the run and places the run as it is. Its TextContent's Text is
+// unset; what needs the document as a string decodes it (document).
+type splicedText struct {
+	*mcp.TextContent
+	// head, run, tail: the document is head, run decoded, then tail.
+	head, run, tail []byte
+	// size is the document's length.
+	size int
+}
+
+// appendText appends the document as a JSON string: the reply's text.
+func (t *splicedText) appendText(b []byte) []byte {
+	b = jsontext.AppendString(b, t.head)
+	b = append(b[:len(b)-1], t.run...)
+	n := len(b)
+	b = jsontext.AppendString(b, t.tail)
+	return append(b[:n], b[n+1:]...)
+}
+
+// MarshalJSON encodes the block as go-sdk encodes a text block without
+// annotations.
+func (t *splicedText) MarshalJSON() ([]byte, error) {
+	b := make([]byte, 0, len(t.head)+len(t.run)+len(t.tail)+len(t.tail)/8+64)
+	b = append(b, `{"type":"text","text":`...)
+	return append(t.appendText(b), '}'), nil
+}
+
+// document is the document as a string.
+func (t *splicedText) document() string {
+	b := make([]byte, 0, t.size)
+	b = append(b, t.head...)
+	for i := 0; i < len(t.run); i++ {
+		// A checked run escapes only quotes and backslashes: each
+		// backslash stands before the byte it escapes.
+		if t.run[i] == '\\' {
+			i++
+		}
+		b = append(b, t.run[i])
+	}
+	b = append(b, t.tail...)
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
 // errorResult renders a failure as the contract's error document with

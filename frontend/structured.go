@@ -42,8 +42,11 @@ func withStructure(res *mcp.CallToolResult) {
 	if res.StructuredContent != nil || res.InputRequests != nil || res.RequestState != "" || len(res.Content) == 0 {
 		return
 	}
-	if tc, ok := res.Content[0].(*mcp.TextContent); ok {
+	switch tc := res.Content[0].(type) {
+	case *mcp.TextContent:
 		res.StructuredContent = json.RawMessage(tc.Text)
+	case *splicedText:
+		res.StructuredContent = json.RawMessage(tc.document())
 	}
 }
 

@@ -82,51 +82,71 @@ func (s *server) glob(ctx context.Context, in *globIn, req *mcp.CallToolRequest)
 		return nil, err
 	}
 
-	objs, ends := resp.GetEntriesJson(), resp.GetEntryEnds()
+	// By path, the page is the worker's text of its entries, checked:
+	// sizes holds each entry's length in the document.
+	text, ends := resp.GetEntriesJson(), resp.GetEntryEnds()
 	paths, mtimes := resp.GetPaths(), resp.GetMtimesUnixNano()
+	var sizes []uint32
+	var ok bool
 	n := len(ends)
 	if byMtime {
 		n = len(paths)
 		if len(mtimes) != n {
 			return nil, errf(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "the worker sent %d mtimes for %d paths", len(mtimes), n)
 		}
-	} else if !jsontext.NameObjects(objs, ends, "path") {
+	} else if sizes, ok = jsontext.TextObjects(text, ends, "path", make([]uint32, 0, n)); !ok {
 		return nil, errf(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "the worker sent a page that is not path objects")
 	}
 
 	max := int(s.cfg.MaxResponseBytes)
-	doc := pageObj(max)
+	// By path, the entries stay in the worker's block: the document
+	// itself is a few bytes.
+	doc := newObj()
+	if byMtime {
+		doc = pageObj(max)
+	}
 	doc.bool("ok", true).name("path", displayPath(p))
 	doc.key("files")
 	doc.b = append(doc.b, '[')
+	doc.runAt = len(doc.b)
 	tail := len(`,"total":,"unreadable":`) + 2*20 + pageTail
 	// last is the index of the last entry placed, -1 for none.
 	last := -1
 	truncated := resp.GetMore()
 	item := &obj{b: make([]byte, 0, 256)}
-	start := 0
 	for i := range n {
-		var it []byte
+		var size int
 		if byMtime {
 			item.reset()
 			item.name("path", paths[i])
 			item.str("mtime", formatTime(mtimes[i]))
 			item.b = append(item.b, '}')
-			it = item.b
+			size = len(item.b)
 		} else {
-			it, start = objs[start:ends[i]], int(ends[i])
+			size = int(sizes[i])
 		}
 		// The cursor holds the path, which is never longer than its
 		// object.
-		if 1+len(it) > pageRoom(doc, max, tail, cursorLen(len(it)+binary.MaxVarintLen64)) {
+		if 1+size > pageRoom(doc, max, tail, cursorLen(size+binary.MaxVarintLen64)) {
 			truncated = true
 			break
 		}
+		comma := 0
 		if i > 0 {
-			doc.b = append(doc.b, ',')
+			comma = 1
 		}
-		doc.b = append(doc.b, it...)
+		if byMtime {
+			if comma > 0 {
+				doc.b = append(doc.b, ',')
+			}
+			doc.b = append(doc.b, item.b...)
+		} else {
+			doc.runSize += comma + size
+		}
 		last = i
+	}
+	if !byMtime && last >= 0 {
+		doc.run = text[:ends[last]]
 	}
 	doc.b = append(doc.b, ']')
 	doc.int("total", resp.GetTotal())
@@ -143,9 +163,9 @@ func (s *server) glob(ctx context.Context, in *globIn, req *mcp.CallToolRequest)
 		} else {
 			from := 0
 			if last > 0 {
-				from = int(ends[last-1])
+				from = int(ends[last-1]) + 1
 			}
-			path, err := pathOfObject(objs[from:ends[last]])
+			path, err := pathOfObject(text[from:ends[last]])
 			if err != nil {
 				return nil, err
 			}
@@ -157,13 +177,14 @@ func (s *server) glob(ctx context.Context, in *globIn, req *mcp.CallToolRequest)
 }
 
 // pathOfObject is the path an object {"path":…} or {"path_base64":…} of
-// a page names.
+// a page names, given as it stands in the reply's text.
 func pathOfObject(o []byte) ([]byte, error) {
 	var v struct {
 		Path       *string `json:"path"`
 		PathBase64 []byte  `json:"path_base64"`
 	}
-	if err := json.Unmarshal(o, &v); err != nil {
+	doc := (&splicedText{run: o}).document()
+	if err := json.Unmarshal([]byte(doc), &v); err != nil {
 		return nil, errf(fsmcpv1.ErrorCode_ERROR_CODE_INTERNAL, "the worker sent a page entry that is not JSON: %v", err)
 	}
 	if v.Path != nil {

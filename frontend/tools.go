@@ -577,12 +577,13 @@ func (s *server) handler(t *tool) mcp.ToolHandler {
 			return fail(s.callError(ctx, cerr)), nil
 		}
 		evicted.add(doc)
-		if int64(doc.size()) > s.cfg.MaxResponseBytes {
+		size := int64(doc.size())
+		if size > s.cfg.MaxResponseBytes {
 			return fail(errf(fsmcpv1.ErrorCode_ERROR_CODE_TOO_LARGE, "the reply would exceed --max-response-bytes")), nil
 		}
 		res := okResult(doc)
 		if rec != nil {
-			rec.outcome, rec.replyBytes, rec.res = "ok", int64(len(res.Content[0].(*mcp.TextContent).Text)), res
+			rec.outcome, rec.replyBytes, rec.res = "ok", size, res
 		}
 		return res, nil
 	}

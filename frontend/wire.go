@@ -707,6 +707,10 @@ func encodeToolResult(res *mcp.CallToolResult, complete bool) (b []byte, ok bool
 	}
 	size := 64
 	for _, c := range res.Content {
+		if st, ok := c.(*splicedText); ok {
+			size += len(st.head) + len(st.run) + len(st.tail) + len(st.tail)/8 + 32
+			continue
+		}
 		tc, ok := c.(*mcp.TextContent)
 		// go-sdk would repair invalid UTF-8; appendString requires it valid.
 		if !ok || tc.Meta != nil || tc.Annotations != nil || !utf8.ValidString(tc.Text) {
@@ -731,7 +735,11 @@ func encodeToolResult(res *mcp.CallToolResult, complete bool) (b []byte, ok bool
 			b = append(b, ',')
 		}
 		b = append(b, `{"type":"text","text":`...)
-		b = jsontext.AppendString(b, c.(*mcp.TextContent).Text)
+		if st, ok := c.(*splicedText); ok {
+			b = st.appendText(b)
+		} else {
+			b = jsontext.AppendString(b, c.(*mcp.TextContent).Text)
+		}
 		b = append(b, '}')
 	}
 	b = append(b, ']')

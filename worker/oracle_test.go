@@ -470,14 +470,20 @@ func checkGlob(t *testing.T, c fsmcpv1.WorkerServiceClient, tr *oracleTree, ents
 		}
 		paths := last.Paths
 		if !byMtime {
+			// The entries stand as in the reply's text: the inside of a
+			// JSON string holding objects separated by commas.
+			var doc string
+			must(t, json.Unmarshal([]byte(`"`+string(last.EntriesJson)+`"`), &doc))
+			var objs []struct {
+				Path       *string `json:"path"`
+				PathBase64 string  `json:"path_base64"`
+			}
+			must(t, json.Unmarshal([]byte("["+doc+"]"), &objs))
+			if len(objs) != len(last.EntryEnds) {
+				t.Fatalf("glob %q %+v: %d entries, %d ends", pattern, o, len(objs), len(last.EntryEnds))
+			}
 			paths = nil
-			start := uint32(0)
-			for _, end := range last.EntryEnds {
-				var obj struct {
-					Path       *string `json:"path"`
-					PathBase64 string  `json:"path_base64"`
-				}
-				must(t, json.Unmarshal(last.EntriesJson[start:end], &obj))
+			for _, obj := range objs {
 				p := []byte(nil)
 				if obj.Path != nil {
 					p = []byte(*obj.Path)
@@ -487,7 +493,6 @@ func checkGlob(t *testing.T, c fsmcpv1.WorkerServiceClient, tr *oracleTree, ents
 					must(t, err)
 				}
 				paths = append(paths, p)
-				start = end
 			}
 		}
 		for _, p := range paths {

@@ -1,9 +1,9 @@
 // Package jsontext writes the JSON text of fsmcp's replies: strings
 // escaped in one pass, names as text or, when not UTF-8, as base64. The
-// front-end renders its replies with it; the worker renders a listing's
-// entries with it, so that they cross to the front-end as one block of
-// bytes, which the front-end checks (NameObjects) and places in its reply
-// as they are.
+// front-end renders its replies with it; the worker renders fs_glob's
+// entries with it, as they stand in the reply's text, so that they cross
+// to the front-end as one block of bytes, which the front-end checks
+// (TextObjects) and places in the reply's text as they are.
 package jsontext
 
 import (
@@ -115,44 +115,129 @@ func AppendName(b []byte, key string, v []byte) []byte {
 	return append(b, '"')
 }
 
-// NameObjects reports whether objs, cut at ends, is a run of objects each
-// exactly {AppendName(key, v)} for some v: one member, a JSON string of
-// valid UTF-8 (escaped as AppendString escapes) or its base64 twin. Such a
-// run can stand in a reply as it is, whoever rendered it.
-func NameObjects(objs []byte, ends []uint32, key string) bool {
-	text := []byte(`{"` + key + `":"`)
-	b64 := []byte(`{"` + key + `_base64":"`)
-	start := 0
-	for _, e := range ends {
-		end := int(e)
-		if end < start || end > len(objs) {
-			return false
-		}
-		o := objs[start:end]
-		start = end
-		if len(o) < 2 || !bytes.HasSuffix(o, []byte(`"}`)) {
-			return false
-		}
-		switch {
-		case bytes.HasPrefix(o, text) && len(o) >= len(text)+2:
-			if !plainString(o[len(text) : len(o)-2]) {
-				return false
-			}
-		case bytes.HasPrefix(o, b64) && len(o) >= len(b64)+2:
-			if _, err := base64.StdEncoding.DecodeString(string(o[len(b64) : len(o)-2])); err != nil {
-				return false
-			}
-		default:
-			return false
-		}
+func isHex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' }
+
+// A reply travels as JSON-RPC, where its document is itself the JSON
+// string "text": each byte of the document that JSON escapes (a quote, a
+// backslash; the document holds no control byte) is escaped once more
+// there. fs_glob's entries are rendered in that final form, once, by the
+// worker; the front-end checks them (TextObjects) and places them in the
+// reply's text as they are.
+
+// AppendNameText appends {AppendName(key, v)} as it stands inside a JSON
+// string: every quote and backslash of the object escaped once more.
+func AppendNameText(b []byte, key string, v []byte) []byte {
+	if !utf8.Valid(v) {
+		b = append(b, `{\"`...)
+		b = append(b, key...)
+		b = append(b, `_base64\":\"`...)
+		b = base64.StdEncoding.AppendEncode(b, v)
+		return append(b, `\"}`...)
 	}
-	return start == len(objs)
+	b = append(b, `{\"`...)
+	b = append(b, key...)
+	b = append(b, `\":\"`...)
+	b = appendTwice(b, v)
+	return append(b, `\"}`...)
 }
 
-// plainString reports whether s is the inside of a JSON string as
-// AppendString writes one: valid UTF-8, no quote, backslash or control
-// byte but in the escapes it writes.
-func plainString(s []byte) bool {
+// appendTwice appends the inside of the JSON string AppendString writes
+// of s, escaped as the inside of a JSON string once more: a run that
+// needs no escape is copied word by word, as AppendString copies it.
+func appendTwice(b []byte, s []byte) []byte {
+	for i := 0; i < len(s); i++ {
+		start := i
+		for i+8 <= len(s) && PlainWord(Load64(s, i)) {
+			i += 8
+		}
+		for i < len(s) && s[i] >= 0x20 && s[i] != '"' && s[i] != '\\' {
+			i++
+		}
+		b = append(b, s[start:i]...)
+		if i == len(s) {
+			break
+		}
+		switch c := s[i]; c {
+		case '"':
+			b = append(b, `\\\"`...)
+		case '\\':
+			b = append(b, `\\\\`...)
+		case '\n':
+			b = append(b, `\\n`...)
+		case '\r':
+			b = append(b, `\\r`...)
+		case '\t':
+			b = append(b, `\\t`...)
+		default:
+			b = append(b, '\\', '\\', 'u', '0', '0', HexDigits[c>>4], HexDigits[c&0xf])
+		}
+	}
+	return b
+}
+
+// TextObjects reports whether text, cut at ends, is a run of objects as
+// AppendNameText writes them, for some values, separated by commas: the
+// i-th ends at ends[i], a comma follows each but the last, and nothing
+// else. Each value is a relative path: not empty, and not starting with
+// a slash, so that no host path passes. It appends to sizes each object's length in the document, once
+// the reply's text is decoded, and returns them. Such a run can stand in
+// a reply's text as it is, whoever rendered it.
+func TextObjects(text []byte, ends []uint32, key string, sizes []uint32) ([]uint32, bool) {
+	// The bytes between the values are ASCII, so the values are valid
+	// UTF-8 exactly when the whole run is.
+	if !utf8.Valid(text) {
+		return nil, false
+	}
+	plain := []byte(`{\"` + key + `\":\"`)
+	b64 := []byte(`{\"` + key + `_base64\":\"`)
+	const tail = `\"}`
+	start := 0
+	for i, e := range ends {
+		if i > 0 {
+			if start >= len(text) || text[start] != ',' {
+				return nil, false
+			}
+			start++
+		}
+		end := int(e)
+		if end < start || end > len(text) {
+			return nil, false
+		}
+		o := text[start:end]
+		start = end
+		if !bytes.HasSuffix(o, []byte(tail)) {
+			return nil, false
+		}
+		var n int
+		switch {
+		case bytes.HasPrefix(o, plain) && len(o) > len(plain)+len(tail):
+			v := o[len(plain) : len(o)-len(tail)]
+			escapes, ok := twiceString(v)
+			if !ok || v[0] == '/' {
+				return nil, false
+			}
+			n = len(o) - 4 - escapes
+		case bytes.HasPrefix(o, b64) && len(o) > len(b64)+len(tail):
+			v, err := base64.StdEncoding.DecodeString(string(o[len(b64) : len(o)-len(tail)]))
+			if err != nil || len(v) == 0 || v[0] == '/' {
+				return nil, false
+			}
+			n = len(o) - 4
+		default:
+			return nil, false
+		}
+		sizes = append(sizes, uint32(n))
+	}
+	return sizes, start == len(text)
+}
+
+// twiceString reports whether s is the inside of a JSON string as
+// appendTwice writes one, but for its UTF-8 (TextObjects checks it), and
+// how many escapes of the reply's text it holds (each one byte longer
+// than the document's byte it stands for): no quote, backslash or
+// control byte but in the escapes appendTwice writes.
+func twiceString(s []byte) (int, bool) {
+	escapes := 0
 	for i := 0; i < len(s); i++ {
 		for i+8 <= len(s) && PlainWord(Load64(s, i)) {
 			i += 8
@@ -164,22 +249,29 @@ func plainString(s []byte) bool {
 		if c >= 0x20 && c != '"' && c != '\\' {
 			continue
 		}
-		if c != '\\' || i+1 == len(s) {
-			return false
+		// Every escape starts with an escaped backslash.
+		if c != '\\' || i+2 >= len(s) || s[i+1] != '\\' {
+			return 0, false
 		}
-		switch s[i+1] {
-		case '"', '\\', 'n', 'r', 't':
-			i++
-		case 'u':
-			if i+5 >= len(s) || s[i+2] != '0' || s[i+3] != '0' || !isHex(s[i+4]) || !isHex(s[i+5]) {
-				return false
+		switch s[i+2] {
+		case 'n', 'r', 't':
+			i += 2
+			escapes++
+		case '\\':
+			if i+3 >= len(s) || (s[i+3] != '"' && s[i+3] != '\\') {
+				return 0, false
 			}
-			i += 5
+			i += 3
+			escapes += 2
+		case 'u':
+			if i+6 >= len(s) || s[i+3] != '0' || s[i+4] != '0' || !isHex(s[i+5]) || !isHex(s[i+6]) {
+				return 0, false
+			}
+			i += 6
+			escapes++
 		default:
-			return false
+			return 0, false
 		}
 	}
-	return utf8.Valid(s)
+	return escapes, true
 }
-
-func isHex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' }

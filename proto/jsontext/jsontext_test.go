@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 )
 
@@ -67,84 +68,110 @@ func TestPlainWordEveryByte(t *testing.T) {
 	}
 }
 
-// FuzzNameObjects: what AppendName renders, NameObjects takes, and
-// encoding/json reads back the name; and whatever bytes NameObjects takes
-// are objects of exactly one member, key or key_base64, whose value is a
-// string (base64 for key_base64).
-func FuzzNameObjects(f *testing.F) {
-	for _, seed := range [][]byte{[]byte("a/b.go"), []byte("bad\xffname"), []byte("q\"uote\\back\x01\n"), {}, []byte(`{"path":"x"}`),
-		[]byte(`{"path":"x","y":1}`), []byte(`{"path_base64":"!!"}`), []byte(`{"path":"\q"}`), []byte(`{"path":"\u00zz"}`)} {
+// inText is s as it stands inside a JSON string: AppendString without its
+// quotes.
+func inText(s []byte) []byte {
+	e := appendStringReference(nil, s)
+	return e[1 : len(e)-1]
+}
+
+// FuzzTextObjects checks AppendNameText against escaping AppendName's
+// object once more, TextObjects's lengths against the objects', and that
+// whatever TextObjects takes is, once the reply's text is decoded, one
+// object with one member, path or path_base64, of the length it says.
+func FuzzTextObjects(f *testing.F) {
+	for _, seed := range [][]byte{[]byte("a/b.go"), []byte("bad\xffname"), []byte("q\"uote\\back\x01\n"), {},
+		[]byte(`{\"path\":\"x\"}`), []byte(`{\"path\":\"x\",\"y\":1}`), []byte(`{\"path_base64\":\"!!\"}`),
+		[]byte(`{\"path\":\"\\q\"}`), []byte(`{\"path\":\"\\u00zz\"}`), []byte(`{\"path\":\"\\\"\"}`)} {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, v []byte) {
-		objs := append(AppendName([]byte("{"), "path", v), '}')
-		first := uint32(len(objs))
-		objs = append(append(objs, '{'), `"path":"x"}`...)
-		if !NameObjects(objs, []uint32{first, uint32(len(objs))}, "path") {
-			t.Fatalf("NameObjects refused %q", objs)
+		obj := append(AppendName([]byte("{"), "path", v), '}')
+		text := AppendNameText(nil, "path", v)
+		if want := inText(obj); !bytes.Equal(text, want) {
+			t.Fatalf("AppendNameText(%q) = %q, want %q", v, text, want)
 		}
-		var back struct {
-			Path       *string `json:"path"`
-			PathBase64 []byte  `json:"path_base64"`
-		}
-		if err := json.Unmarshal(objs[:first], &back); err != nil {
-			t.Fatalf("%q: %v", objs[:first], err)
-		}
-		got := back.PathBase64
-		if back.Path != nil {
-			got = []byte(*back.Path)
-		}
-		if !bytes.Equal(got, v) {
-			t.Fatalf("%q reads back as %+v", objs[:first], back)
+		first := uint32(len(text))
+		text = append(append(text, ','), AppendNameText(nil, "path", []byte("x"))...)
+		sizes, ok := TextObjects(text, []uint32{first, uint32(len(text))}, "path", nil)
+		if len(v) == 0 || v[0] == '/' {
+			if ok {
+				t.Fatalf("TextObjects took %q, whose first path is not relative", text)
+			}
+		} else if !ok || len(sizes) != 2 || int(sizes[0]) != len(obj) || sizes[1] != uint32(len(`{"path":"x"}`)) {
+			t.Fatalf("TextObjects(%q) = %v, %v; want the lengths %d and 12", text, sizes, ok, len(obj))
 		}
 		// The bytes as they are, one object.
-		if NameObjects(v, []uint32{uint32(len(v))}, "path") {
-			var m map[string]json.RawMessage
-			d := json.NewDecoder(bytes.NewReader(v))
-			if err := d.Decode(&m); err != nil || d.More() || len(m) != 1 {
-				t.Fatalf("NameObjects took %q: %v, %d members", v, err, len(m))
+		sizes, ok = TextObjects(v, []uint32{uint32(len(v))}, "path", nil)
+		if !ok {
+			return
+		}
+		var doc string
+		if err := json.Unmarshal([]byte(`"`+string(v)+`"`), &doc); err != nil {
+			t.Fatalf("TextObjects took %q, which is not a JSON string's inside: %v", v, err)
+		}
+		if len(doc) != int(sizes[0]) {
+			t.Fatalf("TextObjects took %q as %d bytes; it is %d", v, sizes[0], len(doc))
+		}
+		var m map[string]json.RawMessage
+		d := json.NewDecoder(strings.NewReader(doc))
+		if err := d.Decode(&m); err != nil || d.More() || len(m) != 1 {
+			t.Fatalf("TextObjects took %q: %v, %d members", v, err, len(m))
+		}
+		for k, raw := range m {
+			var s string
+			if err := json.Unmarshal(raw, &s); err != nil || k != "path" && k != "path_base64" {
+				t.Fatalf("TextObjects took %q: member %q = %s", v, k, raw)
 			}
-			for k, raw := range m {
-				var s string
-				if err := json.Unmarshal(raw, &s); err != nil || k != "path" && k != "path_base64" {
-					t.Fatalf("NameObjects took %q: member %q = %s", v, k, raw)
-				}
-				if _, err := base64.StdEncoding.DecodeString(s); k == "path_base64" && err != nil {
-					t.Fatalf("NameObjects took %q: %v", v, err)
-				}
+			if _, err := base64.StdEncoding.DecodeString(s); k == "path_base64" && err != nil {
+				t.Fatalf("TextObjects took %q: %v", v, err)
 			}
 		}
 	})
 }
 
-// NameObjects refuses what is not a run of one-member path objects, and
-// ends that do not cut the bytes exactly.
-func TestNameObjectsRefusals(t *testing.T) {
-	ok := []byte(`{"path":"a"}{"path_base64":"/w=="}`)
-	if !NameObjects(ok, []uint32{12, uint32(len(ok))}, "path") {
-		t.Fatal("refused a good run")
+// TextObjects refuses what is not a run of one-member path objects as
+// they stand in a reply's text, separated by commas, a path that is empty
+// or absolute, and ends that do not cut the bytes exactly.
+func TestTextObjectsRefusals(t *testing.T) {
+	good := `{\"path\":\"a\\\"\\n\\u0001\"},{\"path_base64\":\"/w==\"}`
+	first := uint32(strings.Index(good, ","))
+	sizes, ok := TextObjects([]byte(good), []uint32{first, uint32(len(good))}, "path", nil)
+	if !ok || len(sizes) != 2 || sizes[0] != uint32(len(`{"path":"a\"\n\u0001"}`)) || sizes[1] != uint32(len(`{"path_base64":"/w=="}`)) {
+		t.Fatalf("TextObjects(%s) = %v, %v", good, sizes, ok)
 	}
 	for _, c := range []struct {
-		objs string
+		text string
 		ends []uint32
 	}{
-		{`{"path":"a"}`, []uint32{13}},
-		{`{"path":"a"}{"path":"b"}`, []uint32{12}},
-		{`{"path":"a"}{"path":"b"}`, []uint32{12, 6}},
-		{`{"path":"a","ok":false}`, []uint32{23}},
-		{`{"path":"a"},{"path":"b"}`, []uint32{12, 25}},
-		{`{"path":"a\"}`, []uint32{13}},
-		{`{"path":"a\q"}`, []uint32{14}},
-		{`{"path":"a\u00g0"}`, []uint32{18}},
-		{"{\"path\":\"a\x01\"}", []uint32{14}},
-		{"{\"path\":\"\xff\"}", []uint32{13}},
-		{`{"path_base64":"!"}`, []uint32{19}},
-		{`{"name":"a"}`, []uint32{12}},
-		{`{"path":1}`, []uint32{10}},
-		{`{"path":"}`, []uint32{10}},
+		{`{\"path\":\"a\"}`, []uint32{17}},
+		{`{\"path\":\"a\"},{\"path\":\"b\"}`, []uint32{16}},
+		{`{\"path\":\"a\"},{\"path\":\"b\"}`, []uint32{16, 6}},
+		{`{\"path\":\"a\"}{\"path\":\"b\"}`, []uint32{16, 32}},
+		{`{\"path\":\"a\"};{\"path\":\"b\"}`, []uint32{16, 33}},
+		{`{\"path\":\"a\",\"ok\":false}`, []uint32{29}},
+		{`{"path":"a"}`, []uint32{12}},
+		{`{\"path\":\"a"\"}`, []uint32{17}},
+		{`{\"path\":\"a\\\"}`, []uint32{18}},
+		{`{\"path\":\"a\\"\"}`, []uint32{19}},
+		{`{\"path\":\"a\\q\"}`, []uint32{19}},
+		{`{\"path\":\"a\q\"}`, []uint32{18}},
+		{`{\"path\":\"a\n\"}`, []uint32{18}},
+		{`{\"path\":\"a\\u00g0\"}`, []uint32{23}},
+		{`{\"path\":\"a\\u00\"}`, []uint32{21}},
+		{"{\\\"path\\\":\\\"a\x01\\\"}", []uint32{17}},
+		{"{\\\"path\\\":\\\"\xff\\\"}", []uint32{16}},
+		{`{\"path_base64\":\"!\"}`, []uint32{23}},
+		{`{\"name\":\"a\"}`, []uint32{16}},
+		{`{\"path\":1}`, []uint32{12}},
+		{`{\"path\":\"}`, []uint32{13}},
+		{`{\"path\":\"\"}`, []uint32{15}},
+		{`{\"path\":\"/etc/passwd\"}`, []uint32{26}},
+		{`{\"path_base64\":\"\"}`, []uint32{22}},
+		{`{\"path_base64\":\"L3g=\"}`, []uint32{26}},
 	} {
-		if NameObjects([]byte(c.objs), c.ends, "path") {
-			t.Errorf("NameObjects took %q cut at %v", c.objs, c.ends)
+		if _, ok := TextObjects([]byte(c.text), c.ends, "path", nil); ok {
+			t.Errorf("TextObjects took %q cut at %v", c.text, c.ends)
 		}
 	}
 }

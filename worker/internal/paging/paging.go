@@ -360,21 +360,24 @@ func (b *Block) Keeps() bool { return !b.skip && !b.full }
 // Shown reports whether the block's file is shown at all.
 func (b *Block) Shown() bool { return b.path != nil }
 
-// Objects renders paths as the reply's objects, {"path":…} each, one
-// after another, and where each ends: one block crosses to the front-end,
-// which places it in its reply as it is, instead of a field per path that
-// it would decode and render again.
+// Objects renders paths as they stand in the reply's text, the JSON
+// string that carries its document: {"path":…} each, escaped once more,
+// separated by commas, and where each object ends. One block crosses to
+// the front-end, which checks it and places it in the reply's text as it
+// is: the paths are escaped once, here, for the reply's document and its
+// text together.
 func Objects(paths [][]byte) ([]byte, []uint32) {
 	n := 0
 	for _, p := range paths {
-		n += len(p) + len(p)/8 + 12
+		n += len(p) + len(p)/8 + 16
 	}
 	b := make([]byte, 0, n)
 	ends := make([]uint32, len(paths))
 	for i, p := range paths {
-		b = append(b, '{')
-		b = jsontext.AppendName(b, "path", p)
-		b = append(b, '}')
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = jsontext.AppendNameText(b, "path", p)
 		ends[i] = uint32(len(b))
 	}
 	return b, ends

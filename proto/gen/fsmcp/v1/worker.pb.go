@@ -2143,7 +2143,9 @@ type GlobResponse struct {
 	MtimesUnixNano []int64 `protobuf:"varint,7,rep,packed,name=mtimes_unix_nano,json=mtimesUnixNano,proto3" json:"mtimes_unix_nano,omitempty"`
 	// With sort by path, the page instead of paths: each path as the reply's
 	// object, {"path":…} or, for a name that is not UTF-8,
-	// {"path_base64":…}, one after another; the i-th ends at entry_ends[i].
+	// {"path_base64":…}, as it stands in the reply's text (the JSON string
+	// carrying the document: escaped once more), separated by commas; the
+	// i-th ends at entry_ends[i].
 	EntriesJson   []byte   `protobuf:"bytes,8,opt,name=entries_json,json=entriesJson,proto3" json:"entries_json,omitempty"`
 	EntryEnds     []uint32 `protobuf:"varint,9,rep,packed,name=entry_ends,json=entryEnds,proto3" json:"entry_ends,omitempty"`
 	unknownFields protoimpl.UnknownFields
