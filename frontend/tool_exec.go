@@ -157,24 +157,35 @@ const execToolName = "fs_exec"
 func commandTools(cfg *Config) []*tool {
 	var ts []*tool
 	if len(cfg.Exec.Programs) > 0 {
-		writable := cfg.Exec.Writable
-		runs := "nothing beneath the root executable"
-		if cfg.Exec.Native {
-			runs = "what commands build may run"
-		}
-		if cfg.Exec.Cache != "" {
-			runs += ", a persistent build cache at $FSMCP_CACHE"
-		}
-		t := defineTool(execToolName, "Run one of the operator's granted programs (an argv, never a shell string) in a kernel "+
-			"confinement: the root read-only unless the operator allowed writes, a private scratch HOME and TMPDIR, no network, "+
-			runs+". Reply: exit or signal, timed_out, duration_ms, stdout and stderr each with "+
-			"its encoding (utf8 or base64) and truncated. A non-zero exit is an ordinary result.",
-			!writable, writable, false, (*server).exec).titled("Run command").paths(onePath("cwd"))
-		t.ownDeadline = true
-		ts = append(ts, t)
+		ts = append(ts, execDecl(cfg).tool())
 	}
-	ts = append(ts, vcsTools(cfg)...)
-	return ts
+	return append(ts, vcsTools(cfg)...)
+}
+
+// execDecl is fs_exec's one declaration. Its description and hints follow
+// the flags: --exec-writable makes it destructive, --exec-native and
+// --exec-cache change what a command may run and keep.
+func execDecl(cfg *Config) toolDecl[execIn] {
+	writable := cfg.Exec.Writable
+	runs := "nothing beneath the root executable"
+	if cfg.Exec.Native {
+		runs = "what commands build may run"
+	}
+	if cfg.Exec.Cache != "" {
+		runs += ", a persistent build cache at $FSMCP_CACHE"
+	}
+	return toolDecl[execIn]{
+		name:  execToolName,
+		title: "Run command",
+		description: "Run one of the operator's granted programs (an argv, never a shell string) in a kernel " +
+			"confinement: the root read-only unless the operator allowed writes, a private scratch HOME and TMPDIR, no network, " +
+			runs + ". Reply: exit or signal, timed_out, duration_ms, stdout and stderr each with " +
+			"its encoding (utf8 or base64) and truncated. A non-zero exit is an ordinary result.",
+		hints:       hints{readOnly: !writable, destructive: writable},
+		paths:       []pathDecl{onePath("cwd")},
+		ownDeadline: true,
+		run:         (*server).exec,
+	}
 }
 
 // timeoutArg applies timeout_s's default and bound.

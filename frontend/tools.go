@@ -129,7 +129,7 @@ func pathsUnder(name string) pathDecl  { return pathDecl{name: name, kind: kindU
 func keyedPaths(name string) pathDecl { return pathDecl{name: name, kind: kindKeys, label: "files"} }
 
 // paths declares the tool's path arguments and returns it, so that a
-// definition reads defineTool(...).titled("Read file").paths(onePath("path")).
+// declaration's tool() reads newTool(...).titled(title).paths(args...).
 // A tool that names no path declares paths() all the same.
 func (t *tool) paths(args ...pathDecl) *tool {
 	t.pathArgs, t.pathsDeclared = args, true
@@ -257,13 +257,6 @@ func (d toolDecl[In]) tool() *tool {
 	return t
 }
 
-// defineTool builds a tool from its parts, declaring neither title nor
-// paths: it reads defineTool(...).titled("Run command").paths(onePath("cwd")).
-func defineTool[In any](name, description string, readOnly, destructive, idempotent bool,
-	run func(s *server, ctx context.Context, in *In, req *mcp.CallToolRequest) (*obj, error)) *tool {
-	return newTool(name, description, hints{readOnly, destructive, idempotent}, run)
-}
-
 // newTool makes the tool whose input is In.
 func newTool[In any](name, description string, h hints,
 	run func(s *server, ctx context.Context, in *In, req *mcp.CallToolRequest) (*obj, error)) *tool {
@@ -345,7 +338,7 @@ func newTool[In any](name, description string, h hints,
 }
 
 // titled sets the tool's title and returns it, so that a definition
-// reads defineTool(...).titled("Read file").
+// reads newTool(...).titled("Read file").
 func (t *tool) titled(title string) *tool {
 	t.title = title
 	return t
