@@ -291,36 +291,16 @@ func patchCrashTrials(t *testing.T, quarantine bool) {
 		tally(state)
 		before = state
 		waitSwept(t, root)
-		type outcome struct {
-			res *mcp.CallToolResult
-			err error
+		a := args[state]
+		if trial%4 >= 2 {
+			a = envArgs[state]
 		}
-		done := make(chan outcome, 1)
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-			defer cancel()
-			a := args[state]
-			if trial%4 >= 2 {
-				a = envArgs[state]
-			}
-			res, err := s.session.CallTool(ctx, &mcp.CallToolParams{Name: "fs_patch", Arguments: a})
-			done <- outcome{res, err}
-		}()
-		if trial%2 == 0 {
-			time.Sleep(time.Duration(rng.Int64N(int64(whole * 3 / 2))))
-		} else if waitJournal(journals, time.Minute) {
-			time.Sleep(time.Duration(rng.Int64N(int64(300 * time.Microsecond))))
-		}
-		if journalOnDisk(journals) {
+		hit, ok := killMidCall(t, s, trial, rng, whole, journals, "fs_patch", a)
+		if hit {
 			inCommit++
 		}
-		if err := syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL); err != nil {
-			t.Fatalf("trial %d: kill the process group: %v", trial, err)
-		}
-		o := <-done
-		s.session.Close()
 		prev = ""
-		if o.err == nil && !o.res.IsError {
+		if ok {
 			reportedOK++
 			prev = map[string]string{"old": "new", "new": "old"}[state]
 		}
@@ -379,6 +359,39 @@ func journalsLeft(dir string) []string {
 		}
 	}
 	return left
+}
+
+// killMidCall calls name with args and kills the server's whole process
+// group while it runs: on even trials after a random share of whole (the
+// call's time unhindered, so kills land before, inside and after its
+// commit), on odd ones just after a journal appears in journals (inside
+// the commit). It reports whether a journal was on disk at the kill and
+// whether the call was answered ok before it died.
+func killMidCall(t *testing.T, s *server, trial int, rng *rand.Rand, whole time.Duration, journals, name string, args map[string]any) (inCommit, ok bool) {
+	t.Helper()
+	type outcome struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		res, err := s.session.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+		done <- outcome{res, err}
+	}()
+	if trial%2 == 0 {
+		time.Sleep(time.Duration(rng.Int64N(int64(whole * 3 / 2))))
+	} else if waitJournal(journals, time.Minute) {
+		time.Sleep(time.Duration(rng.Int64N(int64(300 * time.Microsecond))))
+	}
+	inCommit = journalOnDisk(journals)
+	if err := syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("trial %d: kill the process group: %v", trial, err)
+	}
+	o := <-done
+	s.session.Close()
+	return inCommit, o.err == nil && !o.res.IsError
 }
 
 // journalOnDisk reports whether a patch journal is in the state

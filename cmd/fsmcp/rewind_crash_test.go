@@ -1,15 +1,12 @@
 package main
 
 import (
-	"context"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // TestRewindCrash SIGKILLs fsmcp's whole process group (front-end and
@@ -91,32 +88,12 @@ func TestRewindCrash(t *testing.T) {
 		// The tools made every change since that checkpoint, recovery
 		// included: the rewind sees no conflict.
 		s.wantOK("fs_rewind", map[string]any{"id": target, "dry_run": true})
-		type outcome struct {
-			res *mcp.CallToolResult
-			err error
-		}
-		done := make(chan outcome, 1)
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-			defer cancel()
-			res, err := s.session.CallTool(ctx, &mcp.CallToolParams{Name: "fs_rewind", Arguments: map[string]any{"id": target}})
-			done <- outcome{res, err}
-		}()
-		if trial%2 == 0 {
-			time.Sleep(time.Duration(rng.Int64N(int64(whole * 3 / 2))))
-		} else if waitJournal(journals, time.Minute) {
-			time.Sleep(time.Duration(rng.Int64N(int64(300 * time.Microsecond))))
-		}
-		if journalOnDisk(journals) {
+		hit, ok := killMidCall(t, s, trial, rng, whole, journals, "fs_rewind", map[string]any{"id": target})
+		if hit {
 			inCommit++
 		}
-		if err := syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL); err != nil {
-			t.Fatalf("trial %d: kill the process group: %v", trial, err)
-		}
-		o := <-done
-		s.session.Close()
 		prev = ""
-		if o.err == nil && !o.res.IsError {
+		if ok {
 			reportedOK++
 			prev = other
 		}
