@@ -408,3 +408,24 @@ func TestReadSHA256Omitted(t *testing.T) {
 		t.Errorf("precondition_failed = %s", e.Text)
 	}
 }
+
+// fs_read with charset: a UTF-16 file read by lines is refused (a 0x0a
+// byte is not a line end there), by offset it decodes, and a name that
+// is not one of the charsets is refused before anything is read.
+func TestReadCharsetRefusals(t *testing.T) {
+	root := t.TempDir()
+	// "a\nb\n" in UTF-16LE.
+	if err := os.WriteFile(filepath.Join(root, "w.txt"), []byte("a\x00\n\x00b\x00\n\x00"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, root)
+	r := s.wantErr("fs_read", map[string]any{"path": "w.txt", "charset": "utf-16le", "line": 1}, "invalid_argument")
+	if !strings.Contains(r.Text, "by offset and length") {
+		t.Errorf("line read of a UTF-16 file: %s", r.Text)
+	}
+	r = s.wantOK("fs_read", map[string]any{"path": "w.txt", "charset": "utf-16le"})
+	if r.Str("content") != "a\nb\n" || r.Num("length") != 8 {
+		t.Errorf("offset read of a UTF-16 file = %s", r.Text)
+	}
+	s.wantErr("fs_read", map[string]any{"path": "w.txt", "charset": "ebcdic"}, "invalid_argument")
+}
