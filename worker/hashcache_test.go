@@ -11,6 +11,9 @@ import (
 	"time"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/sandbox"
+	"github.com/fsmcp/fsmcp/worker/internal/hashcache"
+	"golang.org/x/sys/unix"
 )
 
 func newTestService(t *testing.T, dir string) *Service {
@@ -114,4 +117,46 @@ func TestHashCacheSettles(t *testing.T) {
 	if got := s.hashes.Hashed.Load(); got != 2 {
 		t.Fatalf("hashed %d bytes, want 2 (no caching of a fresh file)", got)
 	}
+}
+
+// A stat answered from the cache, without opening the file, still refuses
+// the sha256 of another name of a denied file: the hash of "twin" is
+// cached before the worker has met "secret.key"; once it has, the twin's
+// cached hash is not given.
+func TestHashCacheStatKeepsLinkJudgement(t *testing.T) {
+	s, dir := newServiceIn(t, Options{Policy: sandbox.Policy{Deny: []string{"*.key"}}})
+	s.hashes.Settle = 0
+	secret := filepath.Join(dir, "secret.key")
+	if err := os.WriteFile(secret, []byte("DENIED-CONTENT"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(secret, filepath.Join(dir, "twin")); err != nil {
+		t.Fatal(err)
+	}
+	if statSum(t, s, "twin") == "" {
+		t.Fatal("before the denied name was met, the twin's sha256 is given")
+	}
+	if _, ok := s.hashes.Get(hashcache.KeyOf(lstatOf(t, filepath.Join(dir, "twin")))); !ok {
+		t.Fatal("the twin's hash was not cached: the test would not reach the cached path")
+	}
+	if got := statSum(t, s, "secret.key"); got != "" {
+		t.Fatalf("a denied file's stat gives its sha256 %s", got)
+	}
+	hashed := s.hashes.Hashed.Load()
+	resp, err := s.Stat(context.Background(), &fsmcpv1.StatRequest{Path: []byte("twin")})
+	if err == nil && resp.GetSha256() != "" {
+		t.Fatalf("the twin's cached sha256 %s is given after its denied name was met", resp.GetSha256())
+	}
+	if s.hashes.Hashed.Load() != hashed {
+		t.Fatal("the refused twin was read")
+	}
+}
+
+func lstatOf(t *testing.T, p string) *unix.Stat_t {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Lstat(p, &st); err != nil {
+		t.Fatal(err)
+	}
+	return &st
 }

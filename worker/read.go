@@ -87,6 +87,13 @@ func (s *Service) stat(ctx context.Context, req *fsmcpv1.StatRequest) (*fsmcpv1.
 		if _, denied := s.deniedBy(ctx, n.rel); denied || req.GetNoHash() {
 			break
 		}
+		// A version already hashed needs no open, as in fs_digest: its
+		// key is this lstat's, and the content checks the open would make
+		// are the ones statName made, plus hard links.
+		if sum, ok := s.hashes.Get(hashcache.KeyOf(st)); ok && s.judgeLink(ctx, "hash", p, n.rel, st, accessContent) == nil {
+			resp.Sha256 = sum
+			break
+		}
 		sum, err := s.hash(ctx, p, st)
 		if err != nil {
 			return nil, err
