@@ -455,8 +455,9 @@ type named struct {
 }
 
 // statName resolves raw for lstat (accessMeta). A final component "." or
-// ".." (or the root) is a directory, opened as such; any other is
-// lstat'ed in its parent's descriptor.
+// ".." (or the root) is a directory, opened as such; a name in the root
+// is lstat'ed through the Root; any other is lstat'ed in its parent's
+// descriptor.
 func (s *Service) statName(ctx context.Context, op string, raw []byte) (*named, error) {
 	p, err := clientPath(raw)
 	if err != nil {
@@ -483,7 +484,13 @@ func (s *Service) statName(ctx context.Context, op string, raw []byte) (*named, 
 		return &named{p: p, rel: rel, st: st}, nil
 	}
 	if dir == "" {
-		dir = "."
+		// A name in the root itself: the root's real path is "" by
+		// definition, so there is no directory to open and name.
+		fi, err := s.root.Lstat(base)
+		if err != nil {
+			return nil, fsError(op, p, err)
+		}
+		return s.statNamed(ctx, op, p, base, toStat(fi))
 	}
 	f, err := s.root.OpenFile(dir, unix.O_PATH|unix.O_DIRECTORY, 0)
 	if err != nil {
@@ -498,7 +505,11 @@ func (s *Service) statName(ctx context.Context, op string, raw []byte) (*named, 
 	if err != nil {
 		return nil, err
 	}
-	rel = joinRel(rel, base)
+	return s.statNamed(ctx, op, p, joinRel(rel, base), st)
+}
+
+// statNamed judges the name statName resolved to rel, whose lstat is st.
+func (s *Service) statNamed(ctx context.Context, op, p, rel string, st *unix.Stat_t) (*named, error) {
 	s.note(rel, st)
 	if err := s.judgeRules(ctx, op, p, rel); err != nil {
 		return nil, err
