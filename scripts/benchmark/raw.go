@@ -24,6 +24,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -288,6 +289,12 @@ func rawRows(o options, ro rawOptions, tmp string) ([]row, error) {
 			return nil, err
 		}
 		servers = append(servers, s)
+	}
+	// fsmcp caches a file's sha256 only once the file has settled (its
+	// ctime a second old, worker/internal/hashcache): the fixture, just
+	// written, is measured as the files an agent stats mostly are.
+	if err := settle(root, "f4k"); err != nil {
+		return nil, err
 	}
 	rounds, per := 10, o.samples/5
 	if o.smoke {
@@ -726,4 +733,16 @@ func unreadRSS(bin, root string, d time.Duration) (front, worker float64, sent i
 // rows count as answered, from a failure of the harness.
 func answered(err error) bool {
 	return strings.Contains(err.Error(), `\"code\":\"unavailable\"`) || strings.Contains(err.Error(), `\"code\":\"timeout\"`)
+}
+
+// settle waits until the file name in root changed more than a second
+// ago.
+func settle(root, name string) error {
+	fi, err := os.Stat(filepath.Join(root, name))
+	if err != nil {
+		return err
+	}
+	ctime := time.Unix(fi.Sys().(*syscall.Stat_t).Ctim.Unix())
+	time.Sleep(time.Until(ctime.Add(1100 * time.Millisecond)))
+	return nil
 }
