@@ -864,8 +864,8 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-// httpRows measures fs_stat throughput over Streamable HTTP with 1 and 16
-// concurrent sessions sharing one server.
+// httpRows measures fs_stat throughput over Streamable HTTP with 1, 16
+// and 256 concurrent sessions sharing one server.
 func httpRows(o options, root string) ([]row, error) {
 	tokenFile := filepath.Join(filepath.Dir(root), "token")
 	const token = "benchmark-token-0123456789abcdef"
@@ -890,7 +890,7 @@ func httpRows(o options, root string) ([]row, error) {
 		}
 	}
 	var rows []row
-	for _, sessions := range []int{1, 16} {
+	for _, sessions := range []int{1, 16, 256} {
 		var css []*session
 		for range sessions {
 			client := mcp.NewClient(&mcp.Implementation{Name: "fsmcp-bench", Version: "1"}, nil)
