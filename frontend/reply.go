@@ -193,11 +193,34 @@ func appendDigits(b []byte, v, n int) []byte {
 	return b
 }
 
-func formatMode(m uint32) string { return fmt.Sprintf("%04o", m&0o7777) }
+// formatMode is the permission bits of m as four octal digits ("0644"),
+// written without fmt: every stat and listed entry has one.
+func formatMode(m uint32) string {
+	return string([]byte{'0' + byte(m>>9&7), '0' + byte(m>>6&7), '0' + byte(m>>3&7), '0' + byte(m&7)})
+}
 
+// typeName is the name replies give the file type t ("file",
+// "directory", ...).
 func typeName(t fsmcpv1.FileType) string {
+	if n, ok := typeNames[t]; ok {
+		return n
+	}
+	return enumTypeName(t)
+}
+
+func enumTypeName(t fsmcpv1.FileType) string {
 	return strings.ToLower(strings.TrimPrefix(t.String(), "FILE_TYPE_"))
 }
+
+// typeNames holds typeName of every type the enum declares, made once:
+// a listing names thousands (appendEntry reads it too).
+var typeNames = func() map[fsmcpv1.FileType]string {
+	m := make(map[fsmcpv1.FileType]string, len(fsmcpv1.FileType_name))
+	for v := range fsmcpv1.FileType_name {
+		m[fsmcpv1.FileType(v)] = enumTypeName(fsmcpv1.FileType(v))
+	}
+	return m
+}()
 
 // okResult wraps a success document: {"ok":true, ...}.
 func okResult(doc *obj) *mcp.CallToolResult {

@@ -126,15 +126,6 @@ func listSortName(letter byte) string {
 // "mtime":"…","mode":"0755"}, with a 12-digit size.
 const listEntryRoom = 112
 
-// typeNames holds typeName of every file type.
-var typeNames = func() map[fsmcpv1.FileType]string {
-	m := map[fsmcpv1.FileType]string{}
-	for n := range fsmcpv1.FileType_name {
-		m[fsmcpv1.FileType(n)] = typeName(fsmcpv1.FileType(n))
-	}
-	return m
-}()
-
 // appendEntry appends one listed entry's object to b, as entryFields and
 // name would write it, without building it apart first: a listing writes
 // thousands.

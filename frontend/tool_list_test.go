@@ -3,10 +3,12 @@ package frontend
 import (
 	"encoding/base64"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -157,6 +159,23 @@ func TestListEntryRendering(t *testing.T) {
 					t.Errorf("appendEntry = %s, want %s", got, want)
 				}
 			}
+		}
+	}
+}
+
+// formatMode writes what fmt's %04o writes of the permission bits, for
+// every mode with file-type bits above them; typeName gives the enum's
+// own name, lowered, for every declared type and an undeclared one.
+func TestModeAndTypeNames(t *testing.T) {
+	for m := uint32(0); m < 1<<17; m++ {
+		if got, want := formatMode(m), fmt.Sprintf("%04o", m&0o7777); got != want {
+			t.Fatalf("formatMode(%o) = %q, want %q", m, got, want)
+		}
+	}
+	for _, v := range append(slices.Collect(maps.Keys(fsmcpv1.FileType_name)), 99) {
+		typ := fsmcpv1.FileType(v)
+		if got, want := typeName(typ), strings.ToLower(strings.TrimPrefix(typ.String(), "FILE_TYPE_")); got != want {
+			t.Fatalf("typeName(%d) = %q, want %q", v, got, want)
 		}
 	}
 }
