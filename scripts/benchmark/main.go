@@ -85,9 +85,19 @@ func main() {
 	flag.BoolVar(&o.search, "search", false, "with --raw: only the Go-tree rows (fs_glob, fs_grep, fs_tree against rg, and rg under the worker's confinement)")
 	flag.StringVar(&o.rows, "rows", "", "with --raw: only the raw-client rows whose name matches this regular expression (no search, TS-client or memory rows)")
 	flag.BoolVar(&o.memory, "memory", false, "with --raw: only the memory rows (4,000 reads in flight, stdout unread)")
+	flag.StringVar(&o.loop, "loop", "", "with --raw: call this tool (\"NAME ARGUMENTS-JSON\") on the generated tree --calls times, one at a time, and print each process's CPU per call (scripts/profile)")
+	flag.IntVar(&o.calls, "calls", 20000, "with --loop: how many calls")
+	perfScript := flag.String("perf-shares", "", "read this `perf script` output and print, for the front-end and the worker, the share of samples under each of a list of functions (scripts/profile)")
 	flag.DurationVar(&o.soak, "soak", 0, "run the mixed-load soak for this long and report RSS and descriptors over time")
 	flag.DurationVar(&o.soakEvery, "soak-every", 30*time.Second, "how often the soak samples")
 	flag.Parse()
+	if *perfScript != "" {
+		if err := perfShares(*perfScript, os.Stdout); err != nil {
+			fmt.Fprintf(os.Stderr, "perf shares: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if o.soak > 0 {
 		if err := soak(o); err != nil {
 			fmt.Fprintf(os.Stderr, "soak: %v\n", err)

@@ -253,6 +253,10 @@ type rawOptions struct {
 	// rows, when set, keeps only the raw-client rows whose name it
 	// matches (the search, TS-client and memory rows are skipped).
 	rows string
+	// loop, when set, is a tool and its arguments to call calls times
+	// instead of the rows (loop.go).
+	loop  string
+	calls int
 }
 
 func rawRows(o options, ro rawOptions, tmp string) ([]row, error) {
@@ -267,6 +271,9 @@ func rawRows(o options, ro rawOptions, tmp string) ([]row, error) {
 	}
 	if ro.memory {
 		return memoryUnderLoadRows(o, bins, root)
+	}
+	if ro.loop != "" {
+		return loopRows(o.bin, root, ro.loop, ro.calls)
 	}
 
 	var servers []*rawServer
