@@ -25,7 +25,8 @@ func loopRows(bin, root, loop string, calls int) ([]row, error) {
 	if err := settle(root, "f4k"); err != nil {
 		return nil, err
 	}
-	s, err := startRawServer("fsmcp", []string{bin, "--root", root}, false, root)
+	// The raw rows' flags: a 1 MiB read is one page.
+	s, err := startRawServer("fsmcp", []string{bin, "--root", root, "--max-response-bytes", "2097152"}, false, root)
 	if err != nil {
 		return nil, err
 	}
