@@ -844,7 +844,10 @@ func spin(d time.Duration, n int, f func() error) (float64, error) {
 	return float64(done.Load()) / time.Since(t0).Seconds(), firstErr
 }
 
-var servingLine = regexp.MustCompile(`fsmcp \S+: serving .* on http://(\S+)/mcp`)
+// servingLine finds the address in the line an HTTP server prints when it
+// listens; builds before 0.1.0 said "serving MCP at", which --fsmcp may
+// name for a comparison.
+var servingLine = regexp.MustCompile(`fsmcp[^:]*: serving .* (?:on|at) http://(\S+)/mcp`)
 
 type bearer struct {
 	token string
