@@ -96,8 +96,16 @@ func (s *Service) reserveReply(ctx context.Context, op, p string, n int64) (func
 // start: one that holds a slot must not take another (hashOpen takes one),
 // or calls holding every slot could wait on each other until their queue
 // timeout.
+//
+// It also gives the process every processor while the slot is held
+// (procs.go): a hash on the Calls stream is not a small call.
 func (s *Service) heavy(ctx context.Context, op, p string) (func(), error) {
-	return acquire(ctx, s.budgets.heavy, op, p, 1)
+	done, err := acquire(ctx, s.budgets.heavy, op, p, 1)
+	if err != nil {
+		return nil, err
+	}
+	release := s.procs.hold()
+	return func() { release(); done() }, nil
 }
 
 // rgSlot takes one rg-process slot for op; whoever starts a child process

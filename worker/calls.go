@@ -234,6 +234,9 @@ func (s served) reply(ctx context.Context, tr *callTransport, req *fsmcpv1.Calls
 		}
 		return &fsmcpv1.CallsResponse{Reply: &fsmcpv1.CallsResponse_Error{Error: e}}
 	case *fsmcpv1.CallsRequest_List:
+		// A page of thousands of entries is not a small call: the
+		// calls beside it keep a processor of their own (procs.go).
+		defer s.procs.hold()()
 		out, e := dispatch(s, ctx, tr, fsmcpv1.WorkerService_List_FullMethodName, c.List, s.Service.List)
 		if e == nil {
 			return &fsmcpv1.CallsResponse{Reply: &fsmcpv1.CallsResponse_List{List: out}}

@@ -231,6 +231,7 @@ func run(args []string, hooks Hooks) error {
 		// names of protected and denied files (links.go).
 		go sweepTemp(svc, start, false)
 	}
+	svc.procs = newProcs()
 	return Serve(conn, svc, hooks.Interceptor)
 }
 
@@ -260,9 +261,10 @@ func Serve(conn net.Conn, svc *Service, extra grpc.UnaryServerInterceptor) error
 	// A call on the Calls stream runs through the same chain, inside the
 	// panic recovery link.Serve gives every unary RPC (calls.go).
 	calls := served{Service: svc, checks: chainUnary(append([]grpc.UnaryServerInterceptor{link.Recovery(who)}, unary...)...)}
+	// Every other RPC has every processor while it runs (procs.go).
 	return link.Serve(conn, who, func(srv *grpc.Server) { fsmcpv1.RegisterWorkerServiceServer(srv, calls) },
-		grpc.ChainUnaryInterceptor(unary...),
-		grpc.ChainStreamInterceptor(svc.rootStream, svc.rulesStream),
+		grpc.ChainUnaryInterceptor(append([]grpc.UnaryServerInterceptor{svc.procs.unary}, unary...)...),
+		grpc.ChainStreamInterceptor(svc.procs.stream, svc.rootStream, svc.rulesStream),
 		// Memory reserved for a reply is released once it was sent.
 		grpc.StatsHandler(admit.ReleaseAfterReply{}))
 }

@@ -52,7 +52,10 @@ type Service struct {
 	hashes        *hashcache.Cache
 	lines         *lines.Index
 	budgets       budgets
-	limits        admit.Limits
+	// procs switches between one processor and all (procs.go); nil
+	// outside the worker process.
+	procs  *procs
+	limits admit.Limits
 	// quarantine, when set, keeps what deletes remove and writes replace.
 	quarantine *Quarantine
 	// rules, when set, are the operator's --rules, for Check and for
