@@ -20,9 +20,9 @@ import (
 // quarter of the worker's CPU per fs_stat (docs/design/hop.md). Work that
 // runs in parallel (the sort of a large page, a tree's stats, a hash, a
 // search's reply) and any call beside which a small one must not wait
-// get every processor: each RPC other than the Calls stream, and each
-// heavy slot (a hash, a copy, a delete, a commit), holds them while it
-// runs.
+// get every processor: each RPC other than the Calls stream, a list page
+// and a read of more than 64 KiB on it, and each heavy slot (a hash, a
+// copy, a delete, a commit), hold them while they run.
 //
 // Only the worker process uses it (Main); a Service built elsewhere has
 // none and leaves GOMAXPROCS alone.
@@ -65,10 +65,17 @@ func (p *procs) hold() func() {
 	}
 }
 
-// unary holds every processor for a unary RPC. The calls on the Calls
+// unary holds every processor for a unary RPC, but for Stat and Read:
+// a stat holds them only to hash (a heavy slot), a read only for a file
+// larger than the stream carries (readVersion), so that a 4 KiB read
+// asking for a large page stays a small call. The calls on the Calls
 // stream do not pass here (Serve gives them their chain without it).
-func (p *procs) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-	defer p.hold()()
+func (p *procs) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	switch info.FullMethod {
+	case fsmcpv1.WorkerService_Stat_FullMethodName, fsmcpv1.WorkerService_Read_FullMethodName:
+	default:
+		defer p.hold()()
+	}
 	return h(ctx, req)
 }
 

@@ -47,8 +47,9 @@ func TestProcsHold(t *testing.T) {
 }
 
 // As Serve wires it: a small call on the Calls stream runs on one
-// processor, though the stream itself stays open; a list page on the
-// stream, a unary RPC and a heavy slot run on all; after them, one again.
+// processor, though the stream itself stays open, and so does a unary
+// read of a small file; a list page on the stream, another unary RPC and
+// a heavy slot run on all; after them, one again.
 func TestProcsServe(t *testing.T) {
 	svc, root := callsService(t, Options{})
 	svc.procs = withProcs(t)
@@ -72,6 +73,10 @@ func TestProcsServe(t *testing.T) {
 	if _, err := raw.Mkdir(ctx, &fsmcpv1.MkdirRequest{Path: []byte("d")}); err != nil {
 		t.Fatal(err)
 	}
+	// A read asking for a large page keeps its RPC, and stays small.
+	if _, err := raw.Read(ctx, &fsmcpv1.ReadRequest{Path: []byte("f"), Length: 1 << 20}); err != nil {
+		t.Fatal(err)
+	}
 	release, err := svc.heavy(ctx, "test", "")
 	if err != nil {
 		t.Fatal(err)
@@ -84,6 +89,7 @@ func TestProcsServe(t *testing.T) {
 		fsmcpv1.WorkerService_Stat_FullMethodName:  1,
 		fsmcpv1.WorkerService_List_FullMethodName:  2,
 		fsmcpv1.WorkerService_Mkdir_FullMethodName: 2,
+		fsmcpv1.WorkerService_Read_FullMethodName:  1,
 	} {
 		if got, ok := seen[method]; !ok || got != want {
 			t.Errorf("%s ran with GOMAXPROCS %d (seen %v), want %d", method, got, ok, want)

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fsmcp/fsmcp/proto/callstream"
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/proto/link"
 	"github.com/fsmcp/fsmcp/worker/internal/dirent"
@@ -322,6 +323,10 @@ func checkRead(p string, req *fsmcpv1.ReadRequest) error {
 
 // readVersion reads from f, whose fstat is st, what req asks.
 func (s *Service) readVersion(ctx context.Context, p string, f *os.File, st *unix.Stat_t, req *fsmcpv1.ReadRequest) (*fsmcpv1.ReadResponse, error) {
+	if st.Size > callstream.MaxBytes {
+		// Not a small call, whatever it asked for (procs.go).
+		defer s.procs.hold()()
+	}
 	resp := &fsmcpv1.ReadResponse{Size: st.Size, Offset: req.GetOffset()}
 	sum, ok := s.hashes.Get(hashcache.KeyOf(st))
 	if !ok && (st.Size <= inlineHashBytes || req.GetIfSha256() != "") {
