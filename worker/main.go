@@ -223,15 +223,24 @@ func run(args []string, hooks Hooks) error {
 	for _, a := range r.SetAside {
 		conf.JournalsSetAside = append(conf.JournalsSetAside, &fsmcpv1.SetAsideJournal{Name: a.Name, Reason: a.Reason})
 	}
+	svc.procs = newProcs()
+	// The walk runs beside the first calls with every processor, as any
+	// call that is not small does (procs.go).
+	sweep := func(temp bool) {
+		release := svc.procs.hold()
+		go func() {
+			defer release()
+			sweepTemp(svc, start, temp)
+		}()
+	}
 	if !cfg.ReadOnly {
-		go sweepTemp(svc, start, true)
+		sweep(true)
 	}
 	if cfg.ReadOnly && (!svc.policy.Empty() || rules != nil) {
 		// Nothing to sweep, but the walk shows the policy the other
 		// names of protected and denied files (links.go).
-		go sweepTemp(svc, start, false)
+		sweep(false)
 	}
-	svc.procs = newProcs()
 	return Serve(conn, svc, hooks.Interceptor)
 }
 

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -180,4 +181,42 @@ func perfShares(file string, w io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// coldStartRows times spawn → initialize answered (the go-sdk client over
+// stdio, as the full run's cold-start row) for each build in turn, 60
+// times each, and compares each with the last build.
+func coldStartRows(bins []struct{ name, bin string }, root string) ([]row, error) {
+	lat := make([][]float64, len(bins))
+	for i := range 61 {
+		for j, b := range bins {
+			l, err := sample(1, func() error {
+				s, err := startStdio(b.bin, root)
+				if err != nil {
+					return err
+				}
+				return s.cs.Close()
+			})
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", b.name, err)
+			}
+			if i > 0 { // the first of each warms the page cache
+				lat[j] = append(lat[j], l...)
+			}
+		}
+	}
+	for _, l := range lat {
+		slices.Sort(l)
+	}
+	var rows []row
+	last := len(bins) - 1
+	for j, b := range bins {
+		var base []float64
+		baseName := ""
+		if j != last {
+			base, baseName = lat[last], bins[last].name
+		}
+		rows = append(rows, latencyRow("cold start to initialize: "+b.name, lat[j], baseName, base, "", nil))
+	}
+	return rows, nil
 }

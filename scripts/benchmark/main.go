@@ -87,6 +87,7 @@ func main() {
 	flag.BoolVar(&o.memory, "memory", false, "with --raw: only the memory rows (4,000 reads in flight, stdout unread)")
 	flag.StringVar(&o.loop, "loop", "", "with --raw: call this tool (\"NAME ARGUMENTS-JSON\") on the generated tree --calls times, one at a time, and print each process's CPU per call (scripts/profile)")
 	flag.IntVar(&o.calls, "calls", 20000, "with --loop: how many calls")
+	flag.BoolVar(&o.coldStart, "cold-start", false, "with --raw: only the cold start (spawn to initialize answered) of this build and of --before, in turns")
 	perfScript := flag.String("perf-shares", "", "read this `perf script` output and print, for the front-end and the worker, the share of samples under each of a list of functions (scripts/profile)")
 	flag.DurationVar(&o.soak, "soak", 0, "run the mixed-load soak for this long and report RSS and descriptors over time")
 	flag.DurationVar(&o.soakEvery, "soak-every", 30*time.Second, "how often the soak samples")

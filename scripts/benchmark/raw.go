@@ -257,6 +257,8 @@ type rawOptions struct {
 	// instead of the rows (loop.go).
 	loop  string
 	calls int
+	// coldStart: only the cold start of each build, in turns.
+	coldStart bool
 }
 
 func rawRows(o options, ro rawOptions, tmp string) ([]row, error) {
@@ -274,6 +276,9 @@ func rawRows(o options, ro rawOptions, tmp string) ([]row, error) {
 	}
 	if ro.loop != "" {
 		return loopRows(o.bin, root, ro.loop, ro.calls)
+	}
+	if ro.coldStart {
+		return coldStartRows(bins, root)
 	}
 
 	var servers []*rawServer
