@@ -401,6 +401,13 @@ func TestCallsTrailer(t *testing.T) {
 // behind a busy one), an idle runner takes the next call, and stop ends
 // them all.
 func TestCallRunners(t *testing.T) {
+	// Runners of an earlier test's stream end with it, soon after it.
+	for deadline := time.Now().Add(10 * time.Second); runners() > 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	if got := runners(); got != 0 {
+		t.Fatalf("%d runners of an earlier stream still run", got)
+	}
 	r := newCallRunners()
 	const n = 8
 	var started, release sync.WaitGroup
