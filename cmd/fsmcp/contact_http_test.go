@@ -227,10 +227,13 @@ func TestContactHTTPSessionReaping(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cs.Close()
+	// Taken before the call: the server's idle clock starts once it has
+	// the request, later than this and earlier than the reply arrives
+	// here, so only a time taken before can bound it from below.
+	lastUse := time.Now()
 	if err := statErr(cs); err != nil {
 		t.Fatal(err)
 	}
-	lastUse := time.Now()
 	// The server closing the session ends the client's event stream, and
 	// with it the client session: wait for that, not for a fixed time.
 	closed := make(chan struct{})
