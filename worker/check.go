@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/worker/internal/fileio"
 	"github.com/fsmcp/fsmcp/worker/rulesfile"
 	"golang.org/x/sys/unix"
 )
@@ -104,7 +105,7 @@ func (s *Service) checkPaths(p string) ([]string, error) {
 // one and leads to a file or directory inside the root. Only those are
 // opened (non-blocking), as the tools that follow links open them.
 func (s *Service) linkRealPath(d *parent, base, p string) (string, bool) {
-	st, err := fstatat(d.fd, base)
+	st, err := fileio.Lstatat(d.fd, base)
 	if err != nil || st.Mode&unix.S_IFMT != unix.S_IFLNK {
 		return "", false
 	}

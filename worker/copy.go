@@ -66,12 +66,12 @@ func (s *Service) Copy(ctx context.Context, req *fsmcpv1.CopyRequest) (*fsmcpv1.
 		return nil, fsError("copy", to, err)
 	}
 	defer unlock()
-	if _, err := fstatat(td.fd, tbase); err == nil {
+	if _, err := fileio.Lstatat(td.fd, tbase); err == nil {
 		return nil, newError(fsmcpv1.ErrorCode_ERROR_CODE_ALREADY_EXISTS, to, "copy: the destination exists")
 	} else if !errors.Is(err, unix.ENOENT) {
 		return nil, fsError("copy", to, err)
 	}
-	st, err := fstatat(fd.fd, fbase)
+	st, err := fileio.Lstatat(fd.fd, fbase)
 	if err != nil {
 		return nil, fsError("copy", from, err)
 	}
@@ -235,7 +235,7 @@ func (c *copier) dir(sfd int, name, p, rel string, dfd int, dname string, depth 
 			continue
 		}
 		child := path.Join(p, n)
-		st, err := fstatat(fd, n)
+		st, err := fileio.Lstatat(fd, n)
 		if errors.Is(err, unix.ENOENT) {
 			continue // removed since readdir: it is not part of the copy
 		}

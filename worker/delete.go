@@ -10,6 +10,7 @@ import (
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/worker/internal/dirwalk"
+	"github.com/fsmcp/fsmcp/worker/internal/fileio"
 	"golang.org/x/sys/unix"
 )
 
@@ -50,7 +51,7 @@ func (s *Service) Delete(ctx context.Context, req *fsmcpv1.DeleteRequest) (*fsmc
 		}
 		defer unlock()
 		// The tree is judged by its real names, before it is renamed.
-		if st, err := fstatat(d.fd, base); err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR && req.GetRecursive() {
+		if st, err := fileio.Lstatat(d.fd, base); err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR && req.GetRecursive() {
 			if err := s.judgeTree(ctx, "delete", p, d, base, ""); err != nil {
 				return nil, err
 			}
@@ -60,7 +61,7 @@ func (s *Service) Delete(ctx context.Context, req *fsmcpv1.DeleteRequest) (*fsmc
 			return nil, err
 		}
 	}
-	st, err := fstatat(d.fd, name)
+	st, err := fileio.Lstatat(d.fd, name)
 	if err != nil {
 		return nil, fsError("delete", p, err)
 	}
@@ -203,7 +204,7 @@ func (sw *sweeper) fail(err error) {
 // whether to walk into it.
 func (sw *sweeper) visit(fd int, e fs.DirEntry, rel string) (bool, error) {
 	n := e.Name()
-	st, err := fstatat(fd, n)
+	st, err := fileio.Lstatat(fd, n)
 	if err != nil {
 		return false, nil // gone since readdir
 	}

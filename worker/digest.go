@@ -14,6 +14,7 @@ import (
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/worker/internal/checkpoint"
 	"github.com/fsmcp/fsmcp/worker/internal/dirwalk"
+	"github.com/fsmcp/fsmcp/worker/internal/fileio"
 	"github.com/fsmcp/fsmcp/worker/internal/hashcache"
 	"github.com/fsmcp/fsmcp/worker/internal/treesum"
 	"golang.org/x/sys/unix"
@@ -109,7 +110,7 @@ func (dg *digester) node(fd int, name, p, rel string, depth int) ([32]byte, fsmc
 	if err := dg.ctx.Err(); err != nil {
 		return [32]byte{}, 0, err
 	}
-	st, err := fstatat(fd, name)
+	st, err := fileio.Lstatat(fd, name)
 	if err != nil {
 		return [32]byte{}, 0, err
 	}

@@ -103,12 +103,3 @@ func (l *pathLocks) lock(ctx context.Context, k lockKey) (func(), error) {
 		return nil, ctx.Err()
 	}
 }
-
-// fstatat is lstat of one name in a directory.
-func fstatat(dirfd int, name string) (*unix.Stat_t, error) {
-	var st unix.Stat_t
-	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return nil, err
-	}
-	return &st, nil
-}

@@ -6,6 +6,7 @@ import (
 	"os"
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
+	"github.com/fsmcp/fsmcp/worker/internal/fileio"
 	"golang.org/x/sys/unix"
 )
 
@@ -51,7 +52,7 @@ func (g *guard) close() {
 // root-relative path rel). A file's hash is its content's, so a denied
 // file is refused, as is a tree holding one.
 func (g *guard) check(ctx context.Context, s *Service, fd int, name, p, rel string) error {
-	st, err := fstatat(fd, name)
+	st, err := fileio.Lstatat(fd, name)
 	if err != nil {
 		return fsError("check", p, err)
 	}
@@ -115,7 +116,7 @@ func (g *guard) recheck(ctx context.Context, s *Service, fd int, name, p, rel st
 	if g.ifTree != "" {
 		return g.check(ctx, s, fd, name, p, rel)
 	}
-	st, err := fstatat(fd, name)
+	st, err := fileio.Lstatat(fd, name)
 	if err != nil {
 		return fsError("check", p, err)
 	}

@@ -302,7 +302,7 @@ func patchEntry(files []*patchFile) *qEntry {
 			e.bytes -= part.oldSize // only the bytes cut are kept
 			sum := sha256.Sum256(f.data)
 			part.nowSHA = hex.EncodeToString(sum[:])
-			if st, err := fstatat(f.d.fd, f.base); err == nil {
+			if st, err := fileio.Lstatat(f.d.fd, f.base); err == nil {
 				part.now = idOf(st)
 			}
 		case f.delete:
@@ -358,7 +358,7 @@ func (s *Service) undoJournalEntry(e patchlog.Entry, qfd int) error {
 	// The staged file, if it is still ours, goes now; the sweep would
 	// take it too.
 	if td != nil && e.NewIno != 0 {
-		if st, serr := fstatat(int(td.Fd()), string(e.Tmp)); serr == nil && st.Ino == e.NewIno {
+		if st, serr := fileio.Lstatat(int(td.Fd()), string(e.Tmp)); serr == nil && st.Ino == e.NewIno {
 			unix.Unlinkat(int(td.Fd()), string(e.Tmp), 0)
 		}
 		unix.Fsync(int(td.Fd()))

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/fsmcp/fsmcp/sandbox"
+	"github.com/fsmcp/fsmcp/worker/internal/fileio"
 	"golang.org/x/sys/unix"
 )
 
@@ -110,7 +111,7 @@ func (s *Service) linkDenied(pol *sandbox.Matcher, dirfd int, name string) bool 
 	if s.links.denied.Load() == 0 {
 		return false
 	}
-	st, err := fstatat(dirfd, name)
+	st, err := fileio.Lstatat(dirfd, name)
 	if err != nil {
 		return true // cannot tell: leave it out
 	}

@@ -133,7 +133,7 @@ func (s *Service) Mkdir(ctx context.Context, req *fsmcpv1.MkdirRequest) (*fsmcpv
 func (s *Service) mkdirOne(ctx context.Context, p, q string, dir *os.File, name string, last bool) (*os.File, *unix.Stat_t, error) {
 	dfd := int(dir.Fd())
 	var made *unix.Stat_t
-	st, err := fstatat(dfd, name)
+	st, err := fileio.Lstatat(dfd, name)
 	switch {
 	case err == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK:
 		return nil, nil, nil
@@ -328,7 +328,7 @@ func (s *Service) Move(ctx context.Context, req *fsmcpv1.MoveRequest) (*fsmcpv1.
 			return nil, err
 		}
 	}
-	st, err := fstatat(fd.fd, fbase)
+	st, err := fileio.Lstatat(fd.fd, fbase)
 	if err != nil {
 		return nil, fsError("move", from, err)
 	}

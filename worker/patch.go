@@ -16,6 +16,7 @@ import (
 	"github.com/bluekeyes/go-gitdiff/gitdiff"
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/worker/internal/envelope"
+	"github.com/fsmcp/fsmcp/worker/internal/fileio"
 	"golang.org/x/sys/unix"
 )
 
@@ -475,7 +476,7 @@ func (s *Service) placeDeletion(f *patchFile) error {
 		}
 		return fsError("patch", f.path, err)
 	}
-	moved, err := fstatat(f.td.fd, f.tmp)
+	moved, err := fileio.Lstatat(f.td.fd, f.tmp)
 	now, ferr := fstat(f.cur.f)
 	if err != nil || ferr != nil || !sameInode(moved, f.cur.st) || now.Mtim != f.cur.st.Mtim || now.Size != f.cur.st.Size {
 		if xerr := unix.Renameat2(f.td.fd, f.tmp, f.d.fd, f.base, unix.RENAME_NOREPLACE); xerr != nil {

@@ -183,7 +183,7 @@ func (q *Quarantine) settle() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for _, e := range slices.Clone(q.entries) {
-		if _, err := fstatat(q.fd, e.parts[0].name); e.id == 0 && errors.Is(err, unix.ENOENT) {
+		if _, err := fileio.Lstatat(q.fd, e.parts[0].name); e.id == 0 && errors.Is(err, unix.ENOENT) {
 			q.remove(e)
 		}
 	}
@@ -323,7 +323,7 @@ func (q *Quarantine) persist(stateFD int, rootDev, rootIno uint64) error {
 		for _, ip := range ie.Parts {
 			part := fromIndex(ip)
 			if part.name != "" {
-				if _, err := fstatat(q.fd, part.name); err != nil {
+				if _, err := fileio.Lstatat(q.fd, part.name); err != nil {
 					whole = false
 				}
 				known[part.name] = true

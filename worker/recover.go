@@ -378,7 +378,7 @@ func (s *Service) verifyFiles(j *patchlog.Journal, dirs []*parent, qfd int) erro
 			}{qfd, string(e.Q)})
 		}
 		for _, w := range where {
-			st, err := fstatat(w.fd, w.name)
+			st, err := fileio.Lstatat(w.fd, w.name)
 			if err != nil {
 				continue
 			}

@@ -12,6 +12,7 @@ import (
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/worker/internal/dirwalk"
+	"github.com/fsmcp/fsmcp/worker/internal/fileio"
 	"golang.org/x/sys/unix"
 )
 
@@ -301,7 +302,7 @@ func (s *Service) openName(ctx context.Context, op, p string, kind access) (*par
 		return nil, "", err
 	}
 	rel := joinRel(d.rel, base)
-	st, serr := fstatat(d.fd, base)
+	st, serr := fileio.Lstatat(d.fd, base)
 	if serr == nil {
 		s.note(rel, st)
 	}
@@ -497,7 +498,7 @@ func (s *Service) statName(ctx context.Context, op string, raw []byte) (*named, 
 		return nil, fsError(op, p, err)
 	}
 	defer f.Close()
-	st, err := fstatat(int(f.Fd()), base)
+	st, err := fileio.Lstatat(int(f.Fd()), base)
 	if err != nil {
 		return nil, fsError(op, p, err)
 	}

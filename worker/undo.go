@@ -283,14 +283,14 @@ func (s *Service) checkPart(ctx context.Context, st *undoStep) error {
 		return s.checkTruncate(ctx, st)
 	}
 	if part.kind != partTake {
-		kept, err := fstatat(q.fd, part.name)
+		kept, err := fileio.Lstatat(q.fd, part.name)
 		if err != nil {
 			return fsError("undo", p, err)
 		}
 		st.typ = fileType(kept.Mode)
 	}
 	if part.kind == partRestore {
-		if _, err := fstatat(st.d.fd, part.base); !errors.Is(err, unix.ENOENT) {
+		if _, err := fileio.Lstatat(st.d.fd, part.base); !errors.Is(err, unix.ENOENT) {
 			if err != nil {
 				return fsError("undo", p, err)
 			}
@@ -344,7 +344,7 @@ func (s *Service) applyPart(st *undoStep) error {
 			return fsError("undo", p, err)
 		}
 		// The quarantine name now holds what was at the path.
-		if swapped, err := fstatat(q.fd, part.name); err != nil || swapped.Dev != part.now.dev || swapped.Ino != part.now.ino {
+		if swapped, err := fileio.Lstatat(q.fd, part.name); err != nil || swapped.Dev != part.now.dev || swapped.Ino != part.now.ino {
 			return lostRace(func() error { return unix.Renameat2(q.fd, part.name, d.fd, part.base, unix.RENAME_EXCHANGE) })
 		}
 	case partTruncate:
@@ -357,7 +357,7 @@ func (s *Service) applyPart(st *undoStep) error {
 		if err := fileio.RenameNoReplace(d.fd, part.base, q.fd, st.taken); err != nil {
 			return fsError("undo", p, err)
 		}
-		if taken, err := fstatat(q.fd, st.taken); err != nil || taken.Dev != part.now.dev || taken.Ino != part.now.ino {
+		if taken, err := fileio.Lstatat(q.fd, st.taken); err != nil || taken.Dev != part.now.dev || taken.Ino != part.now.ino {
 			return lostRace(func() error { return fileio.RenameNoReplace(q.fd, st.taken, d.fd, part.base) })
 		}
 	}
@@ -398,14 +398,14 @@ func (st *undoStep) redo(q *Quarantine) (qPart, int64, bool) {
 	back := qPart{path: part.path, parentDev: part.parentDev, parentIno: part.parentIno, base: part.base}
 	switch part.kind {
 	case partRestore:
-		restored, err := fstatat(st.d.fd, part.base)
+		restored, err := fileio.Lstatat(st.d.fd, part.base)
 		if part.keptSHA == "" || err != nil {
 			return qPart{}, 0, false
 		}
 		back.kind, back.now, back.nowSHA = partTake, idOf(restored), part.keptSHA
 		return back, 0, true
 	case partTruncate:
-		cut, err := fstatat(q.fd, st.taken)
+		cut, err := fileio.Lstatat(q.fd, st.taken)
 		if err != nil {
 			return qPart{}, 0, false
 		}
@@ -413,22 +413,22 @@ func (st *undoStep) redo(q *Quarantine) (qPart, int64, bool) {
 		return back, cut.Size, true
 	case partUncut:
 		// The bytes are back in the file; its undo cuts them again.
-		now, err := fstatat(st.d.fd, part.base)
+		now, err := fileio.Lstatat(st.d.fd, part.base)
 		if err != nil {
 			return qPart{}, 0, false
 		}
 		back.kind, back.now, back.nowSHA, back.keptSHA, back.oldSize = partTruncate, idOf(now), part.keptSHA, part.nowSHA, part.oldSize
 		return back, 0, true
 	case partSwap:
-		restored, err := fstatat(st.d.fd, part.base)
-		successor, serr := fstatat(q.fd, part.name)
+		restored, err := fileio.Lstatat(st.d.fd, part.base)
+		successor, serr := fileio.Lstatat(q.fd, part.name)
 		if err != nil || serr != nil {
 			return qPart{}, 0, false
 		}
 		back.kind, back.name, back.now, back.nowSHA, back.keptSHA = partSwap, part.name, idOf(restored), part.keptSHA, part.nowSHA
 		return back, successor.Size, true
 	default:
-		taken, err := fstatat(q.fd, st.taken)
+		taken, err := fileio.Lstatat(q.fd, st.taken)
 		if err != nil {
 			return qPart{}, 0, false
 		}

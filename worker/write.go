@@ -304,7 +304,7 @@ func (c *current) check(p, ifSHA string) error {
 // component is never followed, so a symlink is refused, as are fifos,
 // sockets and devices, which are never opened.
 func (s *Service) current(ctx context.Context, op string, d *parent, base, p string, all bool) (*current, error) {
-	lst, err := fstatat(d.fd, base)
+	lst, err := fileio.Lstatat(d.fd, base)
 	if errors.Is(err, unix.ENOENT) {
 		return &current{}, nil
 	}
@@ -665,7 +665,7 @@ func (s *Service) place(ctx context.Context, st *staged, base, p string, cur *cu
 		return false, fsError("rename", p, err)
 	}
 	// The temp name now holds whatever was at base.
-	displaced, err := fstatat(d.fd, tmp)
+	displaced, err := fileio.Lstatat(d.fd, tmp)
 	now, ferr := fstat(cur.f)
 	if err != nil || ferr != nil || !sameInode(displaced, cur.st) ||
 		now.Mtim != cur.st.Mtim || now.Size != cur.st.Size {

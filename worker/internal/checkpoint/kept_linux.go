@@ -10,6 +10,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/fsmcp/fsmcp/worker/internal/fileio"
 	"golang.org/x/sys/unix"
 )
 
@@ -32,7 +33,7 @@ func ReadKept(kept []Kept, want *Entry, reserve Reserve) ([]byte, *os.File, bool
 			continue
 		}
 		f := os.NewFile(uintptr(fd), k.Name)
-		st, err := fstat(f)
+		st, err := fileio.Fstat(f)
 		if err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != want.Size {
 			f.Close()
 			continue
@@ -63,7 +64,7 @@ func ReadPrefix(rootFD int, rel string, want *Entry, reserve Reserve) ([]byte, b
 	}
 	f := os.NewFile(uintptr(fd), rel)
 	defer f.Close()
-	if st, err := fstat(f); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size < want.Size {
+	if st, err := fileio.Fstat(f); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size < want.Size {
 		return nil, false
 	}
 	release, err := reserve(want.Size)
@@ -114,7 +115,7 @@ func FindBySize(ctx context.Context, dirfd int, names []string, sizes map[int64]
 	hash func(f *os.File, st *unix.Stat_t) (string, error), found func(sum, rel string)) {
 	var walk func(dirfd int, name, rel string, depth int)
 	walk = func(dirfd int, name, rel string, depth int) {
-		st, err := fstatat(dirfd, name)
+		st, err := fileio.Lstatat(dirfd, name)
 		if err != nil || ctx.Err() != nil || depth > maxDepth {
 			return
 		}
@@ -129,7 +130,7 @@ func FindBySize(ctx context.Context, dirfd int, names []string, sizes map[int64]
 			}
 			f := os.NewFile(uintptr(fd), name)
 			defer f.Close()
-			opened, err := fstat(f)
+			opened, err := fileio.Fstat(f)
 			if err != nil {
 				return
 			}
@@ -152,20 +153,4 @@ func FindBySize(ctx context.Context, dirfd int, names []string, sizes map[int64]
 	for _, n := range names {
 		walk(dirfd, n, n, 0)
 	}
-}
-
-func fstatat(dirfd int, name string) (*unix.Stat_t, error) {
-	var st unix.Stat_t
-	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return nil, err
-	}
-	return &st, nil
-}
-
-func fstat(f *os.File) (*unix.Stat_t, error) {
-	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
-		return nil, err
-	}
-	return &st, nil
 }

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 
+	"github.com/fsmcp/fsmcp/worker/internal/fileio"
 	"golang.org/x/sys/unix"
 )
 
@@ -239,7 +240,7 @@ func (r *Remover) unlink(fd int, name string, depth int) error {
 // Size is the bytes of regular files under name in dirfd (itself, if
 // it is one) and how many names it holds, without following symlinks.
 func Size(dirfd int, name string, maxDepth int) (size, count int64, err error) {
-	st, err := fstatat(dirfd, name)
+	st, err := fileio.Lstatat(dirfd, name)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -266,7 +267,7 @@ func Size(dirfd int, name string, maxDepth int) (size, count int64, err error) {
 			return err
 		}
 		for _, n := range names {
-			st, err := fstatat(fd, n)
+			st, err := fileio.Lstatat(fd, n)
 			if err != nil {
 				continue
 			}
@@ -296,12 +297,4 @@ func Size(dirfd int, name string, maxDepth int) (size, count int64, err error) {
 	count = 1
 	err = walk(fd, 0)
 	return size, count, err
-}
-
-func fstatat(dirfd int, name string) (*unix.Stat_t, error) {
-	var st unix.Stat_t
-	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return nil, err
-	}
-	return &st, nil
 }

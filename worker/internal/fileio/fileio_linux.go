@@ -219,3 +219,22 @@ func MoveByCopy(fromFD int, name string, toFD int, to string, limit int64) error
 	}
 	return unix.Unlinkat(fromFD, name, 0)
 }
+
+// Lstatat is the lstat of name in the directory dirfd: a final symlink
+// is not followed.
+func Lstatat(dirfd int, name string) (*unix.Stat_t, error) {
+	var st unix.Stat_t
+	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
+// Fstat is the fstat of the open file f.
+func Fstat(f *os.File) (*unix.Stat_t, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}

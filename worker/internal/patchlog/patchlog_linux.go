@@ -143,16 +143,16 @@ func UndoEntry(dirfd, tmpfd, qfd int, e Entry) error {
 		}
 		return unix.Fchmodat(dirfd, name, e.Mode, 0)
 	}
-	side, serr := fstatat(tmpfd, tmp)
+	side, serr := fileio.Lstatat(tmpfd, tmp)
 	if len(e.Q) > 0 && qfd >= 0 && errors.Is(serr, unix.ENOENT) {
-		if kept, err := fstatat(qfd, string(e.Q)); err == nil && kept.Ino == e.OldIno {
+		if kept, err := fileio.Lstatat(qfd, string(e.Q)); err == nil && kept.Ino == e.OldIno {
 			if err := fileio.RenameNoReplace(qfd, string(e.Q), tmpfd, tmp); err != nil {
 				return err
 			}
-			side, serr = fstatat(tmpfd, tmp)
+			side, serr = fileio.Lstatat(tmpfd, tmp)
 		}
 	}
-	at, aerr := fstatat(dirfd, name)
+	at, aerr := fileio.Lstatat(dirfd, name)
 	placedNew := aerr == nil && at.Ino == e.NewIno
 	switch e.Kind {
 	case "replace":
@@ -190,7 +190,7 @@ func undoCut(dirfd, qfd int, e Entry) error {
 		return err
 	}
 	defer f.Close()
-	st, err := fstat(f)
+	st, err := fileio.Fstat(f)
 	if err != nil {
 		return err
 	}
@@ -237,7 +237,7 @@ func FileMatches(dirfd int, name string, ino uint64, size int64, sum string) err
 	}
 	f := os.NewFile(uintptr(fd), name)
 	defer f.Close()
-	st, err := fstat(f)
+	st, err := fileio.Fstat(f)
 	switch {
 	case err != nil:
 		return err
@@ -254,20 +254,4 @@ func FileMatches(dirfd int, name string, ino uint64, size int64, sum string) err
 		return fmt.Errorf("has sha256 %s, the journal says %s", got, sum)
 	}
 	return nil
-}
-
-func fstatat(dirfd int, name string) (*unix.Stat_t, error) {
-	var st unix.Stat_t
-	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return nil, err
-	}
-	return &st, nil
-}
-
-func fstat(f *os.File) (*unix.Stat_t, error) {
-	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
-		return nil, err
-	}
-	return &st, nil
 }

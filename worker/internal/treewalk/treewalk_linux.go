@@ -10,6 +10,7 @@ import (
 
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/worker/internal/dirent"
+	"github.com/fsmcp/fsmcp/worker/internal/fileio"
 	"github.com/fsmcp/fsmcp/worker/internal/rglog"
 	"golang.org/x/sys/unix"
 )
@@ -303,7 +304,7 @@ func (w *walk) read(fd int) ([]dirName, bool, error) {
 			return nil
 		}
 		if typ == unix.DT_UNKNOWN {
-			st, err := fstatat(fd, string(name))
+			st, err := fileio.Lstatat(fd, string(name))
 			if err != nil {
 				return nil // gone since
 			}
@@ -439,7 +440,7 @@ func sizeRun(base, skip int, entries []*fsmcpv1.TreeEntry) {
 			e.Type = fsmcpv1.FileType_FILE_TYPE_UNSPECIFIED
 			continue
 		}
-		st, err := fstatat(fd, name)
+		st, err := fileio.Lstatat(fd, name)
 		if err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 			e.Type = fsmcpv1.FileType_FILE_TYPE_UNSPECIFIED // gone since, or replaced
 			continue
@@ -496,13 +497,4 @@ func join(dir, name string) string {
 		return name
 	}
 	return dir + "/" + name
-}
-
-// fstatat is lstat of one name in a directory.
-func fstatat(dirfd int, name string) (*unix.Stat_t, error) {
-	var st unix.Stat_t
-	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return nil, err
-	}
-	return &st, nil
 }
