@@ -9,6 +9,7 @@ import (
 	fsmcpv1 "github.com/fsmcp/fsmcp/proto/gen/fsmcp/v1"
 	"github.com/fsmcp/fsmcp/proto/link"
 	"github.com/fsmcp/fsmcp/worker/internal/admit"
+	"github.com/fsmcp/fsmcp/worker/internal/runners"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -56,7 +57,7 @@ func chainUnary(ics ...grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor 
 // cancels it. A reused live id or a message naming no call is a bug of
 // the front-end, and ends the stream with invalid_argument.
 //
-// The goroutines outlive their calls (callRunners): a new goroutine's
+// The goroutines outlive their calls (internal/runners): a new goroutine's
 // stack grows, copied, through the interceptors and the handler on every
 // call, which cost a sixth of a small call's CPU.
 func (s served) Calls(stream grpc.BidiStreamingServer[fsmcpv1.CallsRequest, fsmcpv1.CallsResponse]) error {
@@ -66,7 +67,7 @@ func (s served) Calls(stream grpc.BidiStreamingServer[fsmcpv1.CallsRequest, fsmc
 		sendMu sync.Mutex
 		wg     sync.WaitGroup
 		slots  = make(chan struct{}, link.MaxStreams)
-		run    = newCallRunners()
+		run    = runners.New()
 	)
 	defer func() {
 		mu.Lock()
@@ -75,7 +76,7 @@ func (s served) Calls(stream grpc.BidiStreamingServer[fsmcpv1.CallsRequest, fsmc
 		}
 		mu.Unlock()
 		wg.Wait()
-		run.stop()
+		run.Stop()
 	}()
 	base := stream.Context()
 	for {
@@ -125,7 +126,7 @@ func (s served) Calls(stream grpc.BidiStreamingServer[fsmcpv1.CallsRequest, fsmc
 		}
 		ctx, release := admit.Hold(metadata.NewIncomingContext(ctx, md))
 		wg.Add(1)
-		run.do(func() {
+		run.Do(func() {
 			defer wg.Done()
 			reply := s.call(ctx, req)
 			reply.Id = id
@@ -143,51 +144,6 @@ func (s served) Calls(stream grpc.BidiStreamingServer[fsmcpv1.CallsRequest, fsmc
 		})
 	}
 }
-
-// callRunners run a stream's calls on goroutines that stay for the next
-// call: a call goes to an idle one, or to a new one when none is idle.
-// One idle for runnerIdle ends, so a burst leaves none behind; the rest
-// end at stop. Calls run at most link.MaxStreams at once, so there are
-// never more goroutines than that.
-type callRunners struct {
-	jobs chan func()
-	quit chan struct{}
-}
-
-// runnerIdle is how long a runner waits for another call before it ends.
-const runnerIdle = 10 * time.Second
-
-func newCallRunners() *callRunners {
-	return &callRunners{jobs: make(chan func()), quit: make(chan struct{})}
-}
-
-// do runs f on an idle runner, or on a new one.
-func (r *callRunners) do(f func()) {
-	select {
-	case r.jobs <- f:
-	default:
-		go r.runner(f)
-	}
-}
-
-func (r *callRunners) runner(f func()) {
-	idle := time.NewTimer(runnerIdle)
-	defer idle.Stop()
-	for {
-		f()
-		idle.Reset(runnerIdle)
-		select {
-		case f = <-r.jobs:
-		case <-idle.C:
-			return
-		case <-r.quit:
-			return
-		}
-	}
-}
-
-// stop ends the idle runners; each busy one ends after its call.
-func (r *callRunners) stop() { close(r.quit) }
 
 // call runs one call through its RPC's interceptors and handler. What it
 // sets for its trailer goes in its reply.

@@ -5,7 +5,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -395,62 +394,4 @@ func TestCallsTrailer(t *testing.T) {
 	if len(got) != 1 || got[0] != fsmcpv1.WorkerService_Stat_FullMethodName {
 		t.Fatalf("the stream call's trailer named %q, want %q", got, fsmcpv1.WorkerService_Stat_FullMethodName)
 	}
-}
-
-// TestCallRunners: calls running at once each get a runner (none waits
-// behind a busy one), an idle runner takes the next call, and stop ends
-// them all.
-func TestCallRunners(t *testing.T) {
-	// Runners of an earlier test's stream end with it, soon after it.
-	for deadline := time.Now().Add(10 * time.Second); runners() > 0 && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
-	}
-	if got := runners(); got != 0 {
-		t.Fatalf("%d runners of an earlier stream still run", got)
-	}
-	r := newCallRunners()
-	const n = 8
-	var started, release sync.WaitGroup
-	started.Add(n)
-	release.Add(1)
-	for range n {
-		r.do(func() { started.Done(); release.Wait() })
-	}
-	waited := make(chan struct{})
-	go func() { started.Wait(); close(waited) }()
-	select {
-	case <-waited:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%d calls at once did not all start", n)
-	}
-	if got := runners(); got != n {
-		t.Fatalf("%d calls at once run on %d runners", n, got)
-	}
-	release.Done()
-	for range 100 {
-		// The runner that answered is back waiting before the next
-		// call comes, as a call's round trip gives it time to be.
-		time.Sleep(100 * time.Microsecond)
-		done := make(chan struct{})
-		r.do(func() { close(done) })
-		<-done
-	}
-	if got := runners(); got != n {
-		t.Fatalf("after 100 calls one at a time, %d runners, want the %d idle ones reused", got, n)
-	}
-	r.stop()
-	deadline := time.Now().Add(10 * time.Second)
-	for runners() > 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	if got := runners(); got != 0 {
-		t.Fatalf("after stop, %d runners remain", got)
-	}
-}
-
-// runners counts the goroutines running callRunners.runner.
-func runners() int {
-	buf := make([]byte, 1<<20)
-	buf = buf[:runtime.Stack(buf, true)]
-	return strings.Count(string(buf), "worker.(*callRunners).runner(")
 }
